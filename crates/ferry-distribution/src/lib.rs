@@ -1,0 +1,26 @@
+//! The OCI distribution client ferry is built on: references, digests, auth, transport,
+//! the one retry shape, AIMD windows and breakers, and the registry operations.
+
+pub mod auth;
+pub mod breaker;
+pub mod challenge;
+pub mod client;
+pub mod digest;
+pub mod error;
+pub mod gate;
+pub mod link;
+pub mod media;
+pub mod operation;
+pub mod ops;
+pub mod reference;
+pub mod retry;
+pub mod secret;
+pub mod stats;
+pub mod window;
+
+
+
+
+
+
+pub use secret::Secret;

@@ -1,0 +1,380 @@
+//! The one transient classifier: what a failed attempt says about the registry (declined, outcome
+//! unknown, or final), and how an HTTP answer or a transport error becomes a [`Failure`].
+
+use std::time::SystemTime;
+
+use crate::error::{Error, ErrorKind};
+use crate::operation::{Operation, Replay};
+use crate::retry::retry_after::parse_retry_after;
+
+/// Whether the request reached the registry before the connection failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// The connection never opened: nothing reached the registry.
+    No,
+    /// It may have been received and acted on.
+    Unknown,
+}
+
+/// One failed attempt, as the attempt itself saw it. The retry loop classifies it.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// The registry answered with a status the operation does not accept.
+    Status {
+        status: u16,
+        retry_after: Option<std::time::Duration>,
+        code: Option<String>,
+        message: Option<String>,
+    },
+    /// The connection failed (refused, reset, timed out, or the body broke part way).
+    Transport {
+        message: String,
+        sent: Sent,
+        /// A failure of this machine (out of sockets or file descriptors): retried, but not
+        /// recorded against the registry.
+        local: bool,
+    },
+    /// Already decided: returned as is, never retried (a digest mismatch, a refused redirect).
+    Final(ErrorKind),
+    /// An inner operation's own final error (a token exchange that gave up): returned as is so
+    /// that its attempts are not multiplied by this operation's.
+    Inner(Box<Error>),
+}
+
+/// What a failure says, before the operation's replay rule is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transience {
+    /// The registry declined before doing any work (429, 503 with `Retry-After`, 408, or the
+    /// connection never opened): safe to send again for every operation.
+    Declined,
+    /// The work may or may not have been done (500, 502, 503, 504, a connection lost after the
+    /// request went out): safe to send again only for a replayable operation.
+    Unknown,
+    /// Sending again cannot help.
+    Permanent,
+}
+
+/// The status codes that are ever worth another attempt.
+pub fn is_transient_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// The transient classifier for the whole workspace.
+pub fn transience(failure: &Failure) -> Transience {
+    match failure {
+        Failure::Status {
+            status,
+            retry_after,
+            ..
+        } => match status {
+            429 | 408 => Transience::Declined,
+            503 if retry_after.is_some() => Transience::Declined,
+            500 | 502 | 503 | 504 => Transience::Unknown,
+            _ => Transience::Permanent,
+        },
+        Failure::Transport { sent: Sent::No, .. } => Transience::Declined,
+        Failure::Transport {
+            sent: Sent::Unknown,
+            ..
+        } => Transience::Unknown,
+        Failure::Final(_) | Failure::Inner(_) => Transience::Permanent,
+    }
+}
+
+/// Whether this failure of this operation may be attempted again.
+pub fn may_retry(failure: &Failure, operation: Operation) -> bool {
+    match transience(failure) {
+        Transience::Declined => true,
+        Transience::Unknown => operation.replay() == Replay::Safe,
+        Transience::Permanent => false,
+    }
+}
+
+/// A throttle: the registry asks for fewer requests (429, or 503 which is how sheds arrive).
+/// The AIMD window halves on these.
+pub fn is_throttle(failure: &Failure) -> bool {
+    matches!(
+        failure,
+        Failure::Status {
+            status: 429 | 503,
+            ..
+        }
+    )
+}
+
+/// Whether the failure counts against the registry's health in its breaker. `Some(true)` is a
+/// fault, `Some(false)` is proof of life, `None` says nothing about the registry.
+pub fn breaker_verdict(failure: &Failure) -> Option<bool> {
+    match failure {
+        // Local failures and decided errors say nothing about the registry.
+        Failure::Transport { local: true, .. } | Failure::Final(_) | Failure::Inner(_) => None,
+        Failure::Transport { .. } => Some(true),
+        Failure::Status {
+            status,
+            retry_after,
+            ..
+        } => match status {
+            // A throttle or a shed is a registry that is alive and pacing us, not a fault.
+            429 => Some(false),
+            503 if retry_after.is_some() => Some(false),
+            500 | 502 | 503 | 504 => Some(true),
+            _ => Some(false),
+        },
+    }
+}
+
+impl Failure {
+    /// A failure built from a reqwest error, deciding whether the request was sent.
+    pub fn from_transport(error: &reqwest::Error) -> Failure {
+        let local = is_local_io_failure(error);
+        // A connect error (refused, unreachable, connect timeout, TLS handshake) means the request
+        // never reached the registry. Anything later may have.
+        let sent = if error.is_connect() {
+            Sent::No
+        } else {
+            Sent::Unknown
+        };
+        Failure::Transport {
+            message: describe_transport(error),
+            sent,
+            local,
+        }
+    }
+
+    /// A failure from an HTTP answer the operation does not accept. Reads at most 16 KiB of the
+    /// body to find the OCI error code and message.
+    pub async fn from_response(response: reqwest::Response) -> Failure {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let (code, message) = read_oci_error(response).await;
+        Failure::Status {
+            status,
+            retry_after,
+            code,
+            message,
+        }
+    }
+
+    /// The error this failure ends the operation with.
+    pub fn into_kind(self) -> Result<ErrorKind, Box<Error>> {
+        match self {
+            Failure::Status {
+                status,
+                code,
+                message,
+                ..
+            } => Ok(ErrorKind::Status {
+                status,
+                code,
+                message,
+            }),
+            Failure::Transport { message, local, .. } => Ok(if local {
+                ErrorKind::Local(message)
+            } else {
+                ErrorKind::Transport(message)
+            }),
+            Failure::Final(kind) => Ok(kind),
+            Failure::Inner(error) => Err(error),
+        }
+    }
+
+    /// A short reason for logs.
+    pub fn reason(&self) -> String {
+        match self {
+            Failure::Status { status, code, .. } => match code {
+                Some(code) => format!("HTTP {status} {code}"),
+                None => format!("HTTP {status}"),
+            },
+            Failure::Transport { message, .. } => message.clone(),
+            Failure::Final(kind) => kind.to_string(),
+            Failure::Inner(error) => error.to_string(),
+        }
+    }
+}
+
+/// A reqwest error as a sentence, with its sources, and with any URL stripped of its query so a
+/// signed URL or token never reaches a log.
+fn describe_transport(error: &reqwest::Error) -> String {
+    let mut text = String::new();
+    if error.is_timeout() {
+        text.push_str("timed out");
+    } else if error.is_connect() {
+        text.push_str("could not connect");
+    } else if error.is_body() || error.is_decode() {
+        text.push_str("response body broke off");
+    } else {
+        text.push_str("request failed");
+    }
+    let mut source = std::error::Error::source(error);
+    let mut depth = 0;
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+        depth += 1;
+        if depth > 4 {
+            break;
+        }
+    }
+    text
+}
+
+/// Out of file descriptors, sockets or buffers: this machine's failure, not the registry's.
+fn is_local_io_failure(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            // EMFILE, ENFILE, EADDRNOTAVAIL, ENOBUFS
+            if matches!(io.raw_os_error(), Some(23 | 24 | 99 | 105)) {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
+}
+
+async fn read_oci_error(response: reqwest::Response) -> (Option<String>, Option<String>) {
+    use futures::StreamExt;
+    const LIMIT: usize = 16 * 1024;
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = LIMIT - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= LIMIT {
+            break;
+        }
+    }
+    parse_oci_error(&body)
+}
+
+/// The first `{"errors":[{"code","message"}]}` entry of an error body, if there is one.
+pub fn parse_oci_error(body: &[u8]) -> (Option<String>, Option<String>) {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        errors: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        code: Option<String>,
+        message: Option<String>,
+    }
+    match serde_json::from_slice::<Body>(body) {
+        Ok(b) => match b.errors.into_iter().next() {
+            Some(e) => (e.code, e.message.map(|m| truncate(&m, 300))),
+            None => (None, None),
+        },
+        Err(_) => (None, None),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn status(code: u16, retry_after: Option<u64>) -> Failure {
+        Failure::Status {
+            status: code,
+            retry_after: retry_after.map(Duration::from_secs),
+            code: None,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn only_the_transient_statuses_are_transient() {
+        for code in 100..600u16 {
+            let t = transience(&status(code, None));
+            let expected = matches!(code, 408 | 429 | 500 | 502 | 503 | 504);
+            assert_eq!(t != Transience::Permanent, expected, "status {code}");
+            assert_eq!(is_transient_status(code), expected, "status {code}");
+        }
+    }
+
+    #[test]
+    fn a_throttle_is_replayed_for_every_operation_an_unknown_outcome_only_when_safe() {
+        for op in Operation::ALL {
+            assert!(may_retry(&status(429, None), op), "{op}");
+            assert!(may_retry(&status(503, Some(3)), op), "{op}");
+            let safe = op.replay() == Replay::Safe;
+            assert_eq!(may_retry(&status(502, None), op), safe, "{op}");
+            assert_eq!(may_retry(&status(503, None), op), safe, "{op}");
+            let lost = Failure::Transport {
+                message: "reset".into(),
+                sent: Sent::Unknown,
+                local: false,
+            };
+            assert_eq!(may_retry(&lost, op), safe, "{op}");
+            let refused = Failure::Transport {
+                message: "refused".into(),
+                sent: Sent::No,
+                local: false,
+            };
+            assert!(may_retry(&refused, op), "{op}");
+            assert!(!may_retry(&status(404, None), op), "{op}");
+            assert!(!may_retry(&status(401, None), op), "{op}");
+        }
+    }
+
+    #[test]
+    fn a_shed_is_not_a_fault_but_a_gateway_error_is() {
+        assert_eq!(breaker_verdict(&status(503, Some(30))), Some(false));
+        assert_eq!(breaker_verdict(&status(429, None)), Some(false));
+        assert_eq!(breaker_verdict(&status(503, None)), Some(true));
+        assert_eq!(breaker_verdict(&status(502, None)), Some(true));
+        assert_eq!(breaker_verdict(&status(404, None)), Some(false));
+        let local = Failure::Transport {
+            message: "EMFILE".into(),
+            sent: Sent::No,
+            local: true,
+        };
+        assert_eq!(breaker_verdict(&local), None);
+    }
+
+    #[test]
+    fn oci_error_bodies_are_read() {
+        let (code, message) =
+            parse_oci_error(br#"{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}"#);
+        assert_eq!(code.as_deref(), Some("TOOMANYREQUESTS"));
+        assert_eq!(message.as_deref(), Some("slow down"));
+        assert_eq!(parse_oci_error(b"<html>"), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_transient_and_unsent() {
+        // A real closed port: bind, learn the port, drop the listener.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let err = reqwest::Client::new()
+            .get(format!("http://127.0.0.1:{port}/v2/"))
+            .send()
+            .await
+            .unwrap_err();
+        let f = Failure::from_transport(&err);
+        assert_eq!(transience(&f), Transience::Declined, "{f:?}");
+        assert!(may_retry(&f, Operation::TagDelete));
+        assert_eq!(breaker_verdict(&f), Some(true));
+    }
+}
