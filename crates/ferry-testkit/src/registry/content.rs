@@ -4,32 +4,57 @@
 use std::sync::Arc;
 
 use axum::http::{Method, StatusCode, header};
+use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::metrics::OpKind;
 use super::reply::{Reply, oci_error};
-use super::routes::{Incoming, Route, Shared, query_value};
+use super::routes::{Incoming, Route, Shared, query_pairs, query_value};
 use super::state::{is_digest, sha256_digest};
 
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
-/// `GET /token?service=..&scope=..`
+/// `GET /token?service=..&scope=..` (Basic credentials optional), or the `POST /token` form
+/// (`grant_type=password` with `username`/`password`, one space-separated `scope`).
 pub(crate) fn token(
     shared: &Arc<Shared>,
     incoming: &Incoming,
     authorization: Option<&str>,
+    form: &[u8],
 ) -> Reply {
     let Some(auth) = &shared.auth else {
         return oci_error(404, "UNSUPPORTED", "token auth is not enabled");
     };
-    let scopes: Vec<String> = incoming
-        .pairs
-        .iter()
-        .filter(|(k, _)| k == "scope")
-        .map(|(_, v)| v.clone())
-        .collect();
-    match auth.issue(authorization, &scopes) {
+    let scopes_of = |pairs: &[(String, String)]| -> Vec<String> {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == "scope")
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let (scopes, credentials) = if incoming.method == Method::POST {
+        let text = String::from_utf8_lossy(form);
+        let pairs = query_pairs(Some(&text));
+        let basic = match (
+            query_value(&pairs, "grant_type"),
+            query_value(&pairs, "username"),
+            query_value(&pairs, "password"),
+        ) {
+            (Some("password"), Some(user), Some(password)) => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )),
+            _ => None,
+        };
+        (scopes_of(&pairs), basic)
+    } else {
+        (
+            scopes_of(&incoming.pairs),
+            authorization.map(str::to_string),
+        )
+    };
+    match auth.issue(credentials.as_deref(), &scopes) {
         Ok(issued) => Reply::new(StatusCode::OK).json(&json!({
             "token": issued.token,
             "access_token": issued.token,

@@ -43,7 +43,7 @@ pub enum OpKind {
     Mount,
     /// `GET /v2/NAME/referrers/DIGEST`
     Referrers,
-    /// `GET /token` on the registry's token endpoint
+    /// `GET /token` (or the `POST /token` form) on the registry's token endpoint
     Token,
     /// `GET /blobs/DIGEST` on the second (redirect target) listener
     RedirectBlobGet,
@@ -70,6 +70,8 @@ pub struct RequestRecord {
     pub status: u16,
     /// Whether the request carried an `Authorization` header.
     pub authorization: bool,
+    /// All request headers as received (names lower-case; values lossily decoded).
+    pub headers: Vec<(String, String)>,
     /// When the request arrived (tokio clock, so it follows a paused test clock).
     pub at: Instant,
 }

@@ -183,7 +183,7 @@ pub(crate) fn query_value<'a>(pairs: &'a [(String, String)], key: &str) -> Optio
 fn classify(method: &Method, route: &Route, pairs: &[(String, String)]) -> OpKind {
     match (route, method.as_str()) {
         (Route::Ping, "GET" | "HEAD") => OpKind::Ping,
-        (Route::Token, "GET") => OpKind::Token,
+        (Route::Token, "GET" | "POST") => OpKind::Token,
         (Route::TagList { .. }, "GET") => OpKind::TagList,
         (Route::Manifest { .. }, "HEAD") => OpKind::ManifestHead,
         (Route::Manifest { .. }, "GET") => OpKind::ManifestGet,
@@ -211,11 +211,15 @@ fn classify(method: &Method, route: &Route, pairs: &[(String, String)]) -> OpKin
     }
 }
 
-fn carries_body(op: OpKind) -> bool {
-    matches!(
-        op,
-        OpKind::ManifestPut | OpKind::UploadMonolithic | OpKind::UploadPatch | OpKind::UploadPut
-    )
+fn carries_body(op: OpKind, method: &Method) -> bool {
+    (op == OpKind::Token && method == Method::POST)
+        || matches!(
+            op,
+            OpKind::ManifestPut
+                | OpKind::UploadMonolithic
+                | OpKind::UploadPatch
+                | OpKind::UploadPut
+        )
 }
 
 fn needs_for(op: OpKind, route: &Route, pairs: &[(String, String)]) -> Vec<Need> {
@@ -326,6 +330,16 @@ pub(crate) async fn handle(
         repo: route.repo().map(str::to_string),
         status: 0,
         authorization: authorization.is_some(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
         at: tokio::time::Instant::now(),
     });
 
@@ -382,7 +396,7 @@ pub(crate) async fn handle(
         }
         Some(Decision::AfterCommit { code }) => after_commit = Some(code),
         Some(Decision::ResetBody { after_bytes }) => {
-            if carries_body(op) {
+            if carries_body(op, &parts.method) {
                 cut_request_after = Some(after_bytes);
             } else {
                 cut_response_after = Some(after_bytes);
@@ -425,7 +439,14 @@ async fn dispatch(
 ) -> Result<Reply, BodyCut> {
     let reply = match op {
         OpKind::Ping => Reply::new(StatusCode::OK).json(&serde_json::json!({})),
-        OpKind::Token => content::token(shared, incoming, authorization),
+        OpKind::Token => {
+            let form = if incoming.method == Method::POST {
+                incoming.read_body().await?
+            } else {
+                Bytes::new()
+            };
+            content::token(shared, incoming, authorization, &form)
+        }
         OpKind::TagList => content::tag_list(shared, incoming),
         OpKind::ManifestHead | OpKind::ManifestGet => content::manifest_get(shared, incoming),
         OpKind::ManifestPut => {

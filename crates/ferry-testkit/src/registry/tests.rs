@@ -940,3 +940,72 @@ async fn random_faults_are_seeded_and_deterministic() {
     // After-commit 502s stored their manifest: more tags than 201s.
     assert!(stored_first >= created);
 }
+
+#[tokio::test]
+async fn token_post_form_grants_push_and_records_headers() {
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![("alice".into(), "s3cret".into())],
+            anonymous_pull: false,
+            token_ttl_secs: 60,
+        })
+        .start()
+        .await
+        .unwrap();
+    let http = client();
+    let form = "grant_type=password&username=alice&password=s3cret&service=testkit\
+                &scope=repository%3Aa%3Apull%2Cpush+repository%3Ab%3Apull";
+    let response = http
+        .post(format!("{}/token", reg.url()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let token: Value = response.json().await.unwrap();
+    let token = token["access_token"].as_str().unwrap().to_string();
+    let digest = reg.seed_blob("b", b"from b");
+    // Mount needs push on `a` and pull on `b`: both were granted by one token.
+    let response = http
+        .post(format!(
+            "{}/v2/a/blobs/uploads/?mount={digest}&from=b",
+            reg.url()
+        ))
+        .bearer_auth(&token)
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let record = reg
+        .requests()
+        .into_iter()
+        .find(|r| r.op == OpKind::Mount)
+        .unwrap();
+    assert!(
+        record
+            .headers
+            .contains(&("accept".to_string(), "application/json".to_string()))
+    );
+
+    // Without anonymous pull, an anonymous token grants nothing.
+    let anonymous: Value = http
+        .get(format!(
+            "{}/token?service=testkit&scope=repository:b:pull",
+            reg.url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let response = http
+        .head(format!("{}/v2/b/blobs/{digest}", reg.url()))
+        .bearer_auth(anonymous["token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+}
