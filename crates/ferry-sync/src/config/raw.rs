@@ -1,0 +1,222 @@
+//! mirror.yaml as written: the serde types (unknown fields refused) that the JSON Schema in
+//! docs/config.schema.json is generated from; `super` resolves them into the checked model.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+
+use crate::filter::TagFilterSpec;
+
+/// mirror.yaml: which repositories to mirror where, and how to talk to each registry.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "ferry mirror.yaml")]
+pub struct RawConfig {
+    /// Format version; must be 1.
+    pub version: u32,
+    /// Mappings resolved at once in the prepare phase (default 16, at least 1).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
+    /// Copy engine limits.
+    #[serde(default)]
+    pub engine: Option<RawEngine>,
+    /// Settings every mapping inherits; each can be overridden per mapping.
+    #[serde(default)]
+    pub defaults: Option<RawDefaults>,
+    /// Per-host settings: endpoint, credentials, TLS, limits, retry.
+    #[serde(default)]
+    pub registries: Vec<RawRegistry>,
+    /// Named lists of target prefixes, used by a mapping's `target_group`.
+    #[serde(default)]
+    pub target_groups: BTreeMap<String, Vec<String>>,
+    /// What to mirror: each mapping copies one source repository to one or more targets.
+    pub mappings: Vec<RawMapping>,
+}
+
+/// Copy engine limits.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEngine {
+    /// Images copied at once (default 8).
+    #[serde(default)]
+    pub images_in_flight: Option<usize>,
+    /// Blobs transferred at once across all images (default 16).
+    #[serde(default)]
+    pub blobs_in_flight: Option<usize>,
+    /// Chunk size for chunked uploads, e.g. "8MiB" (default "8MiB").
+    #[serde(default)]
+    pub chunk_size: Option<String>,
+    /// Blobs up to this size are uploaded in one request, e.g. "16MiB" (default "16MiB").
+    #[serde(default)]
+    pub monolithic_limit: Option<String>,
+}
+
+/// Settings inherited by every mapping.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDefaults {
+    /// Tag filter for mappings without `tags` (default: every tag).
+    #[serde(default)]
+    pub tags: Option<TagFilterSpec>,
+    /// Platforms (`os/arch[/variant]`) for mappings without `platforms`; empty = all.
+    #[serde(default)]
+    pub platforms: Option<Vec<String>>,
+    /// Copy referrers (signatures, SBOMs, attestations) too (default false).
+    #[serde(default)]
+    pub referrers: Option<bool>,
+}
+
+/// Settings for one registry host.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRegistry {
+    /// The host as references name it, e.g. "docker.io" or "registry.local:5000".
+    pub host: String,
+    /// Endpoint override such as "https://registry-1.docker.io"; the scheme decides TLS.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Credentials (default anonymous).
+    #[serde(default)]
+    pub auth: Option<RawAuth>,
+    /// Allow plain HTTP and skip TLS verification for this host (default false).
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    /// Extra PEM CA certificates to trust for this host.
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
+    /// Requests in flight to this host at most (default 16).
+    #[serde(default)]
+    pub max_concurrent: Option<usize>,
+    /// Request rate cap for this host (default: none).
+    #[serde(default)]
+    pub requests_per_second: Option<f64>,
+    /// Retry overrides for this host.
+    #[serde(default)]
+    pub retry: Option<RawRetry>,
+}
+
+/// How to authenticate to a registry.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RawAuth {
+    /// No credentials (token flows still run anonymously).
+    Anonymous,
+    /// Username and password (or an access token used as password).
+    Basic {
+        username: String,
+        #[schemars(with = "String")]
+        password: RawSecret,
+    },
+    /// A bearer token sent as is.
+    Token {
+        #[schemars(with = "String")]
+        token: RawSecret,
+    },
+    /// Credentials from a Docker config.json (default: $DOCKER_CONFIG or ~/.docker/config.json).
+    DockerConfig {
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+    /// Amazon ECR credentials from the AWS credential chain.
+    Ecr {
+        #[serde(default)]
+        region: Option<String>,
+        #[serde(default)]
+        profile: Option<String>,
+    },
+}
+
+/// Retry overrides for one registry; unset fields keep the built-in policy.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    /// Tries per request, the first included (at least 1).
+    #[serde(default)]
+    pub attempts: Option<u32>,
+    /// First backoff, e.g. "200ms".
+    #[serde(default)]
+    pub base: Option<String>,
+    /// Longest backoff, e.g. "30s".
+    #[serde(default)]
+    pub cap: Option<String>,
+    /// Longest `Retry-After` honoured, e.g. "2m".
+    #[serde(default)]
+    pub retry_after_cap: Option<String>,
+    /// Give up on one request after this long in total, e.g. "10m".
+    #[serde(default)]
+    pub deadline: Option<String>,
+}
+
+/// One source repository and where to copy it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMapping {
+    /// Source repository, e.g. "docker.io/library/alpine" (no tag or digest).
+    pub source: String,
+    /// Target repositories: "host[:port]/path" or "oci:<directory>".
+    #[serde(default)]
+    pub targets: Option<Vec<String>>,
+    /// A `target_groups` name: each prefix gets the source repository path appended.
+    #[serde(default)]
+    pub target_group: Option<String>,
+    /// Tag filter (replaces `defaults.tags` as a whole).
+    #[serde(default)]
+    pub tags: Option<TagFilterSpec>,
+    /// Digests to copy as well, e.g. "sha256:…".
+    #[serde(default)]
+    pub digests: Vec<String>,
+    /// Platforms to copy (`os/arch[/variant]`); empty = all. Replaces `defaults.platforms`.
+    #[serde(default)]
+    pub platforms: Option<Vec<String>>,
+    /// Copy referrers too. Replaces `defaults.referrers`.
+    #[serde(default)]
+    pub referrers: Option<bool>,
+    /// With `target_group`: the repository path appended instead of the source's.
+    #[serde(default)]
+    pub rename: Option<String>,
+}
+
+/// A credential as read from YAML: any scalar, never echoed in an error.
+#[derive(Clone, Default)]
+pub struct RawSecret(pub String);
+
+impl fmt::Debug for RawSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSecret {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SecretVisitor;
+        impl serde::de::Visitor<'_> for SecretVisitor {
+            type Value = RawSecret;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawSecret, E> {
+                Ok(RawSecret(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawSecret, E> {
+                Ok(RawSecret(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawSecret, E> {
+                Ok(RawSecret(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<RawSecret, E> {
+                Err(E::custom(
+                    "a number with a fraction cannot be a credential; quote the value",
+                ))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<RawSecret, E> {
+                Err(E::custom(
+                    "a boolean cannot be a credential; quote the value",
+                ))
+            }
+        }
+        deserializer.deserialize_any(SecretVisitor)
+    }
+}

@@ -1,0 +1,357 @@
+//! mirror.yaml parsing: the resolved model, defaults, target groups, and errors that name file,
+//! line, column and field without echoing secrets.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ferry_sync::config::{AuthSettings, ConfigError, Target, parse};
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "REG_PASSWORD" => Some("s3cr3t-pa55".into()),
+        "REG_USER" => Some("robot".into()),
+        _ => None,
+    }
+}
+
+fn load(text: &str) -> Result<ferry_sync::config::Config, ConfigError> {
+    parse(text, Path::new("mirror.yaml"), &env)
+}
+
+/// The single problem of a failed parse, as `line:column: field: message`.
+fn error(text: &str) -> String {
+    let err = load(text).unwrap_err();
+    let problems = err.problems();
+    assert_eq!(problems.len(), 1, "{err}");
+    let p = &problems[0];
+    assert_eq!(p.file, Path::new("mirror.yaml"));
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!("mirror.yaml:{}:{}: ", p.line, p.column)),
+        "{shown}"
+    );
+    shown.trim_start_matches("mirror.yaml:").to_string()
+}
+
+const FULL: &str = r#"version: 1
+concurrency: 4
+engine: { images_in_flight: 2, blobs_in_flight: 3, chunk_size: "4MiB", monolithic_limit: 1MB }
+defaults:
+  tags: { include: ["3.*"] }
+  platforms: [linux/amd64]
+  referrers: true
+registries:
+  - host: index.docker.io
+    url: https://registry-1.docker.io
+    auth: { type: basic, username: "${REG_USER}", password: "${REG_PASSWORD}" }
+    retry: { attempts: 3, base: 200ms, cap: 30s, retry_after_cap: 2m, deadline: 10m }
+  - host: registry.local:5000
+    insecure: true
+    max_concurrent: 4
+    requests_per_second: 2.5
+    auth: { type: token, token: tok-xyzzy }
+target_groups:
+  mirrors: ["registry.local:5000/mirror", "oci:./mirror/"]
+mappings:
+  - source: alpine
+    target_group: mirrors
+  - source: docker.io/library/busybox
+    targets: ["registry.local:5000/bb", "oci:./out/bb"]
+    tags: { exact: [latest] }
+    platforms: []
+    referrers: false
+  - source: ghcr.io/org/app
+    target_group: mirrors
+    rename: apps/app
+    digests: ["sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"]
+"#;
+
+#[test]
+fn resolves_the_full_shape() {
+    let config = load(FULL).unwrap();
+    assert_eq!(config.concurrency, 4);
+    assert_eq!(config.engine.chunk_size, 4 << 20);
+    assert_eq!(config.engine.monolithic_limit, 1_000_000);
+    assert_eq!(config.engine.images_in_flight, 2);
+
+    let hub = config.registry_for("docker.io");
+    assert_eq!(hub.host, "docker.io");
+    assert_eq!(hub.url.as_deref(), Some("https://registry-1.docker.io"));
+    match &hub.auth {
+        AuthSettings::Basic { username, password } => {
+            assert_eq!(username, "robot");
+            assert_eq!(password.expose(), "s3cr3t-pa55");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(hub.retry.attempts, Some(3));
+    assert_eq!(hub.retry.base, Some(Duration::from_millis(200)));
+    assert_eq!(hub.retry.retry_after_cap, Some(Duration::from_secs(120)));
+    assert_eq!(hub.retry.deadline, Some(Duration::from_secs(600)));
+    assert_eq!(hub.max_concurrent, 16);
+
+    let local = config.registry_for("registry.local:5000");
+    assert!(local.insecure);
+    assert_eq!(local.max_concurrent, 4);
+    assert_eq!(local.requests_per_second, Some(2.5));
+
+    let other = config.registry_for("quay.io");
+    assert_eq!(other.auth, AuthSettings::Anonymous);
+    assert!(!other.insecure);
+
+    let [alpine, busybox, app] = config.mappings.as_slice() else {
+        panic!("three mappings expected")
+    };
+    assert_eq!(alpine.source, "docker.io/library/alpine");
+    assert_eq!(alpine.line, 21);
+    assert_eq!(
+        alpine.targets,
+        vec![
+            Target::Registry {
+                reference: "registry.local:5000/mirror/library/alpine".into()
+            },
+            Target::OciLayout {
+                path: "./mirror/library/alpine".into()
+            },
+        ]
+    );
+    // defaults inherited
+    assert_eq!(alpine.platforms, vec!["linux/amd64".to_string()]);
+    assert!(alpine.referrers);
+    let listed: Vec<String> = ["3.19", "edge", "latest"].map(String::from).to_vec();
+    assert_eq!(
+        alpine.tags.select(&listed).selected,
+        vec!["3.19".to_string()]
+    );
+    // overrides
+    assert_eq!(busybox.index, 1);
+    assert!(busybox.platforms.is_empty());
+    assert!(!busybox.referrers);
+    assert_eq!(
+        busybox.tags.select(&listed).selected,
+        vec!["latest".to_string()]
+    );
+    assert_eq!(
+        busybox.targets[1],
+        Target::OciLayout {
+            path: "./out/bb".into()
+        }
+    );
+    // rename with a group; digests alone select no tags
+    assert_eq!(
+        app.targets[0],
+        Target::Registry {
+            reference: "registry.local:5000/mirror/apps/app".into()
+        }
+    );
+    assert!(app.tags.select(&listed).selected.is_empty());
+    assert_eq!(app.digests.len(), 1);
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let config = load(FULL).unwrap();
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("s3cr3t-pa55"), "{debug}");
+    assert!(!debug.contains("tok-xyzzy"), "{debug}");
+}
+
+#[test]
+fn minimal_config_takes_defaults() {
+    let config =
+        load("version: 1\nmappings:\n  - { source: alpine, targets: ['oci:out'] }\n").unwrap();
+    assert_eq!(config.concurrency, 16);
+    assert_eq!(config.engine.chunk_size, 8 << 20);
+    assert_eq!(config.engine.monolithic_limit, 16 << 20);
+    let m = &config.mappings[0];
+    assert!(!m.referrers);
+    assert!(m.platforms.is_empty());
+    let listed: Vec<String> = vec!["a".into(), "1.0".into()];
+    assert_eq!(m.tags.select(&listed).selected.len(), 2);
+}
+
+const HEAD: &str = "version: 1\nmappings:\n";
+
+#[test]
+fn semantic_errors_name_position_and_field() {
+    assert_eq!(
+        error(&format!(
+            "{HEAD}  - source: docker.io/library/alpine\n    targets: ['oci:x']\n    tags:\n      semver: '>=3.x.y'\n"
+        )),
+        "6:15: mappings[0] (source docker.io/library/alpine): tags.semver: invalid range \">=3.x.y\": unexpected character 'y' after patch version number"
+            .replace("unexpected character 'y' after patch version number", &semver_message(">=3.x.y"))
+    );
+    let e = error(&format!("{HEAD}  - source: a\n    target_group: nope\n"));
+    assert!(
+        e.starts_with("4:19: mappings[0] (source a): target_group: unknown target group \"nope\""),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    target_group: g\ntarget_groups: {{ g: [oci:y] }}\n"
+    ));
+    assert!(
+        e.starts_with(
+            "5:5: mappings[0] (source a): target_group: set either targets or target_group"
+        ),
+        "{e}"
+    );
+    let e = error(&format!("{HEAD}  - source: Bad/Name\n    targets: [x]\n"));
+    assert!(
+        e.starts_with("3:13: mappings[0] (source Bad/Name): source: "),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - source: alpine:3.19\n    targets: [x]\n"
+    ));
+    assert!(e.contains("names a tag or digest"), "{e}");
+    let e = error(&format!(
+        "concurrency: 0\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(
+        e.starts_with("1:14: concurrency: must be at least 1"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "registries:\n  - host: docker.io\n  - host: index.docker.io\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(e.starts_with("3:11: registries[1] (host index.docker.io): host: duplicate registry host docker.io (first listed as registries[0] on line 2)"), "{e}");
+    let e = error(&format!(
+        "registries:\n  - host: ghcr.io\n    retry: {{ base: 30 }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(
+        e.starts_with(
+            "3:20: registries[0] (host ghcr.io): retry.base: invalid duration \"30\": missing unit"
+        ),
+        "{e}"
+    );
+    let e = error(&format!(
+        "engine: {{ chunk_size: 8QB }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(
+        e.starts_with("1:23: engine.chunk_size: invalid size"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], digests: [sha256:12] }}\n"
+    ));
+    assert!(
+        e.starts_with("3:42: mappings[0] (source a): digests[0]: "),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], platforms: [linux] }}\n"
+    ));
+    assert!(
+        e.starts_with("3:44: mappings[0] (source a): platforms[0]: platform \"linux\""),
+        "{e}"
+    );
+    let e = error("version: 2\nmappings:\n  - { source: a, targets: [x] }\n");
+    assert!(e.starts_with("1:10: version: unsupported version 2"), "{e}");
+    let e = error("version: 1\nmappings: []\n");
+    assert!(e.starts_with("2:11: mappings: no mappings"), "{e}");
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [reg.io/x] }}\n  - {{ source: b, targets: [reg.io/x] }}\n"
+    ));
+    assert!(e.starts_with("4:28: mappings[1] (source b): targets[0]: target reg.io/x is also written by mappings[0] (source docker.io/library/a)"), "{e}");
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], rename: y }}\n"
+    ));
+    assert!(e.contains("rename applies to target_group only"), "{e}");
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], tags: {{ latest: 0 }} }}\n"
+    ));
+    assert!(
+        e.starts_with("3:48: mappings[0] (source a): tags.latest: "),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], tags: {{ exclude: [ok, '[bad'] }} }}\n"
+    ));
+    assert!(
+        e.starts_with("3:54: mappings[0] (source a): tags.exclude[1]: invalid glob"),
+        "{e}"
+    );
+}
+
+fn semver_message(range: &str) -> String {
+    semver::VersionReq::parse(range).unwrap_err().to_string()
+}
+
+#[test]
+fn several_semantic_problems_are_all_reported_in_file_order() {
+    let err = load("version: 1\nconcurrency: 0\nmappings:\n  - { source: a, target_group: g }\n  - { source: b }\n")
+        .unwrap_err();
+    let lines: Vec<usize> = err.problems().iter().map(|p| p.line).collect();
+    assert_eq!(lines, vec![2, 4, 5], "{err}");
+}
+
+#[test]
+fn structural_errors_name_position_and_field() {
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    tags: {{ incude: ['*'] }}\n"
+    ));
+    assert!(e.starts_with("5:13: mappings[0] (source a): tags"), "{e}");
+    assert!(e.contains("unknown field `incude`"), "{e}");
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    referrers: maybe\n"
+    ));
+    assert!(
+        e.starts_with("5:16: mappings[0] (source a): referrers: invalid type"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "colour: blue\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(e.starts_with("1:1: "), "{e}");
+    assert!(e.contains("unknown field `colour`"), "{e}");
+    let e = error("mappings: []\n");
+    assert!(e.contains("missing field `version`"), "{e}");
+    let e = error("version: 1\nmappings: [\n");
+    assert!(e.starts_with("3:1: "), "{e}");
+    let e = error(&format!(
+        "registries:\n  - host: ghcr.io\n    auth: {{ type: magic }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(e.starts_with("3:"), "{e}");
+    assert!(e.contains("registries[0] (host ghcr.io): auth"), "{e}");
+    assert!(e.contains("magic"), "{e}");
+}
+
+#[test]
+fn interpolation_errors_and_secret_redaction() {
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: ['${{TARGET_DIR}}']\n"
+    ));
+    assert!(e.starts_with("4:16: "), "{e}");
+    assert!(e.contains("TARGET_DIR is not set"), "{e}");
+    let e = error("version: 1\npassword: ${NEED:?set NEED to the registry password}\n");
+    assert!(e.contains("set NEED to the registry password"), "{e}");
+    // a secret that lands in a bad place is never echoed
+    let e = error(&format!(
+        "concurrency: ${{REG_PASSWORD}}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(!e.contains("s3cr3t-pa55"), "{e}");
+    assert!(e.starts_with("1:14: concurrency:"), "{e}");
+    // a literal password in a broken registry entry is not echoed either
+    let e = error(&format!(
+        "registries:\n  - host: ghcr.io\n    auth: {{ type: basic, username: u, password: hunter2, extra: 1 }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(!e.contains("hunter2"), "{e}");
+    // comments are not interpolated; $$ escapes
+    let config = load(&format!(
+        "# ${{NOT_SET}} in a comment\n{HEAD}  - {{ source: a, targets: ['oci:out$$dir'] }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.mappings[0].targets[0],
+        Target::OciLayout {
+            path: "out$dir".into()
+        }
+    );
+}
+
+#[test]
+fn load_names_unreadable_files() {
+    let err = ferry_sync::config::load(Path::new("/nonexistent/mirror.yaml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(err.to_string().contains("/nonexistent/mirror.yaml"));
+}
