@@ -1,0 +1,391 @@
+//! Answers a registry's challenge: learns the scheme from the ping, mints bearer tokens per scope
+//! set through the one retry shape, caches them until shortly before expiry, and drops stale ones.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use base64::Engine;
+use reqwest::header::HeaderValue;
+use tokio::time::Instant;
+use url::Url;
+
+use crate::auth::{Credentials, Scopes};
+use crate::challenge::Challenge;
+use crate::error::{Error, ErrorKind, redact_url};
+use crate::gate::RegistryGate;
+use crate::operation::Operation;
+use crate::retry::{Call, Failure, with_retry};
+use crate::secret::Secret;
+
+/// How the registry wants to be authenticated, learned from its `/v2/` answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthScheme {
+    /// `/v2/` answered 200: no authentication.
+    None,
+    Basic,
+    Bearer {
+        realm: Url,
+        service: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    value: Secret,
+    refresh_at: Instant,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Token>>>;
+
+/// The authentication state for one registry.
+#[derive(Debug)]
+pub struct Authenticator {
+    registry: String,
+    credentials: Credentials,
+    /// An http realm is accepted only for a registry configured insecure.
+    allow_http_realm: bool,
+    scheme: RwLock<Option<AuthScheme>>,
+    tokens: Mutex<HashMap<String, Slot>>,
+    /// Token endpoints are a service of their own: their requests are paced and guarded apart
+    /// from the registry's, so a token fetch inside a registry attempt never waits on itself.
+    gate: RegistryGate,
+}
+
+#[derive(serde::Deserialize)]
+struct TokenResponse {
+    token: Option<String>,
+    access_token: Option<String>,
+    expires_in: Option<u64>,
+}
+
+impl Authenticator {
+    pub fn new(
+        registry: &str,
+        credentials: Credentials,
+        allow_http_realm: bool,
+        gate: RegistryGate,
+    ) -> Self {
+        Authenticator {
+            registry: registry.to_owned(),
+            credentials,
+            allow_http_realm,
+            scheme: RwLock::new(None),
+            tokens: Mutex::new(HashMap::new()),
+            gate,
+        }
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    pub fn scheme(&self) -> Option<AuthScheme> {
+        self.scheme.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records how the registry wants to be authenticated, from the challenges of a 401 (or
+    /// `None` after a 200 ping). A challenge whose realm is unsafe is refused.
+    pub fn learn(&self, challenges: &[Challenge]) -> Result<AuthScheme, ErrorKind> {
+        let scheme = choose_scheme(challenges, self.allow_http_realm)?;
+        *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(scheme.clone());
+        Ok(scheme)
+    }
+
+    pub fn learn_none(&self) {
+        *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(AuthScheme::None);
+    }
+
+    /// The `Authorization` header for a request needing `scopes`, minting a token if needed.
+    pub async fn header(
+        &self,
+        http: &reqwest::Client,
+        scopes: &Scopes,
+    ) -> Result<Option<HeaderValue>, Failure> {
+        if let Credentials::Bearer { token } = &self.credentials {
+            return Ok(Some(bearer(token)?));
+        }
+        match self.scheme() {
+            None | Some(AuthScheme::None) => Ok(None),
+            Some(AuthScheme::Basic) => match &self.credentials {
+                Credentials::Basic { username, password } => {
+                    Ok(Some(basic(username, password)?))
+                }
+                _ => Ok(None),
+            },
+            Some(AuthScheme::Bearer { realm, service }) => {
+                let token = self.token(http, &realm, service.as_deref(), scopes).await?;
+                Ok(Some(bearer(&token)?))
+            }
+        }
+    }
+
+    /// Forgets the token for `scopes` (after a 401 with it).
+    pub fn invalidate(&self, scopes: &Scopes) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        tokens.remove(&scopes.key());
+    }
+
+    async fn token(
+        &self,
+        http: &reqwest::Client,
+        realm: &Url,
+        service: Option<&str>,
+        scopes: &Scopes,
+    ) -> Result<Secret, Failure> {
+        let slot = {
+            let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(tokens.entry(scopes.key()).or_default())
+        };
+        // One exchange per scope set at a time; the others wait and take its token.
+        let mut cached = slot.lock().await;
+        if let Some(t) = cached.as_ref() {
+            if Instant::now() < t.refresh_at {
+                return Ok(t.value.clone());
+            }
+        }
+        let fresh = self
+            .exchange(http, realm, service, scopes)
+            .await
+            .map_err(|e| Failure::Inner(Box::new(e)))?;
+        let value = fresh.value.clone();
+        *cached = Some(fresh);
+        Ok(value)
+    }
+
+    /// One token exchange, retried through the one retry shape. Its failure reaches the caller
+    /// as a final error, so the caller's own retry loop does not multiply these attempts.
+    async fn exchange(
+        &self,
+        http: &reqwest::Client,
+        realm: &Url,
+        service: Option<&str>,
+        scopes: &Scopes,
+    ) -> Result<Token, Error> {
+        let budget = self.gate.policy.budget();
+        let call = Call::new(Operation::TokenExchange, None);
+        with_retry(&self.gate, call, &budget, |_attempt| async {
+            let request = match &self.credentials {
+                Credentials::IdentityToken { token } => {
+                    let mut form = vec![
+                        ("grant_type", "refresh_token".to_owned()),
+                        ("refresh_token", token.expose().to_owned()),
+                        ("client_id", "ferry".to_owned()),
+                        ("scope", scopes.as_slice().join(" ")),
+                    ];
+                    if let Some(s) = service {
+                        form.push(("service", s.to_owned()));
+                    }
+                    let body = form
+                        .iter()
+                        .map(|(k, v)| format!("{k}={}", urlencode(v)))
+                        .collect::<Vec<_>>()
+                        .join("&");
+                    http.post(realm.clone())
+                        .header(
+                            reqwest::header::CONTENT_TYPE,
+                            "application/x-www-form-urlencoded",
+                        )
+                        .body(body)
+                }
+                other => {
+                    let mut url = realm.clone();
+                    {
+                        let mut q = url.query_pairs_mut();
+                        if let Some(s) = service {
+                            q.append_pair("service", s);
+                        }
+                        for scope in scopes.as_slice() {
+                            q.append_pair("scope", scope);
+                        }
+                    }
+                    let r = http.get(url);
+                    match other {
+                        Credentials::Basic { username, password } => {
+                            r.header(reqwest::header::AUTHORIZATION, basic(username, password)?)
+                        }
+                        _ => r,
+                    }
+                }
+            };
+            let response = request
+                .send()
+                .await
+                .map_err(|e| Failure::from_transport(&e))?;
+            if !response.status().is_success() {
+                let status = response.status().as_u16();
+                let failure = Failure::from_response(response).await;
+                return Err(match status {
+                    401 | 403 => Failure::Final(ErrorKind::Auth(format!(
+                        "the token service at {} refused the credentials ({})",
+                        redact_url(realm.as_str()),
+                        failure.reason()
+                    ))),
+                    _ => failure,
+                });
+            }
+            let body = read_limited(response, 64 * 1024).await?;
+            let parsed: TokenResponse = serde_json::from_slice(&body).map_err(|e| {
+                Failure::Final(ErrorKind::InvalidResponse(format!(
+                    "token response is not JSON: {e}"
+                )))
+            })?;
+            let value = parsed
+                .token
+                .filter(|t| !t.is_empty())
+                .or(parsed.access_token.filter(|t| !t.is_empty()))
+                .ok_or_else(|| {
+                    Failure::Final(ErrorKind::InvalidResponse(
+                        "token response has neither token nor access_token".into(),
+                    ))
+                })?;
+            let ttl = Duration::from_secs(parsed.expires_in.unwrap_or(60).max(1));
+            // Refresh a little before expiry: at 90% of the lifetime, and at least 5 s early.
+            let early = (ttl / 10).max(Duration::from_secs(5)).min(ttl);
+            Ok(Token {
+                value: Secret::new(value),
+                refresh_at: Instant::now() + (ttl - early),
+            })
+        })
+        .await
+        .map_err(|mut e| {
+            e.registry = self.registry.clone();
+            e
+        })
+    }
+}
+
+/// Picks Bearer over Basic when both are offered, and checks the realm.
+fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthScheme, ErrorKind> {
+    if let Some(Challenge::Bearer { realm, service, .. }) = challenges
+        .iter()
+        .find(|c| matches!(c, Challenge::Bearer { .. }))
+    {
+        let url = Url::parse(realm).map_err(|e| {
+            ErrorKind::InvalidResponse(format!("token realm {realm:?} is not a URL: {e}"))
+        })?;
+        match url.scheme() {
+            "https" => {}
+            "http" if allow_http => {}
+            other => {
+                return Err(ErrorKind::Refused(format!(
+                    "token realm {} uses {other}: credentials go only over https (configure the \
+                     registry insecure to allow http)",
+                    redact_url(realm)
+                )));
+            }
+        }
+        return Ok(AuthScheme::Bearer {
+            realm: url,
+            service: service.clone(),
+        });
+    }
+    if challenges.iter().any(|c| matches!(c, Challenge::Basic { .. })) {
+        return Ok(AuthScheme::Basic);
+    }
+    Err(ErrorKind::Auth(
+        "the registry asked for authentication in a scheme ferry does not speak".into(),
+    ))
+}
+
+fn basic(username: &str, password: &Secret) -> Result<HeaderValue, Failure> {
+    let raw = format!("{username}:{}", password.expose());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(raw);
+    header_value(&format!("Basic {encoded}"))
+}
+
+fn bearer(token: &Secret) -> Result<HeaderValue, Failure> {
+    header_value(&format!("Bearer {}", token.expose()))
+}
+
+fn header_value(text: &str) -> Result<HeaderValue, Failure> {
+    let mut v = HeaderValue::from_str(text).map_err(|_| {
+        Failure::Final(ErrorKind::Auth(
+            "credential contains characters not allowed in a header".into(),
+        ))
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Reads a response body of at most `limit` bytes.
+pub(crate) async fn read_limited(
+    response: reqwest::Response,
+    limit: u64,
+) -> Result<Vec<u8>, Failure> {
+    use futures::StreamExt;
+    if let Some(len) = response.content_length() {
+        if len > limit {
+            return Err(Failure::Final(ErrorKind::TooLarge {
+                what: "response body",
+                limit,
+            }));
+        }
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Failure::from_transport(&e))?;
+        if body.len() as u64 + chunk.len() as u64 > limit {
+            return Err(Failure::Final(ErrorKind::TooLarge {
+                what: "response body",
+                limit,
+            }));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bearer_challenge(realm: &str) -> Challenge {
+        Challenge::Bearer {
+            realm: realm.into(),
+            service: Some("svc".into()),
+            scope: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn an_http_realm_is_refused_unless_the_registry_is_insecure() {
+        let c = [bearer_challenge("http://auth.example/token")];
+        assert!(matches!(choose_scheme(&c, false), Err(ErrorKind::Refused(_))));
+        assert!(matches!(
+            choose_scheme(&c, true),
+            Ok(AuthScheme::Bearer { .. })
+        ));
+        let c = [bearer_challenge("file:///etc/passwd")];
+        assert!(matches!(choose_scheme(&c, true), Err(ErrorKind::Refused(_))));
+    }
+
+    #[test]
+    fn bearer_is_preferred_over_basic() {
+        let c = [
+            Challenge::Basic { realm: None },
+            bearer_challenge("https://auth.example/token"),
+        ];
+        assert!(matches!(
+            choose_scheme(&c, false),
+            Ok(AuthScheme::Bearer { .. })
+        ));
+        assert_eq!(
+            choose_scheme(&[Challenge::Basic { realm: None }], false),
+            Ok(AuthScheme::Basic)
+        );
+    }
+
+    #[test]
+    fn headers_are_marked_sensitive() {
+        let h = bearer(&Secret::new("tok")).unwrap();
+        assert!(h.is_sensitive());
+        assert!(!format!("{h:?}").contains("tok"));
+    }
+}

@@ -1,0 +1,397 @@
+//! The client for one registry: transport (reqwest on rustls, timeouts, user agent), the ping
+//! that learns its auth scheme once per run, one authenticated attempt, and the retry entry point.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+use url::Url;
+
+use crate::auth::{Authenticator, Credentials, Scopes};
+use crate::challenge::parse_www_authenticate;
+use crate::error::{Error, ErrorKind};
+use crate::gate::{GateSettings, RegistryGate};
+use crate::operation::Operation;
+use crate::retry::{Attempt, Call, Failure, with_retry};
+
+/// Everything needed to talk to one registry.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// The normalised host references name (`docker.io`, `localhost:5000`).
+    pub host: String,
+    /// Where its API is served, when not `https://<api host>` (scheme included).
+    pub endpoint: Option<String>,
+    /// Plain HTTP and unverified TLS. Only when configured.
+    pub insecure: bool,
+    /// Extra trusted roots (PEM bundle).
+    pub ca_bundle: Option<PathBuf>,
+    pub credentials: Credentials,
+    pub gate: GateSettings,
+    pub connect_timeout: Duration,
+    /// Longest silence while reading a response before the attempt fails.
+    pub read_timeout: Duration,
+    /// The ping's own bound: a registry that accepts connections and never answers is found
+    /// out within this.
+    pub ping_timeout: Duration,
+    /// Manifests above this size are refused.
+    pub manifest_limit: u64,
+}
+
+impl RegistryOptions {
+    pub fn new(host: impl Into<String>) -> Self {
+        RegistryOptions {
+            host: host.into(),
+            endpoint: None,
+            insecure: false,
+            ca_bundle: None,
+            credentials: Credentials::Anonymous,
+            gate: GateSettings::default(),
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(15),
+            manifest_limit: 4 * 1024 * 1024,
+        }
+    }
+
+    /// A registry on loopback or elsewhere served over plain HTTP at `url`.
+    pub fn insecure_at(url: &str) -> Self {
+        let host = url
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .trim_end_matches('/')
+            .to_owned();
+        let mut o = RegistryOptions::new(host);
+        o.endpoint = Some(url.to_owned());
+        o.insecure = true;
+        o
+    }
+}
+
+/// A registry client. Cheap to clone; clones share the window, breaker, tokens and counters.
+#[derive(Debug, Clone)]
+pub struct RegistryClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    host: String,
+    base: Url,
+    http: reqwest::Client,
+    auth: Authenticator,
+    gate: RegistryGate,
+    options: RegistryOptions,
+    ready: OnceCell<()>,
+}
+
+impl RegistryClient {
+    pub fn new(options: RegistryOptions) -> Result<Self, Error> {
+        let err = |kind| Error::new(&options.host, None, Operation::Ping, kind);
+        let base = match &options.endpoint {
+            Some(e) => Url::parse(e).map_err(|e| {
+                err(ErrorKind::Local(format!("registry endpoint is not a URL: {e}")))
+            })?,
+            None => {
+                let api = if options.host == "docker.io" {
+                    "registry-1.docker.io"
+                } else {
+                    options.host.as_str()
+                };
+                let scheme = if options.insecure { "http" } else { "https" };
+                Url::parse(&format!("{scheme}://{api}/")).map_err(|e| {
+                    err(ErrorKind::Local(format!("registry host is not valid: {e}")))
+                })?
+            }
+        };
+        if base.scheme() == "http" && !options.insecure {
+            return Err(err(ErrorKind::Refused(
+                "plain http is used only for a registry configured insecure".into(),
+            )));
+        }
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(options.connect_timeout)
+            .read_timeout(options.read_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(Duration::from_secs(60));
+        if options.insecure {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        if let Some(path) = &options.ca_bundle {
+            let pem = std::fs::read(path).map_err(|e| {
+                err(ErrorKind::Local(format!(
+                    "cannot read CA bundle {}: {e}",
+                    path.display()
+                )))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                err(ErrorKind::Local(format!(
+                    "CA bundle {} is not PEM: {e}",
+                    path.display()
+                )))
+            })?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        let http = builder
+            .build()
+            .map_err(|e| err(ErrorKind::Local(format!("cannot build HTTP client: {e}"))))?;
+        let token_gate = RegistryGate::new(
+            format!("{} token service", options.host),
+            GateSettings {
+                max_concurrent: 4,
+                split_read_write: false,
+                requests_per_second: None,
+                retry: options.gate.retry.clone(),
+                breaker: options.gate.breaker,
+            },
+        );
+        let auth = Authenticator::new(
+            &options.host,
+            options.credentials.clone(),
+            options.insecure,
+            token_gate,
+        );
+        Ok(RegistryClient {
+            inner: Arc::new(Inner {
+                host: options.host.clone(),
+                base,
+                http,
+                auth,
+                gate: RegistryGate::new(options.host.clone(), options.gate.clone()),
+                options,
+                ready: OnceCell::new(),
+            }),
+        })
+    }
+
+    pub fn host(&self) -> &str {
+        &self.inner.host
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base
+    }
+
+    pub fn gate(&self) -> &RegistryGate {
+        &self.inner.gate
+    }
+
+    pub fn options(&self) -> &RegistryOptions {
+        &self.inner.options
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        self.inner.auth.credentials()
+    }
+
+    /// `<base>/v2/<path>`.
+    pub fn api_url(&self, path: &str) -> Url {
+        let mut url = self.inner.base.clone();
+        let base_path = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&format!("{base_path}/v2/{}", path.trim_start_matches('/')));
+        url
+    }
+
+    /// Resolves a `Location` or `Link` against the registry and insists it stays on the
+    /// registry's origin, so credentials are never sent elsewhere.
+    pub fn same_origin(&self, reference: &str) -> Result<Url, Failure> {
+        let url = self.inner.base.join(reference).map_err(|e| {
+            Failure::Final(ErrorKind::InvalidResponse(format!(
+                "registry sent an unusable URL: {e}"
+            )))
+        })?;
+        if url.origin() != self.inner.base.origin() {
+            return Err(Failure::Final(ErrorKind::Refused(format!(
+                "registry pointed at another origin ({}://{}): not followed with credentials",
+                url.scheme(),
+                url.host_str().unwrap_or("?")
+            ))));
+        }
+        Ok(url)
+    }
+
+    /// Pings `/v2/` once per run to learn how the registry authenticates. A registry that
+    /// cannot be reached trips its breaker, so everything else aimed at it fails at once.
+    pub async fn ensure_ready(&self) -> Result<(), Error> {
+        self.inner
+            .ready
+            .get_or_try_init(|| async {
+                let result = self.ping().await;
+                if let Err(e) = &result {
+                    if matches!(
+                        e.kind,
+                        ErrorKind::Transport(_) | ErrorKind::DeadlineExceeded
+                    ) || e.status().is_some_and(|s| s >= 500)
+                    {
+                        self.inner.gate.breaker.trip();
+                    }
+                }
+                result
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn ping(&self) -> Result<(), Error> {
+        let timeout = self.inner.options.ping_timeout;
+        let budget = crate::retry::RetryBudget::new(1);
+        let call = Call {
+            operation: Operation::Ping,
+            repository: None,
+            deadline: Some(Instant::now() + timeout * 2 + Duration::from_secs(5)),
+        };
+        with_retry(&self.inner.gate, call, &budget, |_| async {
+            let response = self
+                .inner
+                .http
+                .get(self.api_url(""))
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| Failure::from_transport(&e))?;
+            match response.status() {
+                StatusCode::UNAUTHORIZED => {
+                    let challenges = challenges_of(&response);
+                    self.inner
+                        .auth
+                        .learn(&challenges)
+                        .map_err(Failure::Final)?;
+                    Ok(())
+                }
+                s if s.is_success() || s == StatusCode::NOT_FOUND => {
+                    self.inner.auth.learn_none();
+                    Ok(())
+                }
+                _ => Err(Failure::from_response(response).await),
+            }
+        })
+        .await
+    }
+
+    /// One attempt: builds the request, adds the `Authorization` the scopes need, sends it, and
+    /// answers a 401 with a single token refresh (never a loop). Any other status is returned
+    /// for the operation to judge.
+    pub async fn send<B>(&self, scopes: &Scopes, build: B) -> Result<Response, Failure>
+    where
+        B: Fn(&reqwest::Client) -> RequestBuilder,
+    {
+        let response = self.send_once(scopes, &build).await?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let challenges = challenges_of(&response);
+        if challenges.is_empty() {
+            return Ok(response);
+        }
+        // Stale or missing token: learn what the registry asks for and try once more.
+        let asked = challenges.iter().find_map(|c| match c {
+            crate::challenge::Challenge::Bearer { scope, .. } => scope.clone(),
+            _ => None,
+        });
+        self.inner.auth.learn(&challenges).map_err(Failure::Final)?;
+        self.inner.auth.invalidate(scopes);
+        let widened = scopes.with(asked.as_deref());
+        let retry = self.send_once(&widened, &build).await?;
+        if retry.status() == StatusCode::UNAUTHORIZED {
+            return Err(Failure::Final(ErrorKind::Auth(format!(
+                "the registry refused the credentials ({})",
+                self.inner.auth.credentials().describe()
+            ))));
+        }
+        Ok(retry)
+    }
+
+    /// One attempt whose body can be sent only once (a stream). A 401 refreshes the token and
+    /// comes back as declined-before-work, so the retry loop runs the attempt again with a fresh
+    /// body (bounded by its budget) rather than this layer re-sending.
+    pub async fn send_streaming(
+        &self,
+        scopes: &Scopes,
+        request: RequestBuilder,
+    ) -> Result<Response, Failure> {
+        let mut request = request;
+        if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
+            request = request.header(AUTHORIZATION, header);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Failure::from_transport(&e))?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            let challenges = challenges_of(&response);
+            if !challenges.is_empty() {
+                self.inner.auth.learn(&challenges).map_err(Failure::Final)?;
+                self.inner.auth.invalidate(scopes);
+                return Err(Failure::Transport {
+                    message: "token refused; refreshed for the next attempt".into(),
+                    sent: crate::retry::Sent::No,
+                    local: true,
+                });
+            }
+        }
+        Ok(response)
+    }
+
+    async fn send_once<B>(&self, scopes: &Scopes, build: &B) -> Result<Response, Failure>
+    where
+        B: Fn(&reqwest::Client) -> RequestBuilder,
+    {
+        let mut request = build(&self.inner.http);
+        if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
+            request = request.header(AUTHORIZATION, header);
+        }
+        request.send().await.map_err(|e| Failure::from_transport(&e))
+    }
+
+    /// Runs one operation through the one retry shape, with a fresh budget from the registry's
+    /// policy, after the once-per-run ping.
+    pub async fn run<T, F, Fut>(&self, call: Call<'_>, attempt: F) -> Result<T, Error>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let budget = self.inner.gate.policy.budget();
+        self.run_with_budget(call, &budget, attempt).await
+    }
+
+    /// As [`RegistryClient::run`], drawing retries from a budget shared with other calls (a
+    /// walk over pages).
+    pub async fn run_with_budget<T, F, Fut>(
+        &self,
+        call: Call<'_>,
+        budget: &crate::retry::RetryBudget,
+        attempt: F,
+    ) -> Result<T, Error>
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        self.ensure_ready().await.map_err(|mut e| {
+            if e.repository.is_none() {
+                e.repository = call.repository.map(str::to_owned);
+            }
+            e
+        })?;
+        with_retry(&self.inner.gate, call, budget, attempt).await
+    }
+}
+
+fn challenges_of(response: &Response) -> Vec<crate::challenge::Challenge> {
+    response
+        .headers()
+        .get_all(WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| parse_www_authenticate(v).ok())
+        .flatten()
+        .collect()
+}

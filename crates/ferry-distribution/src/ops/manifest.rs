@@ -1,0 +1,219 @@
+//! Manifests: HEAD (digest, type, size), GET (bytes verified against the digest that named them,
+//! refused above the size limit), PUT by tag or digest, and DELETE.
+
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+
+use crate::auth::Scopes;
+use crate::client::RegistryClient;
+use crate::digest::{Algorithm, Digest};
+use crate::error::{Error, ErrorKind};
+use crate::media::MANIFEST_ACCEPT;
+use crate::operation::Operation;
+use crate::retry::{Call, Failure};
+
+use super::{content_digest, expect_status, invalid};
+
+/// What a HEAD learns about a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestInfo {
+    pub digest: Digest,
+    pub media_type: String,
+    pub size: u64,
+}
+
+/// A manifest's exact bytes, with the digest they hash to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub bytes: Bytes,
+    pub media_type: String,
+    pub digest: Digest,
+}
+
+fn is_digest(reference: &str) -> Option<Digest> {
+    if reference.contains(':') {
+        Digest::parse(reference).ok()
+    } else {
+        None
+    }
+}
+
+fn media_type(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or(v).trim().to_owned())
+        .unwrap_or_default()
+}
+
+impl RegistryClient {
+    /// HEADs a manifest by tag or digest; `None` when it does not exist. A registry that omits
+    /// `Docker-Content-Digest` is answered by a GET and the digest computed from the bytes.
+    pub async fn head_manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+    ) -> Result<Option<ManifestInfo>, Error> {
+        let scopes = Scopes::pull(repository);
+        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
+        let call = Call::new(Operation::ManifestHead, Some(repository));
+        let head = self
+            .run(call, |_| async {
+                let response = self
+                    .send(&scopes, |http| {
+                        http.head(url.clone()).header(ACCEPT, MANIFEST_ACCEPT)
+                    })
+                    .await?;
+                if response.status().as_u16() == 404 {
+                    return Ok(None);
+                }
+                let response = expect_status(response, &[200]).await?;
+                let size = response
+                    .headers()
+                    .get(reqwest::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                Ok(Some((content_digest(&response), media_type(&response), size)))
+            })
+            .await?;
+        match head {
+            None => Ok(None),
+            Some((Some(digest), media_type, size)) => Ok(Some(ManifestInfo {
+                digest,
+                media_type,
+                size,
+            })),
+            Some((None, _, _)) => {
+                let m = self.get_manifest(repository, reference).await?;
+                Ok(Some(ManifestInfo {
+                    size: m.bytes.len() as u64,
+                    digest: m.digest,
+                    media_type: m.media_type,
+                }))
+            }
+        }
+    }
+
+    /// GETs a manifest's bytes. Fetched by digest, the bytes must hash to it; fetched by tag, the
+    /// digest is computed from the bytes and must agree with the registry's header.
+    pub async fn get_manifest(&self, repository: &str, reference: &str) -> Result<Manifest, Error> {
+        let scopes = Scopes::pull(repository);
+        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
+        let limit = self.options().manifest_limit;
+        let wanted = is_digest(reference);
+        let call = Call::new(Operation::ManifestGet, Some(repository));
+        self.run(call, |_| async {
+            let response = self
+                .send(&scopes, |http| {
+                    http.get(url.clone()).header(ACCEPT, MANIFEST_ACCEPT)
+                })
+                .await?;
+            let response = expect_status(response, &[200]).await?;
+            let media_type = media_type(&response);
+            let header = content_digest(&response);
+            let bytes = crate::auth::token::read_limited(response, limit)
+                .await
+                .map_err(|f| match f {
+                    Failure::Final(ErrorKind::TooLarge { limit, .. }) => {
+                        Failure::Final(ErrorKind::TooLarge {
+                            what: "manifest",
+                            limit,
+                        })
+                    }
+                    other => other,
+                })?;
+            let algorithm = wanted
+                .as_ref()
+                .or(header.as_ref())
+                .map_or(Algorithm::Sha256, Digest::algorithm);
+            let digest = Digest::of_bytes(algorithm, &bytes);
+            for expected in [wanted.as_ref(), header.as_ref()].into_iter().flatten() {
+                if expected.algorithm() == digest.algorithm() && *expected != digest {
+                    return Err(Failure::Final(ErrorKind::DigestMismatch {
+                        expected: expected.to_string(),
+                        actual: digest.to_string(),
+                    }));
+                }
+            }
+            let media_type = if media_type.is_empty() {
+                sniff_media_type(&bytes).ok_or_else(|| invalid("manifest has no media type"))?
+            } else {
+                media_type
+            };
+            Ok(Manifest {
+                bytes: Bytes::from(bytes),
+                media_type,
+                digest,
+            })
+        })
+        .await
+    }
+
+    /// PUTs a manifest under a tag or its digest and returns the digest the registry stored.
+    pub async fn put_manifest(
+        &self,
+        repository: &str,
+        reference: &str,
+        manifest: &Manifest,
+    ) -> Result<Digest, Error> {
+        let scopes = Scopes::push(repository);
+        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
+        let operation = if is_digest(reference).is_some() {
+            Operation::ManifestPutByDigest
+        } else {
+            Operation::ManifestPutByTag
+        };
+        let call = Call::new(operation, Some(repository));
+        self.run(call, |_| async {
+            let response = self
+                .send(&scopes, |http| {
+                    http.put(url.clone())
+                        .header(CONTENT_TYPE, manifest.media_type.as_str())
+                        .body(manifest.bytes.clone())
+                })
+                .await?;
+            let response = expect_status(response, &[200, 201, 202]).await?;
+            self.gate().stats.written(manifest.bytes.len() as u64);
+            match content_digest(&response) {
+                Some(d) if d.algorithm() == manifest.digest.algorithm() && d != manifest.digest => {
+                    Err(Failure::Final(ErrorKind::DigestMismatch {
+                        expected: manifest.digest.to_string(),
+                        actual: d.to_string(),
+                    }))
+                }
+                _ => Ok(manifest.digest.clone()),
+            }
+        })
+        .await
+    }
+
+    /// DELETEs a manifest by digest, or a tag (where the registry supports tag deletion). A
+    /// manifest already gone counts as deleted.
+    pub async fn delete_manifest(&self, repository: &str, reference: &str) -> Result<(), Error> {
+        let scopes = Scopes::push(repository);
+        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
+        let operation = if is_digest(reference).is_some() {
+            Operation::ManifestDeleteByDigest
+        } else {
+            Operation::TagDelete
+        };
+        self.run(Call::new(operation, Some(repository)), |_| async {
+            let response = self.send(&scopes, |http| http.delete(url.clone())).await?;
+            expect_status(response, &[200, 202, 204, 404]).await?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// The `mediaType` field of a manifest that was served without a `Content-Type`.
+fn sniff_media_type(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(rename = "mediaType")]
+        media_type: Option<String>,
+    }
+    serde_json::from_slice::<Probe>(bytes).ok()?.media_type
+}

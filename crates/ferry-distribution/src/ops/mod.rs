@@ -1,0 +1,41 @@
+//! The registry operations, each as a method on [`crate::RegistryClient`]: single attempts
+//! (`*_once`, for callers that compose several requests inside one retry) and retried wrappers.
+
+pub mod blob;
+pub mod manifest;
+pub mod referrers;
+pub mod tags;
+pub mod upload;
+
+pub use blob::BlobStream;
+pub use manifest::{Manifest, ManifestInfo};
+pub use referrers::Referrer;
+pub use upload::{MountOutcome, UploadSession};
+
+use reqwest::Response;
+
+use crate::digest::Digest;
+use crate::error::ErrorKind;
+use crate::retry::Failure;
+
+/// The `Docker-Content-Digest` header, when present and well formed.
+pub(crate) fn content_digest(response: &Response) -> Option<Digest> {
+    response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Digest::parse(v.trim()).ok())
+}
+
+/// Fails unless the response status is one of `ok`; the failure carries the OCI error body.
+pub(crate) async fn expect_status(response: Response, ok: &[u16]) -> Result<Response, Failure> {
+    if ok.contains(&response.status().as_u16()) {
+        Ok(response)
+    } else {
+        Err(Failure::from_response(response).await)
+    }
+}
+
+pub(crate) fn invalid(what: impl Into<String>) -> Failure {
+    Failure::Final(ErrorKind::InvalidResponse(what.into()))
+}

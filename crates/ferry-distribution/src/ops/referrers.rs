@@ -1,0 +1,83 @@
+//! Referrers of a manifest (signatures, SBOMs, attestations): the OCI 1.1 referrers API with
+//! paging, or `None` when the registry does not offer it and the tag schema must be used.
+
+use crate::auth::Scopes;
+use crate::client::RegistryClient;
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::link::next_link;
+use crate::operation::Operation;
+use crate::retry::{Call, Failure};
+
+use super::{expect_status, invalid};
+
+const MAX_PAGES: usize = 100;
+
+/// One entry of a referrers index.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Referrer {
+    #[serde(rename = "mediaType")]
+    pub media_type: String,
+    pub digest: Digest,
+    pub size: u64,
+    #[serde(rename = "artifactType", default)]
+    pub artifact_type: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Index {
+    #[serde(default)]
+    manifests: Vec<Referrer>,
+}
+
+impl RegistryClient {
+    /// Every referrer of `digest`, or `None` when the registry has no referrers API (404).
+    pub async fn list_referrers(
+        &self,
+        repository: &str,
+        digest: &Digest,
+    ) -> Result<Option<Vec<Referrer>>, Error> {
+        let scopes = Scopes::pull(repository);
+        let budget = self.gate().policy.budget();
+        let call = Call::new(Operation::ReferrersList, Some(repository));
+        let mut url = self.api_url(&format!("{repository}/referrers/{digest}"));
+        let mut all = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let page = self
+                .run_with_budget(call, &budget, |_| {
+                    let url = url.clone();
+                    let scopes = &scopes;
+                    async move {
+                        let response = self.send(scopes, |http| http.get(url.clone())).await?;
+                        if response.status().as_u16() == 404 {
+                            return Ok(None);
+                        }
+                        let response = expect_status(response, &[200]).await?;
+                        let next = response
+                            .headers()
+                            .get(reqwest::header::LINK)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(next_link)
+                            .map(|l| self.same_origin(&l))
+                            .transpose()?;
+                        let body = crate::auth::token::read_limited(response, 4 << 20).await?;
+                        let index: Index = serde_json::from_slice(&body)
+                            .map_err(|e| invalid(format!("referrers index is not JSON: {e}")))?;
+                        Ok::<_, Failure>(Some((index.manifests, next)))
+                    }
+                })
+                .await?;
+            match page {
+                None => return Ok(None),
+                Some((entries, next)) => {
+                    all.extend(entries);
+                    match next {
+                        Some(n) if n != url => url = n,
+                        _ => return Ok(Some(all)),
+                    }
+                }
+            }
+        }
+        Ok(Some(all))
+    }
+}

@@ -1,0 +1,243 @@
+//! Blob writes: upload sessions (POST), cross-repository mounts, chunks at explicit offsets
+//! (PATCH with `Content-Range`), the session's own `Range`, and the closing PUT `?digest=`.
+
+use bytes::Bytes;
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use url::Url;
+
+use crate::auth::Scopes;
+use crate::client::RegistryClient;
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::operation::Operation;
+use crate::retry::{Call, Failure};
+
+use super::{expect_status, invalid};
+
+/// An open upload session. Every answer may move it: keep the latest `location`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadSession {
+    pub repository: String,
+    pub location: Url,
+    /// `OCI-Chunk-Min-Length`: chunks (but the last) must be at least this long.
+    pub min_chunk: Option<u64>,
+}
+
+/// What a mount request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountOutcome {
+    /// The blob is now in the target repository.
+    Mounted,
+    /// Not mounted; the registry opened an ordinary upload session instead (use it).
+    Session(UploadSession),
+}
+
+impl RegistryClient {
+    fn session_from(
+        &self,
+        repository: &str,
+        response: &reqwest::Response,
+        previous: Option<&UploadSession>,
+    ) -> Result<UploadSession, Failure> {
+        let location = match response.headers().get(LOCATION).and_then(|v| v.to_str().ok()) {
+            Some(l) => self.same_origin(l)?,
+            None => match previous {
+                Some(p) => p.location.clone(),
+                None => return Err(invalid("upload session without Location")),
+            },
+        };
+        let min_chunk = response
+            .headers()
+            .get("oci-chunk-min-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .or(previous.and_then(|p| p.min_chunk));
+        Ok(UploadSession {
+            repository: repository.to_owned(),
+            location,
+            min_chunk,
+        })
+    }
+
+    /// `POST /v2/<name>/blobs/uploads/`: one attempt.
+    pub async fn start_upload_once(&self, repository: &str) -> Result<UploadSession, Failure> {
+        let url = self.api_url(&format!("{repository}/blobs/uploads/"));
+        let response = self
+            .send(&Scopes::push(repository), |http| {
+                http.post(url.clone()).header(CONTENT_LENGTH, "0")
+            })
+            .await?;
+        let response = expect_status(response, &[202]).await?;
+        self.session_from(repository, &response, None)
+    }
+
+    /// `POST …/uploads/?mount=<digest>&from=<repo>`: one attempt.
+    pub async fn mount_once(
+        &self,
+        repository: &str,
+        digest: &Digest,
+        from: &str,
+    ) -> Result<MountOutcome, Failure> {
+        let mut url = self.api_url(&format!("{repository}/blobs/uploads/"));
+        url.query_pairs_mut()
+            .append_pair("mount", &digest.to_string())
+            .append_pair("from", from);
+        let response = self
+            .send(&Scopes::mount(repository, from), |http| {
+                http.post(url.clone()).header(CONTENT_LENGTH, "0")
+            })
+            .await?;
+        match response.status() {
+            StatusCode::CREATED => Ok(MountOutcome::Mounted),
+            StatusCode::ACCEPTED => Ok(MountOutcome::Session(self.session_from(
+                repository, &response, None,
+            )?)),
+            _ => Err(Failure::from_response(response).await),
+        }
+    }
+
+    /// `GET <location>`: how many bytes the session holds (the next offset to send).
+    pub async fn upload_status_once(&self, session: &UploadSession) -> Result<u64, Failure> {
+        let url = session.location.clone();
+        let response = self
+            .send(&Scopes::push(&session.repository), |http| http.get(url.clone()))
+            .await?;
+        let response = expect_status(response, &[204, 200]).await?;
+        Ok(next_offset(&response))
+    }
+
+    /// `PATCH <location>` with `Content-Range: <offset>-<offset+len-1>`: one attempt. Returns
+    /// the session as the registry now names it.
+    pub async fn patch_chunk_once(
+        &self,
+        session: &UploadSession,
+        offset: u64,
+        len: u64,
+        body: reqwest::Body,
+    ) -> Result<UploadSession, Failure> {
+        let url = session.location.clone();
+        let end = offset + len.saturating_sub(1);
+        let request = self
+            .http()
+            .patch(url)
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header("content-range", format!("{offset}-{end}"))
+            .header(CONTENT_LENGTH, len.to_string())
+            .body(body);
+        let response = self
+            .send_streaming(&Scopes::push(&session.repository), request)
+            .await?;
+        let response = expect_status(response, &[202, 204]).await?;
+        self.gate().stats.written(len);
+        self.session_from(&session.repository, &response, Some(session))
+    }
+
+    /// `PUT <location>?digest=<digest>`, with the last bytes if any: one attempt.
+    pub async fn finish_upload_once(
+        &self,
+        session: &UploadSession,
+        digest: &Digest,
+        last: Option<(reqwest::Body, u64)>,
+    ) -> Result<(), Failure> {
+        let mut url = session.location.clone();
+        url.query_pairs_mut().append_pair("digest", &digest.to_string());
+        let len = last.as_ref().map_or(0, |(_, l)| *l);
+        let body = last.map_or_else(|| reqwest::Body::from(Bytes::new()), |(b, _)| b);
+        let request = self
+            .http()
+            .put(url)
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header(CONTENT_LENGTH, len.to_string())
+            .body(body);
+        let response = self
+            .send_streaming(&Scopes::push(&session.repository), request)
+            .await?;
+        expect_status(response, &[201, 204]).await?;
+        self.gate().stats.written(len);
+        Ok(())
+    }
+
+    /// `DELETE <location>`: abandons a session (best effort, one attempt).
+    pub async fn cancel_upload_once(&self, session: &UploadSession) -> Result<(), Failure> {
+        let url = session.location.clone();
+        let response = self
+            .send(&Scopes::push(&session.repository), |http| http.delete(url.clone()))
+            .await?;
+        expect_status(response, &[200, 202, 204, 404]).await?;
+        Ok(())
+    }
+
+    /// Mounts `digest` from `from` into `repository`, retried.
+    pub async fn mount_blob(
+        &self,
+        repository: &str,
+        digest: &Digest,
+        from: &str,
+    ) -> Result<MountOutcome, Error> {
+        self.run(Call::new(Operation::Mount, Some(repository)), |_| {
+            self.mount_once(repository, digest, from)
+        })
+        .await
+    }
+
+    /// Uploads a small blob held in memory (a config, a test fixture): POST, then PUT with the
+    /// bytes, as one retried operation. Large blobs stream through the engine instead.
+    pub async fn push_blob_bytes(
+        &self,
+        repository: &str,
+        digest: &Digest,
+        bytes: Bytes,
+    ) -> Result<(), Error> {
+        self.run(Call::new(Operation::UploadFinish, Some(repository)), |_| {
+            let bytes = bytes.clone();
+            async move {
+                let session = self.start_upload_once(repository).await?;
+                let len = bytes.len() as u64;
+                self.finish_upload_once(&session, digest, Some((bytes.into(), len)))
+                    .await
+            }
+        })
+        .await
+    }
+
+    /// Uploads a blob in chunks of `chunk` bytes from memory: POST, PATCH…, PUT. For tests of
+    /// the chunked flow and registries that need it; the engine streams instead.
+    pub async fn push_blob_chunked(
+        &self,
+        repository: &str,
+        digest: &Digest,
+        bytes: Bytes,
+        chunk: usize,
+    ) -> Result<(), Error> {
+        self.run(Call::new(Operation::UploadChunk, Some(repository)), |_| {
+            let bytes = bytes.clone();
+            async move {
+                let mut session = self.start_upload_once(repository).await?;
+                let chunk = chunk.max(session.min_chunk.unwrap_or(0) as usize).max(1);
+                let mut offset = 0usize;
+                while offset < bytes.len() {
+                    let end = (offset + chunk).min(bytes.len());
+                    let part = bytes.slice(offset..end);
+                    session = self
+                        .patch_chunk_once(&session, offset as u64, part.len() as u64, part.into())
+                        .await?;
+                    offset = end;
+                }
+                self.finish_upload_once(&session, digest, None).await
+            }
+        })
+        .await
+    }
+}
+
+/// The offset after the bytes a session holds, from its `Range: 0-<last>` header.
+fn next_offset(response: &reqwest::Response) -> u64 {
+    response
+        .headers()
+        .get("range")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().trim_start_matches("bytes=").split_once('-'))
+        .and_then(|(_, end)| end.trim().parse::<u64>().ok())
+        .map_or(0, |end| end + 1)
+}
