@@ -543,7 +543,7 @@ impl Checker<'_> {
     fn resolve_engine(&mut self, raw: raw::RawEngine) -> EngineSettings {
         let path = FieldPath::root().key("engine");
         let d = EngineSettings::default();
-        let engine = EngineSettings {
+        EngineSettings {
             images_in_flight: self.at_least_one(
                 &path.key("images_in_flight"),
                 raw.images_in_flight,
@@ -564,8 +564,7 @@ impl Checker<'_> {
                 raw.monolithic_limit.as_deref(),
                 d.monolithic_limit,
             ),
-        };
-        engine
+        }
     }
 
     fn resolve_registries(&mut self, raw: Vec<RawRegistry>) -> Vec<RegistrySettings> {

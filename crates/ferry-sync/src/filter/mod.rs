@@ -266,7 +266,7 @@ impl TagFilter {
         }
         let mut missing_exact = Vec::new();
         for exact in &self.spec.exact {
-            if kept.iter().any(|t| *t == exact) {
+            if kept.contains(&exact) {
                 continue;
             }
             match dropped.iter().position(|(t, _)| *t == exact) {

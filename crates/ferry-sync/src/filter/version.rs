@@ -34,13 +34,11 @@ impl TagVersion {
             None => (text, None),
         };
         let mut parts = [0u64; 3];
-        let mut count = 0;
-        for piece in numbers.split('.') {
-            if count == 3 || piece.is_empty() || !piece.bytes().all(|b| b.is_ascii_digit()) {
+        for (index, piece) in numbers.split('.').enumerate() {
+            if index == 3 || piece.is_empty() || !piece.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            parts[count] = piece.parse().ok()?;
-            count += 1;
+            parts[index] = piece.parse().ok()?;
         }
         let mut version = semver::Version::new(parts[0], parts[1], parts[2]);
         let mut variant = None;
