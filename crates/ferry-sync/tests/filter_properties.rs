@@ -124,6 +124,20 @@ proptest! {
                 prop_assert!(v.is_some_and(|v| semver::VersionReq::parse(">=2, <15").unwrap().matches(&v.version)));
             }
         }
+        // the selection comes out in the documented sort order, exact tags included
+        let mut sorted = selection.selected.clone();
+        sorted.sort_by(|a, b| {
+            if alpha {
+                return a.cmp(b);
+            }
+            match (TagVersion::parse(a), TagVersion::parse(b)) {
+                (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.cmp(b)),
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (None, None) => a.cmp(b),
+            }
+        });
+        prop_assert_eq!(&sorted, &selection.selected);
         // the selection does not depend on the listing's order
         let mut reordered = listed.clone();
         let mut state = shuffle_seed | 1;
