@@ -12,15 +12,17 @@ pub mod link;
 pub mod media;
 pub mod operation;
 pub mod ops;
+pub mod quirks;
 pub mod reference;
 pub mod retry;
 pub mod secret;
 pub mod stats;
 pub mod window;
 
-
-
-
-
-
 pub use secret::Secret;
+
+pub use client::{RegistryClient, RegistryOptions};
+pub use digest::{Algorithm, Digest};
+pub use error::{Error, ErrorKind};
+pub use operation::Operation;
+pub use reference::Reference;

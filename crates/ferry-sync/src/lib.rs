@@ -1,1 +1,9 @@
-//! ferry sync (placeholder)
+//! ferry's sync layer: the mirror.yaml config, tag filters, the prepare phase that resolves
+//! every mapping, the engine that copies what is stale, and the report of what happened.
+
+pub mod config;
+pub mod filter;
+pub mod layout;
+pub mod plan;
+pub mod prepare;
+pub mod registries;

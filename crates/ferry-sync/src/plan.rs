@@ -1,0 +1,111 @@
+//! The plan the prepare phase hands to the engine and to `--dry-run`: per mapping, the images
+//! its filter selected, their source digests, and each target's state with the reason.
+
+use std::time::Duration;
+
+use ferry_distribution::Digest;
+use ferry_distribution::error::Error;
+
+use crate::config::Target;
+use crate::filter::Reason;
+
+/// Everything the prepare phase learned, in config order.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub mappings: Vec<MappingPlan>,
+    pub elapsed: Duration,
+}
+
+/// One mapping: resolved, or the error that stopped it (the others go on).
+#[derive(Debug, Clone)]
+pub struct MappingPlan {
+    pub index: usize,
+    /// The source repository as the config names it (`docker.io/library/alpine`).
+    pub source: String,
+    pub outcome: Result<ResolvedMapping, Error>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResolvedMapping {
+    /// Registry host and repository of the source.
+    pub registry: String,
+    pub repository: String,
+    pub images: Vec<ImagePlan>,
+    /// Listed tags the filter left out, each with why.
+    pub filtered_out: Vec<(String, Reason)>,
+    /// `exact` tags the source does not have.
+    pub missing_exact: Vec<String>,
+    pub platforms: Vec<String>,
+    pub referrers: bool,
+}
+
+/// One image to mirror: a selected tag or a pinned digest.
+#[derive(Debug, Clone)]
+pub struct ImagePlan {
+    /// `None` for a digest pin.
+    pub tag: Option<String>,
+    pub digest: Digest,
+    pub media_type: String,
+    pub targets: Vec<TargetPlan>,
+}
+
+impl ImagePlan {
+    /// The name shown for it: the tag, or the digest for a pin.
+    pub fn name(&self) -> String {
+        self.tag.clone().unwrap_or_else(|| self.digest.to_string())
+    }
+
+    pub fn is_stale_anywhere(&self) -> bool {
+        self.targets.iter().any(|t| t.state.needs_copy())
+    }
+}
+
+/// One target of one image.
+#[derive(Debug, Clone)]
+pub struct TargetPlan {
+    pub target: Target,
+    pub state: TargetState,
+}
+
+/// What the target holds under the image's tag (or digest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetState {
+    /// The target's manifest digest equals the source's: nothing to write.
+    UpToDate,
+    /// The target repository does not exist yet.
+    NewRepository,
+    /// The target lacks the tag (or the pinned digest).
+    Missing,
+    /// The tag points at other content on the target.
+    Stale { current: Digest },
+}
+
+impl TargetState {
+    pub fn needs_copy(&self) -> bool {
+        !matches!(self, TargetState::UpToDate)
+    }
+
+    /// Why, in words, for `--dry-run`.
+    pub fn reason(&self) -> String {
+        match self {
+            TargetState::UpToDate => "up to date (same digest)".into(),
+            TargetState::NewRepository => "target repository does not exist yet".into(),
+            TargetState::Missing => "target lacks it".into(),
+            TargetState::Stale { current } => format!("target has {current}"),
+        }
+    }
+}
+
+impl Plan {
+    pub fn resolved(&self) -> impl Iterator<Item = (&MappingPlan, &ResolvedMapping)> {
+        self.mappings
+            .iter()
+            .filter_map(|m| m.outcome.as_ref().ok().map(|r| (m, r)))
+    }
+
+    pub fn failed(&self) -> impl Iterator<Item = (&MappingPlan, &Error)> {
+        self.mappings
+            .iter()
+            .filter_map(|m| m.outcome.as_ref().err().map(|e| (m, e)))
+    }
+}

@@ -1,0 +1,155 @@
+//! Resolves one mapping: lists the source's tags (all pages), filters them, HEADs the chosen
+//! manifests, and learns each target's state from one tag listing plus a HEAD per present tag.
+
+use futures::StreamExt;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::operation::Operation;
+use ferry_distribution::{Digest, Reference};
+
+use crate::config::{Mapping, Target};
+use crate::plan::{ImagePlan, ResolvedMapping, TargetPlan, TargetState};
+use crate::prepare::PrepareOptions;
+use crate::registries::Registries;
+
+pub(crate) fn parse_repository(reference: &str) -> Result<Reference, Error> {
+    Reference::parse(reference).map_err(|e| {
+        Error::new(
+            reference,
+            None,
+            Operation::TagList,
+            ErrorKind::Local(format!("not a repository reference: {e}")),
+        )
+    })
+}
+
+/// Resolves `mapping` against its source and targets.
+pub async fn resolve_mapping(
+    mapping: &Mapping,
+    registries: &Registries,
+    options: &PrepareOptions,
+) -> Result<ResolvedMapping, Error> {
+    let source = parse_repository(&mapping.source)?;
+    let client = registries.client(&source.registry).await?;
+    let repo = source.repository.as_str();
+
+    let tags = client.list_tags(repo).await?;
+    let selection = mapping.tags.select(&tags);
+    if selection.selected.is_empty() && mapping.digests.is_empty() {
+        tracing::warn!(mapping = mapping.index, source = %mapping.source, "the tag filter selected nothing");
+    }
+
+    // What to copy: the selected tags, then the pinned digests.
+    let mut wanted: Vec<(Option<String>, String)> = selection
+        .selected
+        .iter()
+        .map(|t| (Some(t.clone()), t.clone()))
+        .collect();
+    for d in &mapping.digests {
+        wanted.push((None, d.clone()));
+    }
+
+    let heads: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
+        .map(|(tag, reference)| {
+            let client = client.clone();
+            async move {
+                let info = client.head_manifest(repo, &reference).await?;
+                Ok(info.map(|info| ImagePlan {
+                    tag,
+                    digest: info.digest,
+                    media_type: info.media_type,
+                    targets: Vec::new(),
+                }))
+            }
+        })
+        .buffered(options.heads_per_mapping.max(1))
+        .collect()
+        .await;
+    let mut images = Vec::new();
+    for h in heads {
+        match h? {
+            Some(image) => images.push(image),
+            // A tag deleted between the listing and the HEAD: nothing to copy.
+            None => {}
+        }
+    }
+
+    for target in &mapping.targets {
+        let states = target_states(target, &images, registries, options).await?;
+        for (image, state) in images.iter_mut().zip(states) {
+            image.targets.push(TargetPlan {
+                target: target.clone(),
+                state,
+            });
+        }
+    }
+
+    Ok(ResolvedMapping {
+        registry: source.registry.clone(),
+        repository: source.repository.clone(),
+        images,
+        filtered_out: selection.filtered_out,
+        missing_exact: selection.missing_exact,
+        platforms: mapping.platforms.clone(),
+        referrers: mapping.referrers,
+    })
+}
+
+/// The state of every image on one target, from one tag listing and a HEAD per tag the target
+/// already has (a tag it lacks needs no HEAD; a repository it lacks needs nothing more).
+async fn target_states(
+    target: &Target,
+    images: &[ImagePlan],
+    registries: &Registries,
+    options: &PrepareOptions,
+) -> Result<Vec<TargetState>, Error> {
+    let reference = match target {
+        Target::Registry { reference } => parse_repository(reference)?,
+        Target::OciLayout { path } => {
+            return Ok(crate::layout::target_states(path, images));
+        }
+    };
+    let client = registries.client(&reference.registry).await?;
+    let repo = reference.repository.as_str();
+    let listing = match client.list_tags(repo).await {
+        Ok(tags) => Some(tags),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
+    };
+    let Some(present) = listing else {
+        return Ok(vec![TargetState::NewRepository; images.len()]);
+    };
+    let present: std::collections::HashSet<String> = present.into_iter().collect();
+    let states: Vec<Result<TargetState, Error>> = futures::stream::iter(images)
+        .map(|image| {
+            let client = client.clone();
+            let present = &present;
+            async move {
+                match &image.tag {
+                    Some(tag) if !present.contains(tag) => Ok(TargetState::Missing),
+                    Some(tag) => Ok(compare(
+                        client.head_manifest(repo, tag).await?,
+                        &image.digest,
+                    )),
+                    None => Ok(compare(
+                        client
+                            .head_manifest(repo, &image.digest.to_string())
+                            .await?,
+                        &image.digest,
+                    )),
+                }
+            }
+        })
+        .buffered(options.heads_per_mapping.max(1))
+        .collect()
+        .await;
+    states.into_iter().collect()
+}
+
+fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, source: &Digest) -> TargetState {
+    match info {
+        None => TargetState::Missing,
+        Some(i) if i.digest == *source => TargetState::UpToDate,
+        Some(i) => TargetState::Stale { current: i.digest },
+    }
+}

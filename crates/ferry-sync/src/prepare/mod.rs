@@ -1,0 +1,103 @@
+//! The prepare phase: [`resolve_all`] resolves every mapping through a window that refills as
+//! each one completes, then returns the plan in config order; one failed mapping stops no other.
+
+pub mod mapping;
+pub mod tracker;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::plan::{MappingPlan, Plan};
+use crate::registries::Registries;
+
+pub use tracker::{PrepareSnapshot, PrepareTracker, TrackerEvent};
+
+/// How the prepare phase runs.
+#[derive(Debug, Clone)]
+pub struct PrepareOptions {
+    /// Mappings resolved at once.
+    pub concurrency: usize,
+    /// How often the watch log line is written while it runs (`None`: never).
+    pub watch_interval: Option<Duration>,
+    /// Requests in flight for one mapping's manifest HEADs.
+    pub heads_per_mapping: usize,
+}
+
+impl PrepareOptions {
+    pub fn from_config(config: &Config) -> Self {
+        PrepareOptions {
+            concurrency: config.concurrency.max(1),
+            watch_interval: Some(Duration::from_secs(5)),
+            heads_per_mapping: 8,
+        }
+    }
+}
+
+/// Resolves every mapping of `config`. Mappings run through `buffer_unordered`, so a deep,
+/// slow repository holds one slot and no more: each finished mapping frees its slot at once.
+/// Outcomes carry their index and are sorted once all are in, so the plan is in config order.
+pub async fn resolve_all(
+    config: &Config,
+    registries: &Registries,
+    options: &PrepareOptions,
+    tracker: Arc<PrepareTracker>,
+) -> Plan {
+    let start = Instant::now();
+    let watch = options
+        .watch_interval
+        .map(|every| tokio::spawn(watch_log(Arc::clone(&tracker), every)));
+
+    let mut outcomes: Vec<MappingPlan> = futures::stream::iter(config.mappings.iter())
+        .map(|m| {
+            let tracker = Arc::clone(&tracker);
+            async move {
+                tracker.started(m.index, &m.source);
+                let outcome = mapping::resolve_mapping(m, registries, options).await;
+                tracker.finished(m.index);
+                MappingPlan {
+                    index: m.index,
+                    source: m.source.clone(),
+                    outcome,
+                }
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    outcomes.sort_by_key(|m| m.index);
+
+    if let Some(w) = watch {
+        w.abort();
+    }
+    Plan {
+        mappings: outcomes,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Writes one line every `every` while the phase runs: done/total, in flight, the slowest
+/// mapping and its seconds, elapsed.
+async fn watch_log(tracker: Arc<PrepareTracker>, every: Duration) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let s = tracker.snapshot();
+        let (slowest, slowest_secs) = s
+            .slowest
+            .map_or((String::new(), 0), |(n, d)| (n, d.as_secs()));
+        tracing::info!(
+            done = s.done,
+            total = s.total,
+            in_flight = s.in_flight,
+            slowest = %slowest,
+            slowest_secs,
+            elapsed_secs = s.elapsed.as_secs(),
+            "prepare"
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! Tracks the prepare phase while it runs: which mappings are in flight since when, how many are
+//! done, for the watch log, progress bars and the window-floor test.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// One change of the tracker's state, recorded for tests that look at the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackerEvent {
+    pub at: Instant,
+    pub in_flight: usize,
+    pub unstarted: usize,
+    pub done: usize,
+}
+
+#[derive(Debug)]
+struct State {
+    total: usize,
+    started: usize,
+    done: usize,
+    in_flight: BTreeMap<usize, (String, Instant)>,
+    events: Vec<TrackerEvent>,
+}
+
+/// What the prepare phase is doing now.
+#[derive(Debug)]
+pub struct PrepareTracker {
+    start: Instant,
+    state: Mutex<State>,
+}
+
+/// A moment's view, for the watch log and progress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrepareSnapshot {
+    pub total: usize,
+    pub done: usize,
+    pub in_flight: usize,
+    /// The mapping in flight longest, with its seconds.
+    pub slowest: Option<(String, Duration)>,
+    pub elapsed: Duration,
+}
+
+impl PrepareTracker {
+    pub fn new(total: usize) -> Self {
+        PrepareTracker {
+            start: Instant::now(),
+            state: Mutex::new(State {
+                total,
+                started: 0,
+                done: 0,
+                in_flight: BTreeMap::new(),
+                events: Vec::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn record(s: &mut State) {
+        let e = TrackerEvent {
+            at: Instant::now(),
+            in_flight: s.in_flight.len(),
+            unstarted: s.total - s.started,
+            done: s.done,
+        };
+        s.events.push(e);
+    }
+
+    pub fn started(&self, index: usize, name: &str) {
+        let mut s = self.lock();
+        s.started += 1;
+        s.in_flight.insert(index, (name.to_owned(), Instant::now()));
+        Self::record(&mut s);
+    }
+
+    pub fn finished(&self, index: usize) {
+        let mut s = self.lock();
+        s.done += 1;
+        s.in_flight.remove(&index);
+        Self::record(&mut s);
+    }
+
+    pub fn snapshot(&self) -> PrepareSnapshot {
+        let s = self.lock();
+        let now = Instant::now();
+        PrepareSnapshot {
+            total: s.total,
+            done: s.done,
+            in_flight: s.in_flight.len(),
+            slowest: s
+                .in_flight
+                .values()
+                .min_by_key(|(_, since)| *since)
+                .map(|(name, since)| (name.clone(), now.duration_since(*since))),
+            elapsed: now.duration_since(self.start),
+        }
+    }
+
+    /// Every state change so far.
+    pub fn events(&self) -> Vec<TrackerEvent> {
+        self.lock().events.clone()
+    }
+}
