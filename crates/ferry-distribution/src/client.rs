@@ -94,7 +94,9 @@ impl RegistryClient {
         let err = |kind| Error::new(&options.host, None, Operation::Ping, kind);
         let base = match &options.endpoint {
             Some(e) => Url::parse(e).map_err(|e| {
-                err(ErrorKind::Local(format!("registry endpoint is not a URL: {e}")))
+                err(ErrorKind::Local(format!(
+                    "registry endpoint is not a URL: {e}"
+                )))
             })?,
             None => {
                 let api = if options.host == "docker.io" {
@@ -261,10 +263,7 @@ impl RegistryClient {
             match response.status() {
                 StatusCode::UNAUTHORIZED => {
                     let challenges = challenges_of(&response);
-                    self.inner
-                        .auth
-                        .learn(&challenges)
-                        .map_err(Failure::Final)?;
+                    self.inner.auth.learn(&challenges).map_err(Failure::Final)?;
                     Ok(())
                 }
                 s if s.is_success() || s == StatusCode::NOT_FOUND => {
@@ -349,7 +348,10 @@ impl RegistryClient {
         if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }
-        request.send().await.map_err(|e| Failure::from_transport(&e))
+        request
+            .send()
+            .await
+            .map_err(|e| Failure::from_transport(&e))
     }
 
     /// Runs one operation through the one retry shape, with a fresh budget from the registry's

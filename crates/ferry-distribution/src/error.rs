@@ -85,8 +85,7 @@ impl Error {
 
     /// True for an authentication failure (exit code 4 at the CLI).
     pub fn is_auth(&self) -> bool {
-        matches!(self.kind, ErrorKind::Auth(_))
-            || matches!(self.status(), Some(401) | Some(403))
+        matches!(self.kind, ErrorKind::Auth(_)) || matches!(self.status(), Some(401) | Some(403))
     }
 }
 
@@ -111,9 +110,9 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Throttled { seconds } => {
                 write!(f, "throttled: the registry asked to wait {seconds}s")
             }
-            ErrorKind::BreakerOpen => f.write_str(
-                "breaker open: the registry failed repeatedly, nothing was sent",
-            ),
+            ErrorKind::BreakerOpen => {
+                f.write_str("breaker open: the registry failed repeatedly, nothing was sent")
+            }
             ErrorKind::DeadlineExceeded => f.write_str("deadline exceeded"),
             ErrorKind::DigestMismatch { expected, actual } => {
                 write!(f, "digest mismatch: expected {expected}, got {actual}")

@@ -207,7 +207,11 @@ mod tests {
         for _ in 0..4 {
             w.on_success();
         }
-        assert_eq!(w.snapshot().limit, 4, "four successes are not yet a whole window");
+        assert_eq!(
+            w.snapshot().limit,
+            4,
+            "four successes are not yet a whole window"
+        );
         w.on_success();
         assert_eq!(w.snapshot().limit, 5);
         for _ in 0..5 {

@@ -6,7 +6,7 @@ pub mod token;
 
 use crate::secret::Secret;
 
-pub use token::{Authenticator, AuthScheme};
+pub use token::{AuthScheme, Authenticator};
 
 /// The credentials ferry presents to one registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,9 +18,13 @@ pub enum Credentials {
         password: Secret,
     },
     /// A static bearer token sent as is.
-    Bearer { token: Secret },
+    Bearer {
+        token: Secret,
+    },
     /// An OAuth2 refresh token (docker `identitytoken`), exchanged with the POST form.
-    IdentityToken { token: Secret },
+    IdentityToken {
+        token: Secret,
+    },
 }
 
 impl Credentials {
@@ -109,9 +113,15 @@ mod tests {
         let s = Scopes::mount("mirror/app", "base/app");
         assert_eq!(
             s.as_slice(),
-            ["repository:base/app:pull", "repository:mirror/app:pull,push"]
+            [
+                "repository:base/app:pull",
+                "repository:mirror/app:pull,push"
+            ]
         );
-        assert_eq!(Scopes::mount("a", "a").as_slice(), ["repository:a:pull,push"]);
+        assert_eq!(
+            Scopes::mount("a", "a").as_slice(),
+            ["repository:a:pull,push"]
+        );
     }
 
     #[test]

@@ -81,7 +81,10 @@ impl Authenticator {
     }
 
     pub fn scheme(&self) -> Option<AuthScheme> {
-        self.scheme.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.scheme
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Records how the registry wants to be authenticated, from the challenges of a 401 (or
@@ -108,9 +111,7 @@ impl Authenticator {
         match self.scheme() {
             None | Some(AuthScheme::None) => Ok(None),
             Some(AuthScheme::Basic) => match &self.credentials {
-                Credentials::Basic { username, password } => {
-                    Ok(Some(basic(username, password)?))
-                }
+                Credentials::Basic { username, password } => Ok(Some(basic(username, password)?)),
                 _ => Ok(None),
             },
             Some(AuthScheme::Bearer { realm, service }) => {
@@ -280,7 +281,10 @@ fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthSchem
             service: service.clone(),
         });
     }
-    if challenges.iter().any(|c| matches!(c, Challenge::Basic { .. })) {
+    if challenges
+        .iter()
+        .any(|c| matches!(c, Challenge::Basic { .. }))
+    {
         return Ok(AuthScheme::Basic);
     }
     Err(ErrorKind::Auth(
@@ -357,13 +361,19 @@ mod tests {
     #[test]
     fn an_http_realm_is_refused_unless_the_registry_is_insecure() {
         let c = [bearer_challenge("http://auth.example/token")];
-        assert!(matches!(choose_scheme(&c, false), Err(ErrorKind::Refused(_))));
+        assert!(matches!(
+            choose_scheme(&c, false),
+            Err(ErrorKind::Refused(_))
+        ));
         assert!(matches!(
             choose_scheme(&c, true),
             Ok(AuthScheme::Bearer { .. })
         ));
         let c = [bearer_challenge("file:///etc/passwd")];
-        assert!(matches!(choose_scheme(&c, true), Err(ErrorKind::Refused(_))));
+        assert!(matches!(
+            choose_scheme(&c, true),
+            Err(ErrorKind::Refused(_))
+        ));
     }
 
     #[test]

@@ -53,25 +53,28 @@ impl RegistryClient {
     pub async fn head_blob(&self, repository: &str, digest: &Digest) -> Result<Option<u64>, Error> {
         let scopes = Scopes::pull(repository);
         let url = self.api_url(&format!("{repository}/blobs/{digest}"));
-        self.run(Call::new(Operation::BlobHead, Some(repository)), |_| async {
-            let response = self.send(&scopes, |http| http.head(url.clone())).await?;
-            if response.status() == StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            // HEAD may be redirected to storage too; a redirect means the blob exists.
-            if response.status().is_redirection() {
-                return Ok(Some(0));
-            }
-            let response = expect_status(response, &[200]).await?;
-            Ok(Some(
-                response
-                    .headers()
-                    .get(CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-            ))
-        })
+        self.run(
+            Call::new(Operation::BlobHead, Some(repository)),
+            |_| async {
+                let response = self.send(&scopes, |http| http.head(url.clone())).await?;
+                if response.status() == StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                // HEAD may be redirected to storage too; a redirect means the blob exists.
+                if response.status().is_redirection() {
+                    return Ok(Some(0));
+                }
+                let response = expect_status(response, &[200]).await?;
+                Ok(Some(
+                    response
+                        .headers()
+                        .get(CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                ))
+            },
+        )
         .await
     }
 
@@ -154,7 +157,10 @@ impl RegistryClient {
         let (inner, remaining): (Pin<Box<dyn Stream<Item = _> + Send>>, _) =
             if offset > 0 && !partial {
                 // The registry ignored the range: skip what the caller already has.
-                (Box::pin(skip_bytes(body, offset)), length.map(|l| l.saturating_sub(offset)))
+                (
+                    Box::pin(skip_bytes(body, offset)),
+                    length.map(|l| l.saturating_sub(offset)),
+                )
             } else {
                 (Box::pin(body), length)
             };

@@ -75,7 +75,11 @@ impl RegistryClient {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
-                Ok(Some((content_digest(&response), media_type(&response), size)))
+                Ok(Some((
+                    content_digest(&response),
+                    media_type(&response),
+                    size,
+                )))
             })
             .await?;
         match head {

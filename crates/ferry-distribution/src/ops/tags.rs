@@ -45,7 +45,8 @@ impl RegistryClient {
                             .and_then(next_link)
                             .map(|l| self.same_origin(&l))
                             .transpose()?;
-                        let body = crate::auth::token::read_limited(response, MAX_PAGE_BYTES).await?;
+                        let body =
+                            crate::auth::token::read_limited(response, MAX_PAGE_BYTES).await?;
                         let page: TagPage = serde_json::from_slice(&body)
                             .map_err(|e| invalid(format!("tag list is not JSON: {e}")))?;
                         Ok::<_, Failure>((page.tags.unwrap_or_default(), next))

@@ -40,7 +40,11 @@ impl RegistryClient {
         response: &reqwest::Response,
         previous: Option<&UploadSession>,
     ) -> Result<UploadSession, Failure> {
-        let location = match response.headers().get(LOCATION).and_then(|v| v.to_str().ok()) {
+        let location = match response
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+        {
             Some(l) => self.same_origin(l)?,
             None => match previous {
                 Some(p) => p.location.clone(),
@@ -90,9 +94,9 @@ impl RegistryClient {
             .await?;
         match response.status() {
             StatusCode::CREATED => Ok(MountOutcome::Mounted),
-            StatusCode::ACCEPTED => Ok(MountOutcome::Session(self.session_from(
-                repository, &response, None,
-            )?)),
+            StatusCode::ACCEPTED => Ok(MountOutcome::Session(
+                self.session_from(repository, &response, None)?,
+            )),
             _ => Err(Failure::from_response(response).await),
         }
     }
@@ -101,7 +105,9 @@ impl RegistryClient {
     pub async fn upload_status_once(&self, session: &UploadSession) -> Result<u64, Failure> {
         let url = session.location.clone();
         let response = self
-            .send(&Scopes::push(&session.repository), |http| http.get(url.clone()))
+            .send(&Scopes::push(&session.repository), |http| {
+                http.get(url.clone())
+            })
             .await?;
         let response = expect_status(response, &[204, 200]).await?;
         Ok(next_offset(&response))
@@ -141,7 +147,8 @@ impl RegistryClient {
         last: Option<(reqwest::Body, u64)>,
     ) -> Result<(), Failure> {
         let mut url = session.location.clone();
-        url.query_pairs_mut().append_pair("digest", &digest.to_string());
+        url.query_pairs_mut()
+            .append_pair("digest", &digest.to_string());
         let len = last.as_ref().map_or(0, |(_, l)| *l);
         let body = last.map_or_else(|| reqwest::Body::from(Bytes::new()), |(b, _)| b);
         let request = self
@@ -162,7 +169,9 @@ impl RegistryClient {
     pub async fn cancel_upload_once(&self, session: &UploadSession) -> Result<(), Failure> {
         let url = session.location.clone();
         let response = self
-            .send(&Scopes::push(&session.repository), |http| http.delete(url.clone()))
+            .send(&Scopes::push(&session.repository), |http| {
+                http.delete(url.clone())
+            })
             .await?;
         expect_status(response, &[200, 202, 204, 404]).await?;
         Ok(())

@@ -196,6 +196,14 @@ impl Failure {
     }
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason())
+    }
+}
+
+impl std::error::Error for Failure {}
+
 /// A reqwest error as a sentence, with its sources, and with any URL stripped of its query so a
 /// signed URL or token never reaches a log.
 fn describe_transport(error: &reqwest::Error) -> String {

@@ -39,7 +39,10 @@ mod tests {
     fn reads_http_dates_relative_to_now() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let later = httpdate::fmt_http_date(now + Duration::from_secs(42));
-        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(42)));
+        assert_eq!(
+            parse_retry_after(&later, now),
+            Some(Duration::from_secs(42))
+        );
         let earlier = httpdate::fmt_http_date(now - Duration::from_secs(42));
         assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
     }

@@ -176,7 +176,10 @@ async fn an_unknown_outcome_is_replayed_only_for_a_safe_operation() {
         vec![Some(status(502, None)), None],
     )
     .await;
-    assert_eq!(calls, 1, "an unsafe operation is not sent again after a 502");
+    assert_eq!(
+        calls, 1,
+        "an unsafe operation is not sent again after a 502"
+    );
     assert_eq!(r.unwrap_err().status(), Some(502));
 
     let (r, calls, _) = run(
@@ -215,9 +218,12 @@ async fn permanent_answers_are_returned_at_once() {
 #[tokio::test(start_paused = true)]
 async fn an_inner_operations_error_is_not_retried_again() {
     let gate = gate_with(policy());
-    let inner = Error::new("reg.test", None, Operation::TokenExchange, ErrorKind::Throttled {
-        seconds: 5,
-    })
+    let inner = Error::new(
+        "reg.test",
+        None,
+        Operation::TokenExchange,
+        ErrorKind::Throttled { seconds: 5 },
+    )
     .with_attempts(4);
     let (r, calls, _) = run(
         &gate,
@@ -317,7 +323,12 @@ async fn throttles_halve_the_window() {
         gate.window(Operation::BlobGet).on_success();
     }
     assert_eq!(gate.window(Operation::BlobGet).snapshot().limit, 16);
-    let _ = run(&gate, Operation::BlobGet, vec![Some(status(429, None)), None]).await;
+    let _ = run(
+        &gate,
+        Operation::BlobGet,
+        vec![Some(status(429, None)), None],
+    )
+    .await;
     assert_eq!(gate.window(Operation::BlobGet).snapshot().limit, 8);
 }
 
@@ -330,9 +341,15 @@ fn backoff_is_jittered_grows_and_is_capped() {
     }
     .with_seed(42);
     // Many clients throttled together: their first backoffs must spread, not coincide.
-    let firsts: Vec<u128> = (0..1000).map(|_| p.next_backoff(None).as_millis()).collect();
+    let firsts: Vec<u128> = (0..1000)
+        .map(|_| p.next_backoff(None).as_millis())
+        .collect();
     let distinct: std::collections::BTreeSet<_> = firsts.iter().collect();
-    assert!(distinct.len() > 150, "only {} distinct delays", distinct.len());
+    assert!(
+        distinct.len() > 150,
+        "only {} distinct delays",
+        distinct.len()
+    );
     let min = *firsts.iter().min().unwrap();
     let max = *firsts.iter().max().unwrap();
     assert!(min >= 100 && max <= 300, "{min}..{max}");
@@ -355,5 +372,8 @@ fn backoff_is_jittered_grows_and_is_capped() {
         }
     }
     assert!(sums[3] > 3 * sums[0], "{sums:?}");
-    assert!(sums[7] / 500 > 600, "late retries grow toward the cap: {sums:?}");
+    assert!(
+        sums[7] / 500 > 600,
+        "late retries grow toward the cap: {sums:?}"
+    );
 }

@@ -1,0 +1,267 @@
+//! The BlobScheduler: every blob of the run once, by digest. It knows every place a blob must
+//! reach, skips what is there, uploads once per registry (one source read for all), mounts the rest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::{OnceCell, Semaphore};
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::MountOutcome;
+use ferry_distribution::{Digest, Operation, RegistryClient};
+
+use super::graph::BlobRef;
+use super::transfer::{Sink, UploadShape, transfer};
+
+/// A place a blob must be: a registry repository or a layout directory.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Registry { host: String, repository: String },
+    Layout(PathBuf),
+}
+
+/// What the scheduler did, for the report.
+#[derive(Debug, Default)]
+pub struct BlobCounters {
+    pub copied: AtomicU64,
+    pub mounted: AtomicU64,
+    pub skipped: AtomicU64,
+    pub bytes_copied: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Job {
+    blob: BlobRef,
+    source: RegistryClient,
+    source_repo: String,
+    /// Every place, and whether it is a repository that did not exist before this run.
+    places: BTreeMap<Place, bool>,
+    /// Clients for the registry places, by host.
+    clients: HashMap<String, RegistryClient>,
+}
+
+type Outcome = HashMap<Place, Result<(), Error>>;
+
+#[derive(Debug)]
+struct Cell {
+    job: std::sync::Mutex<Option<Job>>,
+    done: OnceCell<Outcome>,
+}
+
+/// Schedules every blob transfer of a run. Built in full before any transfer starts, so a blob
+/// that several images and targets need is read from the source once.
+#[derive(Debug)]
+pub struct BlobScheduler {
+    cells: HashMap<Digest, Arc<Cell>>,
+    limit: Arc<Semaphore>,
+    shape: UploadShape,
+    pub counters: Arc<BlobCounters>,
+}
+
+impl BlobScheduler {
+    pub fn new(blobs_in_flight: usize, shape: UploadShape) -> Self {
+        BlobScheduler {
+            cells: HashMap::new(),
+            limit: Arc::new(Semaphore::new(blobs_in_flight.max(1))),
+            shape,
+            counters: Arc::new(BlobCounters::default()),
+        }
+    }
+
+    /// Records that `blob` (read from `source`/`source_repo`) must be at `place`.
+    pub fn need(
+        &mut self,
+        blob: &BlobRef,
+        source: &RegistryClient,
+        source_repo: &str,
+        place: Place,
+        new_repository: bool,
+        target_client: Option<&RegistryClient>,
+    ) {
+        let cell = self.cells.entry(blob.digest.clone()).or_insert_with(|| {
+            Arc::new(Cell {
+                job: std::sync::Mutex::new(Some(Job {
+                    blob: blob.clone(),
+                    source: source.clone(),
+                    source_repo: source_repo.to_owned(),
+                    places: BTreeMap::new(),
+                    clients: HashMap::new(),
+                })),
+                done: OnceCell::new(),
+            })
+        });
+        let mut guard = cell.job.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(job) = guard.as_mut() {
+            let entry = job.places.entry(place).or_insert(new_repository);
+            *entry &= new_repository;
+            if let Some(c) = target_client {
+                job.clients.entry(c.host().to_owned()).or_insert_with(|| c.clone());
+            }
+        }
+    }
+
+    /// Waits until `digest` is at `place` (running its transfer if nobody has started it).
+    pub async fn ensure(&self, digest: &Digest, place: &Place) -> Result<(), Error> {
+        let Some(cell) = self.cells.get(digest) else {
+            return Ok(());
+        };
+        let outcome = cell
+            .done
+            .get_or_init(|| async {
+                let job = cell.job.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match job {
+                    Some(job) => {
+                        let _permit = self.limit.acquire().await;
+                        run_job(job, self.shape, &self.counters).await
+                    }
+                    None => HashMap::new(),
+                }
+            })
+            .await;
+        match outcome.get(place) {
+            Some(r) => r.clone(),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outcome {
+    let mut outcome: Outcome = HashMap::new();
+    let digest = &job.blob.digest;
+
+    // 1. Skip what is already there (never a HEAD in a repository that did not exist).
+    let mut needed: Vec<Place> = Vec::new();
+    for (place, new_repo) in &job.places {
+        let present = match place {
+            Place::Layout(dir) => Ok(dir.join(crate::layout::blob_path(digest)).exists()),
+            Place::Registry { .. } if *new_repo => Ok(false),
+            Place::Registry { host, repository } => match job.clients.get(host) {
+                Some(c) => c.head_blob(repository, digest).await.map(|s| s.is_some()),
+                None => Ok(false),
+            },
+        };
+        match present {
+            Ok(true) => {
+                counters.skipped.fetch_add(1, Ordering::Relaxed);
+                outcome.insert(place.clone(), Ok(()));
+            }
+            Ok(false) => needed.push(place.clone()),
+            Err(e) => {
+                outcome.insert(place.clone(), Err(e));
+            }
+        }
+    }
+
+    // 2. One upload per registry (the first repository needing it) plus every layout, all fed
+    //    by one read of the source; the other repositories of a registry mount from it.
+    let mut primaries: Vec<Place> = Vec::new();
+    let mut mounts: Vec<(Place, Place)> = Vec::new();
+    for place in needed {
+        match &place {
+            Place::Layout(_) => primaries.push(place),
+            Place::Registry { host, .. } => {
+                let primary = primaries.iter().find(
+                    |p| matches!(p, Place::Registry { host: h, .. } if h == host),
+                );
+                match primary {
+                    Some(p) => mounts.push((place.clone(), p.clone())),
+                    None => primaries.push(place),
+                }
+            }
+        }
+    }
+    let results = copy_to(&job, primaries.clone(), &HashMap::new(), shape, counters).await;
+    outcome.extend(results);
+
+    // 3. Mount into the other repositories; a refused mount hands over an upload session.
+    let mut sessions = HashMap::new();
+    let mut fallbacks = Vec::new();
+    for (place, from) in mounts {
+        let (Place::Registry { host, repository }, Place::Registry { repository: from_repo, .. }) =
+            (&place, &from)
+        else {
+            continue;
+        };
+        if let Some(Err(e)) = outcome.get(&from) {
+            let e = e.clone();
+            outcome.insert(place.clone(), Err(e));
+            continue;
+        }
+        let Some(client) = job.clients.get(host) else {
+            continue;
+        };
+        match client.mount_blob(repository, digest, from_repo).await {
+            Ok(MountOutcome::Mounted) => {
+                counters.mounted.fetch_add(1, Ordering::Relaxed);
+                outcome.insert(place, Ok(()));
+            }
+            Ok(MountOutcome::Session(s)) => {
+                sessions.insert(place.clone(), s);
+                fallbacks.push(place);
+            }
+            Err(e) => {
+                outcome.insert(place, Err(e));
+            }
+        }
+    }
+    if !fallbacks.is_empty() {
+        let results = copy_to(&job, fallbacks, &sessions, shape, counters).await;
+        outcome.extend(results);
+    }
+    outcome
+}
+
+/// Streams the blob to `places` from one source read.
+async fn copy_to(
+    job: &Job,
+    places: Vec<Place>,
+    sessions: &HashMap<Place, ferry_distribution::ops::UploadSession>,
+    shape: UploadShape,
+    counters: &BlobCounters,
+) -> Outcome {
+    let mut outcome = HashMap::new();
+    if places.is_empty() {
+        return outcome;
+    }
+    let mut sinks = Vec::new();
+    let mut order = Vec::new();
+    for place in places {
+        let sink = match &place {
+            Place::Layout(dir) => Sink::Layout { dir: dir.clone() },
+            Place::Registry { host, repository } => match job.clients.get(host) {
+                Some(client) => Sink::Registry {
+                    client: client.clone(),
+                    repository: repository.clone(),
+                    session: sessions.get(&place).cloned(),
+                },
+                None => {
+                    outcome.insert(
+                        place.clone(),
+                        Err(Error::new(
+                            host.clone(),
+                            Some(repository),
+                            Operation::UploadStart,
+                            ErrorKind::Local("no client for the target registry".into()),
+                        )),
+                    );
+                    continue;
+                }
+            },
+        };
+        sinks.push(sink);
+        order.push(place);
+    }
+    let results = transfer(&job.source, &job.source_repo, &job.blob, sinks, shape).await;
+    for (place, result) in order.into_iter().zip(results) {
+        if result.is_ok() {
+            counters.copied.fetch_add(1, Ordering::Relaxed);
+            counters
+                .bytes_copied
+                .fetch_add(job.blob.size, Ordering::Relaxed);
+        }
+        outcome.insert(place, result);
+    }
+    outcome
+}

@@ -1,0 +1,144 @@
+//! The manifest graph of one image: the root (an index or a manifest), every child manifest
+//! below it in push order (children before parents), and the blobs they reference.
+
+use bytes::Bytes;
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::{Digest, Operation, RegistryClient, media};
+use oci_spec::image::{ImageIndex, ImageManifest};
+
+/// Deeper than this, an index of indexes is refused (a loop or an attack).
+const MAX_DEPTH: usize = 4;
+/// More manifests than this under one root is refused.
+const MAX_MANIFESTS: usize = 1024;
+
+/// A blob a manifest references.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlobRef {
+    pub digest: Digest,
+    pub size: u64,
+}
+
+/// An image's manifests and blobs.
+#[derive(Debug, Clone)]
+pub struct ImageGraph {
+    /// Every manifest, children first, the root last.
+    pub manifests: Vec<Manifest>,
+    /// Every blob any of them references, each once.
+    pub blobs: Vec<BlobRef>,
+}
+
+impl ImageGraph {
+    pub fn root(&self) -> &Manifest {
+        self.manifests.last().expect("a graph always holds its root")
+    }
+}
+
+/// Fetches the manifest named by `digest` and everything under it.
+pub async fn fetch_graph(
+    client: &RegistryClient,
+    repository: &str,
+    digest: &Digest,
+) -> Result<ImageGraph, Error> {
+    let mut graph = ImageGraph {
+        manifests: Vec::new(),
+        blobs: Vec::new(),
+    };
+    let mut seen = std::collections::HashSet::new();
+    walk(client, repository, digest, 0, &mut graph, &mut seen).await?;
+    Ok(graph)
+}
+
+fn invalid(client: &RegistryClient, repository: &str, message: String) -> Error {
+    Error::new(
+        client.host(),
+        Some(repository),
+        Operation::ManifestGet,
+        ErrorKind::InvalidResponse(message),
+    )
+}
+
+fn walk<'a>(
+    client: &'a RegistryClient,
+    repository: &'a str,
+    digest: &'a Digest,
+    depth: usize,
+    graph: &'a mut ImageGraph,
+    seen: &'a mut std::collections::HashSet<Digest>,
+) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+    Box::pin(async move {
+        if depth > MAX_DEPTH || graph.manifests.len() >= MAX_MANIFESTS {
+            return Err(invalid(
+                client,
+                repository,
+                format!("manifest graph under {digest} is too deep or too large"),
+            ));
+        }
+        if !seen.insert(digest.clone()) {
+            return Ok(());
+        }
+        let manifest = client.get_manifest(repository, &digest.to_string()).await?;
+        match references(&manifest) {
+            Ok(Refs::Children(children)) => {
+                for child in children {
+                    walk(client, repository, &child, depth + 1, graph, seen).await?;
+                }
+            }
+            Ok(Refs::Blobs(blobs)) => {
+                for b in blobs {
+                    if !graph.blobs.contains(&b) {
+                        graph.blobs.push(b);
+                    }
+                }
+            }
+            Err(message) => return Err(invalid(client, repository, message)),
+        }
+        graph.manifests.push(manifest);
+        Ok(())
+    })
+}
+
+enum Refs {
+    Children(Vec<Digest>),
+    Blobs(Vec<BlobRef>),
+}
+
+fn parse_digest(s: &str) -> Result<Digest, String> {
+    Digest::parse(s).map_err(|e| format!("bad digest in manifest: {e}"))
+}
+
+/// What a manifest points at: child manifests (an index) or blobs (an image manifest).
+fn references(manifest: &Manifest) -> Result<Refs, String> {
+    if media::is_index(&manifest.media_type) {
+        let index: ImageIndex = serde_json::from_slice(&manifest.bytes)
+            .map_err(|e| format!("index {} does not parse: {e}", manifest.digest))?;
+        let children = index
+            .manifests()
+            .iter()
+            .map(|d| parse_digest(d.digest().as_ref()))
+            .collect::<Result<_, _>>()?;
+        return Ok(Refs::Children(children));
+    }
+    let image: ImageManifest = serde_json::from_slice(&manifest.bytes)
+        .map_err(|e| format!("manifest {} does not parse: {e}", manifest.digest))?;
+    let mut blobs = vec![BlobRef {
+        digest: parse_digest(image.config().digest().as_ref())?,
+        size: image.config().size(),
+    }];
+    for layer in image.layers() {
+        blobs.push(BlobRef {
+            digest: parse_digest(layer.digest().as_ref())?,
+            size: layer.size(),
+        });
+    }
+    Ok(Refs::Blobs(blobs))
+}
+
+/// A manifest built from bytes already in hand (tests, layouts).
+pub fn manifest_from(bytes: Bytes, media_type: &str) -> Manifest {
+    Manifest {
+        digest: Digest::of_bytes(ferry_distribution::Algorithm::Sha256, &bytes),
+        bytes,
+        media_type: media_type.to_owned(),
+    }
+}

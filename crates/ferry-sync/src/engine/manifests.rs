@@ -1,0 +1,152 @@
+//! Manifests go last: children by digest, then the root by tag (or digest for a pin), each once
+//! per place in a run; into a layout they go as blobs with `index.json` updated atomically.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::{Operation, RegistryClient};
+
+use super::graph::ImageGraph;
+
+/// Remembers which manifests this run already put where, so shared children go once.
+#[derive(Debug, Default)]
+pub struct ManifestPusher {
+    pushed: Mutex<HashSet<(String, String, String)>>,
+    layout_lock: tokio::sync::Mutex<()>,
+}
+
+impl ManifestPusher {
+    fn first_time(&self, place: &str, repo: &str, digest: &str) -> bool {
+        self.pushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((place.to_owned(), repo.to_owned(), digest.to_owned()))
+    }
+
+    /// Pushes the graph into a registry repository: children first, root last under `tag`.
+    pub async fn push_registry(
+        &self,
+        client: &RegistryClient,
+        repository: &str,
+        graph: &ImageGraph,
+        tag: Option<&str>,
+    ) -> Result<(), Error> {
+        let (children, root) = graph.manifests.split_at(graph.manifests.len() - 1);
+        for m in children {
+            let d = m.digest.to_string();
+            if self.first_time(client.host(), repository, &d) {
+                client.put_manifest(repository, &d, m).await?;
+            }
+        }
+        let root = &root[0];
+        match tag {
+            Some(tag) => {
+                client.put_manifest(repository, tag, root).await?;
+            }
+            None => {
+                let d = root.digest.to_string();
+                if self.first_time(client.host(), repository, &d) {
+                    client.put_manifest(repository, &d, root).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root.
+    pub async fn push_layout(
+        &self,
+        dir: &Path,
+        graph: &ImageGraph,
+        tag: Option<&str>,
+    ) -> Result<(), Error> {
+        for m in &graph.manifests {
+            write_manifest_blob(dir, m).await?;
+        }
+        let _guard = self.layout_lock.lock().await;
+        update_index(dir, graph.root(), tag).await
+    }
+}
+
+fn layout_error(dir: &Path, e: impl std::fmt::Display) -> Error {
+    Error::new(
+        format!("oci:{}", dir.display()),
+        None,
+        Operation::ManifestPutByTag,
+        ErrorKind::Local(e.to_string()),
+    )
+}
+
+async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    tokio::fs::create_dir_all(parent).await?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp: PathBuf = parent.join(format!(".{name}.{}.partial", std::process::id()));
+    let mut f = tokio::fs::File::create(&tmp).await?;
+    f.write_all(bytes).await?;
+    f.sync_all().await?;
+    drop(f);
+    tokio::fs::rename(&tmp, path).await
+}
+
+async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<(), Error> {
+    let path = dir.join(crate::layout::blob_path(&m.digest));
+    if path.exists() {
+        return Ok(());
+    }
+    write_atomic(&path, &m.bytes)
+        .await
+        .map_err(|e| layout_error(dir, e))
+}
+
+async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), Error> {
+    let layout = dir.join("oci-layout");
+    if !layout.exists() {
+        write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
+            .await
+            .map_err(|e| layout_error(dir, e))?;
+    }
+    let index_path = dir.join("index.json");
+    let mut index: serde_json::Value = match tokio::fs::read(&index_path).await {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| layout_error(dir, e))?,
+        Err(_) => serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": ferry_distribution::media::OCI_INDEX,
+            "manifests": []
+        }),
+    };
+    let entry = {
+        let mut e = serde_json::json!({
+            "mediaType": root.media_type,
+            "digest": root.digest.to_string(),
+            "size": root.bytes.len(),
+        });
+        if let Some(tag) = tag {
+            e["annotations"] = serde_json::json!({ crate::layout::REF_NAME: tag });
+        }
+        e
+    };
+    let manifests = index
+        .get_mut("manifests")
+        .and_then(|m| m.as_array_mut())
+        .ok_or_else(|| layout_error(dir, "index.json has no manifests array"))?;
+    manifests.retain(|m| {
+        let same_tag = tag.is_some()
+            && m.pointer(&format!("/annotations/{}", crate::layout::REF_NAME.replace('/', "~1")))
+                .and_then(|v| v.as_str())
+                == tag;
+        let same_untagged = tag.is_none()
+            && m.get("annotations").is_none()
+            && m.get("digest").and_then(|d| d.as_str()) == Some(&root.digest.to_string());
+        !(same_tag || same_untagged)
+    });
+    manifests.push(entry);
+    let bytes = serde_json::to_vec_pretty(&index).map_err(|e| layout_error(dir, e))?;
+    write_atomic(&index_path, &bytes)
+        .await
+        .map_err(|e| layout_error(dir, e))
+}

@@ -1,0 +1,358 @@
+//! The sync engine: takes the plan, fetches each stale image's manifest graph, schedules every
+//! blob once for the whole run, and pushes manifests only once all they reference is present.
+
+pub mod blobs;
+pub mod graph;
+pub mod manifests;
+pub mod transfer;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use ferry_distribution::error::Error;
+use ferry_distribution::{Digest, RegistryClient};
+
+use crate::config::{EngineSettings, Target};
+use crate::plan::{ImagePlan, Plan, TargetState};
+use crate::prepare::mapping::parse_repository;
+use crate::registries::Registries;
+use crate::report::{
+    ImageReport, ImageStatus, MappingFailure, RegistryReport, SyncReport, Totals,
+};
+
+use blobs::{BlobScheduler, Place};
+use graph::{ImageGraph, fetch_graph};
+use manifests::ManifestPusher;
+use transfer::UploadShape;
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    pub images_in_flight: usize,
+    pub blobs_in_flight: usize,
+    pub shape: UploadShape,
+}
+
+impl EngineOptions {
+    pub fn from_settings(s: &EngineSettings) -> Self {
+        EngineOptions {
+            images_in_flight: s.images_in_flight.max(1),
+            blobs_in_flight: s.blobs_in_flight.max(1),
+            shape: UploadShape {
+                chunk_size: s.chunk_size.max(1),
+                monolithic_limit: s.monolithic_limit,
+            },
+        }
+    }
+}
+
+/// Set to stop starting new work (SIGINT/SIGTERM); work in flight finishes.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<AtomicBool>);
+
+impl StopSignal {
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// One image to bring to its stale targets.
+struct Work<'a> {
+    mapping: usize,
+    source_name: &'a str,
+    source: RegistryClient,
+    repository: String,
+    image: &'a ImagePlan,
+    targets: Vec<(Target, TargetState)>,
+}
+
+/// Runs the sync for every stale (mapping, image, target) of `plan`.
+pub async fn sync(
+    plan: &Plan,
+    registries: &Registries,
+    options: &EngineOptions,
+    stop: &StopSignal,
+) -> SyncReport {
+    let start = Instant::now();
+    let mut images = Vec::new();
+    let mut failed_mappings = Vec::new();
+    let mut work = Vec::new();
+
+    for m in &plan.mappings {
+        let resolved = match &m.outcome {
+            Ok(r) => r,
+            Err(e) => {
+                failed_mappings.push(MappingFailure {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    status: ImageStatus::failed(e),
+                });
+                continue;
+            }
+        };
+        for image in &resolved.images {
+            let mut stale = Vec::new();
+            for t in &image.targets {
+                if t.state.needs_copy() {
+                    stale.push((t.target.clone(), t.state.clone()));
+                } else {
+                    images.push(report(m.index, &m.source, image, &t.target, ImageStatus::UpToDate));
+                }
+            }
+            if stale.is_empty() {
+                continue;
+            }
+            match registries.client(&resolved.registry).await {
+                Ok(source) => work.push(Work {
+                    mapping: m.index,
+                    source_name: &m.source,
+                    source,
+                    repository: resolved.repository.clone(),
+                    image,
+                    targets: stale,
+                }),
+                Err(e) => {
+                    for (t, _) in stale {
+                        images.push(report(m.index, &m.source, image, &t, ImageStatus::failed(&e)));
+                    }
+                }
+            }
+        }
+    }
+
+    // Stage 1: every stale image's manifest graph (images sharing a digest share one fetch).
+    let graphs = fetch_graphs(&work, options).await;
+
+    // Stage 2: every place every blob must reach, known before any transfer starts.
+    let mut scheduler = BlobScheduler::new(options.blobs_in_flight, options.shape);
+    let mut clients: HashMap<String, Result<RegistryClient, Error>> = HashMap::new();
+    for w in &work {
+        let Some(Ok(graph)) = graphs.get(&graph_key(w)) else {
+            continue;
+        };
+        for (target, state) in &w.targets {
+            let (place, client) = match place_of(target, registries, &mut clients).await {
+                Ok(p) => p,
+                Err(_) => continue,
+            };
+            for blob in &graph.blobs {
+                scheduler.need(
+                    blob,
+                    &w.source,
+                    &w.repository,
+                    place.clone(),
+                    *state == TargetState::NewRepository,
+                    client.as_ref(),
+                );
+            }
+        }
+    }
+    let scheduler = Arc::new(scheduler);
+    let pusher = Arc::new(ManifestPusher::default());
+
+    // Stage 3: images through a window that refills on completion; each target's manifests go
+    // up once every blob they reference is there.
+    let outcomes: Vec<Vec<ImageReport>> = futures::stream::iter(work.iter())
+        .map(|w| {
+            let scheduler = Arc::clone(&scheduler);
+            let pusher = Arc::clone(&pusher);
+            let graph = graphs.get(&graph_key(w));
+            let clients = &clients;
+            async move {
+                if stop.is_stopped() {
+                    return w
+                        .targets
+                        .iter()
+                        .map(|(t, _)| report(w.mapping, w.source_name, w.image, t, ImageStatus::Interrupted))
+                        .collect();
+                }
+                let graph = match graph {
+                    Some(Ok(g)) => g,
+                    Some(Err(e)) => {
+                        return w
+                            .targets
+                            .iter()
+                            .map(|(t, _)| report(w.mapping, w.source_name, w.image, t, ImageStatus::failed(e)))
+                            .collect();
+                    }
+                    None => return Vec::new(),
+                };
+                let mut out = Vec::new();
+                for (target, _) in &w.targets {
+                    let status = match copy_to_target(w, graph, target, &scheduler, &pusher, registries, clients).await {
+                        Ok(()) => ImageStatus::Synced,
+                        Err(e) => ImageStatus::failed(&e),
+                    };
+                    out.push(report(w.mapping, w.source_name, w.image, target, status));
+                }
+                out
+            }
+        })
+        .buffer_unordered(options.images_in_flight)
+        .collect()
+        .await;
+    images.extend(outcomes.into_iter().flatten());
+    images.sort_by(|a, b| (a.mapping, &a.image, &a.target).cmp(&(b.mapping, &b.image, &b.target)));
+
+    let mut totals = Totals::default();
+    for i in &images {
+        match i.status {
+            ImageStatus::Synced => totals.images_synced += 1,
+            ImageStatus::UpToDate => totals.images_up_to_date += 1,
+            ImageStatus::Failed { .. } => totals.images_failed += 1,
+            ImageStatus::Interrupted => totals.images_interrupted += 1,
+        }
+    }
+    totals.mappings_failed = failed_mappings.len() as u64;
+    let c = &scheduler.counters;
+    totals.blobs_copied = c.copied.load(Ordering::Relaxed);
+    totals.blobs_mounted = c.mounted.load(Ordering::Relaxed);
+    totals.blobs_skipped = c.skipped.load(Ordering::Relaxed);
+    totals.bytes_copied = c.bytes_copied.load(Ordering::Relaxed);
+    let registries_report = registry_reports(registries);
+    for r in &registries_report {
+        totals.bytes_read += r.stats.bytes_read;
+        totals.bytes_written += r.stats.bytes_written;
+        totals.requests += r.stats.requests;
+        totals.retries += r.stats.retries;
+        totals.throttled += r.stats.throttled;
+    }
+    SyncReport {
+        images,
+        failed_mappings,
+        registries: registries_report,
+        totals,
+        elapsed: start.elapsed(),
+        interrupted: stop.is_stopped(),
+    }
+}
+
+/// Per-registry counters of every client the run used.
+pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
+    registries
+        .built()
+        .iter()
+        .map(|c| RegistryReport {
+            registry: c.host().to_owned(),
+            stats: c.gate().stats.snapshot(),
+            window_halvings: c
+                .gate()
+                .window(ferry_distribution::Operation::BlobGet)
+                .snapshot()
+                .halvings,
+        })
+        .collect()
+}
+
+fn report(mapping: usize, source: &str, image: &ImagePlan, target: &Target, status: ImageStatus) -> ImageReport {
+    ImageReport {
+        mapping,
+        source: source.to_owned(),
+        image: image.name(),
+        digest: image.digest.to_string(),
+        target: target.to_string(),
+        status,
+    }
+}
+
+type GraphKey = (String, String, Digest);
+
+fn graph_key(w: &Work<'_>) -> GraphKey {
+    (w.source.host().to_owned(), w.repository.clone(), w.image.digest.clone())
+}
+
+async fn fetch_graphs(
+    work: &[Work<'_>],
+    options: &EngineOptions,
+) -> HashMap<GraphKey, Result<ImageGraph, Error>> {
+    let mut unique: HashMap<GraphKey, (RegistryClient, String, Digest)> = HashMap::new();
+    for w in work {
+        unique
+            .entry(graph_key(w))
+            .or_insert_with(|| (w.source.clone(), w.repository.clone(), w.image.digest.clone()));
+    }
+    futures::stream::iter(unique)
+        .map(|(key, (client, repo, digest))| async move {
+            let g = fetch_graph(&client, &repo, &digest).await;
+            (key, g)
+        })
+        .buffer_unordered(options.images_in_flight)
+        .collect()
+        .await
+}
+
+async fn place_of(
+    target: &Target,
+    registries: &Registries,
+    clients: &mut HashMap<String, Result<RegistryClient, Error>>,
+) -> Result<(Place, Option<RegistryClient>), Error> {
+    match target {
+        Target::OciLayout { path } => Ok((Place::Layout(path.clone()), None)),
+        Target::Registry { reference } => {
+            let r = parse_repository(reference)?;
+            if !clients.contains_key(&r.registry) {
+                let c = registries.client(&r.registry).await;
+                clients.insert(r.registry.clone(), c);
+            }
+            let client = clients[&r.registry].clone()?;
+            Ok((
+                Place::Registry {
+                    host: r.registry.clone(),
+                    repository: r.repository.clone(),
+                },
+                Some(client),
+            ))
+        }
+    }
+}
+
+async fn copy_to_target(
+    w: &Work<'_>,
+    graph: &ImageGraph,
+    target: &Target,
+    scheduler: &BlobScheduler,
+    pusher: &ManifestPusher,
+    registries: &Registries,
+    clients: &HashMap<String, Result<RegistryClient, Error>>,
+) -> Result<(), Error> {
+    let (place, client) = match target {
+        Target::OciLayout { path } => (Place::Layout(path.clone()), None),
+        Target::Registry { reference } => {
+            let r = parse_repository(reference)?;
+            let client = match clients.get(&r.registry) {
+                Some(c) => c.clone()?,
+                None => registries.client(&r.registry).await?,
+            };
+            (
+                Place::Registry {
+                    host: r.registry.clone(),
+                    repository: r.repository.clone(),
+                },
+                Some(client),
+            )
+        }
+    };
+    // Every blob first; the first failure fails this target (nothing gets tagged).
+    let results = futures::future::join_all(
+        graph.blobs.iter().map(|b| scheduler.ensure(&b.digest, &place)),
+    )
+    .await;
+    for r in results {
+        r?;
+    }
+    let tag = w.image.tag.as_deref();
+    match (&place, client) {
+        (Place::Registry { repository, .. }, Some(client)) => {
+            pusher.push_registry(&client, repository, graph, tag).await
+        }
+        (Place::Layout(dir), _) => pusher.push_layout(dir, graph, tag).await,
+        _ => Ok(()),
+    }
+}

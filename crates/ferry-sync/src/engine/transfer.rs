@@ -1,0 +1,368 @@
+//! Moves one blob: reads it from the source once and streams it to every sink at the same time
+//! (a tee whose slowest sink sets the pace), verifying the digest before the last byte goes out.
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use tokio::sync::{Mutex, mpsc};
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::UploadSession;
+use ferry_distribution::retry::{Call, Failure};
+use ferry_distribution::{Operation, RegistryClient, quirks};
+
+use super::graph::BlobRef;
+
+type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+
+/// Chunks buffered between the source and each sink: the backpressure window.
+const TEE_DEPTH: usize = 4;
+
+/// Where a blob goes.
+#[derive(Debug)]
+pub enum Sink {
+    /// A registry repository, possibly with the upload session a refused mount opened.
+    Registry {
+        client: RegistryClient,
+        repository: String,
+        session: Option<UploadSession>,
+    },
+    /// An OCI image-layout directory.
+    Layout { dir: PathBuf },
+}
+
+/// How uploads are shaped.
+#[derive(Debug, Clone, Copy)]
+pub struct UploadShape {
+    pub chunk_size: u64,
+    pub monolithic_limit: u64,
+}
+
+/// Reads `blob` from `source` once and writes it to every sink, each retried and resumed on
+/// its own. The result for sink `i` is at position `i`.
+pub async fn transfer(
+    source: &RegistryClient,
+    source_repo: &str,
+    blob: &BlobRef,
+    sinks: Vec<Sink>,
+    shape: UploadShape,
+) -> Vec<Result<(), Error>> {
+    let poisoned: Arc<OnceLock<ErrorKind>> = Arc::new(OnceLock::new());
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in &sinks {
+        let (tx, rx) = mpsc::channel::<Result<Bytes, Failure>>(TEE_DEPTH);
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    let reader = read_once(source, source_repo, blob, senders, Arc::clone(&poisoned));
+    let writers = futures::future::join_all(sinks.into_iter().zip(receivers).map(|(sink, rx)| {
+        write_sink(source, source_repo, blob, sink, rx, shape, Arc::clone(&poisoned))
+    }));
+    let ((), results) = futures::join!(reader, writers);
+    results
+}
+
+/// The tee: one source read, each chunk handed to every live sink. The last chunk is held back
+/// until the digest is checked, so a sink never completes bytes that do not match.
+async fn read_once(
+    source: &RegistryClient,
+    repo: &str,
+    blob: &BlobRef,
+    senders: Vec<mpsc::Sender<Result<Bytes, Failure>>>,
+    poisoned: Arc<OnceLock<ErrorKind>>,
+) {
+    let mut live: Vec<_> = senders.into_iter().map(Some).collect();
+    let broadcast = |live: &mut Vec<Option<mpsc::Sender<_>>>, item: Result<Bytes, Failure>| {
+        let live = std::mem::take(live);
+        async move {
+            let mut kept = Vec::with_capacity(live.len());
+            for tx in live {
+                match tx {
+                    Some(tx) if tx.send(item.clone()).await.is_ok() => kept.push(Some(tx)),
+                    _ => kept.push(None),
+                }
+            }
+            kept
+        }
+    };
+    let mut stream = match source.get_blob(repo, &blob.digest, 0).await {
+        Ok(s) => s,
+        Err(e) => {
+            live = broadcast(&mut live, Err(Failure::Inner(Box::new(e)))).await;
+            drop(live);
+            return;
+        }
+    };
+    let mut digester = blob.digest.digester();
+    let mut held: Option<Bytes> = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(chunk) => {
+                digester.update(&chunk);
+                if let Some(prev) = held.replace(chunk) {
+                    live = broadcast(&mut live, Ok(prev)).await;
+                    if live.iter().all(Option::is_none) {
+                        return;
+                    }
+                }
+            }
+            Err(f) => {
+                let _ = broadcast(&mut live, Err(f)).await;
+                return;
+            }
+        }
+    }
+    let seen = digester.bytes_seen();
+    let actual = digester.finish();
+    if actual != blob.digest || seen != blob.size {
+        let kind = ErrorKind::DigestMismatch {
+            expected: format!("{} ({} bytes)", blob.digest, blob.size),
+            actual: format!("{actual} ({seen} bytes)"),
+        };
+        let _ = poisoned.set(kind.clone());
+        let _ = broadcast(&mut live, Err(Failure::Final(kind))).await;
+        return;
+    }
+    if let Some(last) = held {
+        live = broadcast(&mut live, Ok(last)).await;
+    }
+    drop(live);
+}
+
+fn receiver_stream(rx: mpsc::Receiver<Result<Bytes, Failure>>) -> ByteStream {
+    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }))
+}
+
+async fn write_sink(
+    source: &RegistryClient,
+    source_repo: &str,
+    blob: &BlobRef,
+    sink: Sink,
+    rx: mpsc::Receiver<Result<Bytes, Failure>>,
+    shape: UploadShape,
+    poisoned: Arc<OnceLock<ErrorKind>>,
+) -> Result<(), Error> {
+    let first = std::sync::Mutex::new(Some(rx));
+    let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match sink {
+        Sink::Registry {
+            client,
+            repository,
+            session,
+        } => {
+            let session = Mutex::new(session);
+            let call = Call::new(Operation::UploadChunk, Some(&repository));
+            client
+                .run(call, |attempt| {
+                    let rx = take_first();
+                    let client = &client;
+                    let repository = &repository;
+                    let session = &session;
+                    let poisoned = &poisoned;
+                    async move {
+                        let result = upload_attempt(
+                            client, repository, source, source_repo, blob, rx, session, shape,
+                            attempt.number,
+                        )
+                        .await;
+                        result.map_err(|f| match poisoned.get() {
+                            Some(kind) => Failure::Final(kind.clone()),
+                            None => f,
+                        })
+                    }
+                })
+                .await
+        }
+        Sink::Layout { dir } => {
+            let call = Call::new(Operation::BlobGet, Some(source_repo));
+            source
+                .run(call, |_| {
+                    let rx = take_first();
+                    let dir = &dir;
+                    async move {
+                        let stream = match rx {
+                            Some(rx) => receiver_stream(rx),
+                            None => reopen(source, source_repo, blob, 0).await?,
+                        };
+                        write_layout_blob(dir, blob, stream).await
+                    }
+                })
+                .await
+        }
+    }
+}
+
+/// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
+async fn reopen(
+    source: &RegistryClient,
+    repo: &str,
+    blob: &BlobRef,
+    offset: u64,
+) -> Result<ByteStream, Failure> {
+    let s = source
+        .get_blob(repo, &blob.digest, offset)
+        .await
+        .map_err(|e| Failure::Inner(Box::new(e)))?;
+    Ok(Box::pin(s))
+}
+
+/// One attempt at getting the blob into a registry repository. The first attempt streams from
+/// the tee; a later one asks the session how much it holds and sends only the rest, read from
+/// the source with a ranged GET.
+#[allow(clippy::too_many_arguments)]
+async fn upload_attempt(
+    client: &RegistryClient,
+    repository: &str,
+    source: &RegistryClient,
+    source_repo: &str,
+    blob: &BlobRef,
+    tee: Option<mpsc::Receiver<Result<Bytes, Failure>>>,
+    session: &Mutex<Option<UploadSession>>,
+    shape: UploadShape,
+    attempt: u32,
+) -> Result<(), Failure> {
+    let mut current = session.lock().await.clone();
+    let mut offset = 0;
+    if attempt > 1 {
+        if let Some(s) = &current {
+            match client.upload_status_once(s).await {
+                Ok(held) => offset = held,
+                Err(Failure::Status { status: 404, .. }) => {
+                    // The session is gone: a lost reply may hide a finished upload.
+                    if client
+                        .head_blob(repository, &blob.digest)
+                        .await
+                        .map_err(|e| Failure::Inner(Box::new(e)))?
+                        .is_some()
+                    {
+                        return Ok(());
+                    }
+                    current = None;
+                }
+                Err(f) => return Err(f),
+            }
+        }
+    }
+    let mut s = match current {
+        Some(s) => s,
+        None => {
+            let s = client.start_upload_once(repository).await?;
+            *session.lock().await = Some(s.clone());
+            s
+        }
+    };
+    let stream = match tee {
+        Some(rx) if offset == 0 => receiver_stream(rx),
+        _ => reopen(source, source_repo, blob, offset).await?,
+    };
+    let host = client.host();
+    let monolithic = offset == 0
+        && !quirks::needs_chunked_uploads(host)
+        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host));
+    if monolithic {
+        let body = reqwest::Body::wrap_stream(stream);
+        return client
+            .finish_upload_once(&s, &blob.digest, Some((body, blob.size)))
+            .await;
+    }
+    let shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
+    while offset < blob.size {
+        let n = shape.chunk_size.max(1).min(blob.size - offset);
+        let body = reqwest::Body::wrap_stream(take_bytes(Arc::clone(&shared), n));
+        s = client.patch_chunk_once(&s, offset, n, body).await?;
+        *session.lock().await = Some(s.clone());
+        offset += n;
+    }
+    client.finish_upload_once(&s, &blob.digest, None).await
+}
+
+/// The next `n` bytes of a shared stream, splitting a chunk at the boundary and keeping the
+/// rest for the next taker.
+fn take_bytes(
+    shared: Arc<Mutex<(ByteStream, Option<Bytes>)>>,
+    n: u64,
+) -> impl Stream<Item = Result<Bytes, Failure>> + Send {
+    futures::stream::unfold((shared, n), |(shared, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let mut guard = shared.lock().await;
+        let (stream, leftover) = &mut *guard;
+        let chunk = match leftover.take() {
+            Some(b) => b,
+            None => match stream.next().await {
+                Some(Ok(b)) => b,
+                Some(Err(f)) => {
+                    drop(guard);
+                    return Some((Err(f), (shared, 0)));
+                }
+                None => {
+                    drop(guard);
+                    return Some((
+                        Err(Failure::Transport {
+                            message: "source ended early".into(),
+                            sent: ferry_distribution::retry::Sent::Unknown,
+                            local: false,
+                        }),
+                        (shared, 0),
+                    ));
+                }
+            },
+        };
+        let take = (chunk.len() as u64).min(left) as usize;
+        if take < chunk.len() {
+            *leftover = Some(chunk.slice(take..));
+        }
+        drop(guard);
+        Some((Ok(chunk.slice(..take)), (shared, left - take as u64)))
+    })
+}
+
+/// Writes a blob into a layout: to a temporary name, verified, synced, then renamed, so an
+/// interrupted run never leaves a partial file under a digest.
+pub async fn write_layout_blob(
+    dir: &Path,
+    blob: &BlobRef,
+    mut stream: ByteStream,
+) -> Result<(), Failure> {
+    use tokio::io::AsyncWriteExt;
+    let local = |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
+    let path = dir.join(crate::layout::blob_path(&blob.digest));
+    if path.exists() {
+        return Ok(());
+    }
+    let parent = path.parent().unwrap_or(dir);
+    tokio::fs::create_dir_all(parent).await.map_err(local)?;
+    let tmp = parent.join(format!(".{}.{}.partial", blob.digest.hex(), std::process::id()));
+    let mut file = tokio::fs::File::create(&tmp).await.map_err(local)?;
+    let mut digester = blob.digest.digester();
+    let result = async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            digester.update(&chunk);
+            file.write_all(&chunk).await.map_err(local)?;
+        }
+        let seen = digester.bytes_seen();
+        let actual = digester.finish();
+        if actual != blob.digest || seen != blob.size {
+            return Err(Failure::Final(ErrorKind::DigestMismatch {
+                expected: blob.digest.to_string(),
+                actual: actual.to_string(),
+            }));
+        }
+        file.sync_all().await.map_err(local)?;
+        tokio::fs::rename(&tmp, &path).await.map_err(local)
+    }
+    .await;
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    result
+}
+

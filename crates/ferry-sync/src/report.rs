@@ -1,0 +1,207 @@
+//! The report of a run: per image and target, synced, up to date or failed (with registry,
+//! operation, status and attempts), and totals; as JSON for machines and a summary for people.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use ferry_distribution::error::Error;
+use serde::Serialize;
+
+/// What happened to one image on one target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ImageStatus {
+    Synced,
+    UpToDate,
+    Failed {
+        registry: String,
+        repository: Option<String>,
+        operation: String,
+        http_status: Option<u16>,
+        attempts: u32,
+        error: String,
+    },
+    /// Not started: the run was interrupted.
+    Interrupted,
+}
+
+impl ImageStatus {
+    pub fn failed(e: &Error) -> Self {
+        ImageStatus::Failed {
+            registry: e.registry.clone(),
+            repository: e.repository.clone(),
+            operation: e.operation.name().to_owned(),
+            http_status: e.status(),
+            attempts: e.attempts,
+            error: e.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageReport {
+    pub mapping: usize,
+    pub source: String,
+    /// The tag, or the digest of a pin.
+    pub image: String,
+    pub digest: String,
+    pub target: String,
+    #[serde(flatten)]
+    pub status: ImageStatus,
+}
+
+/// A mapping the prepare phase could not resolve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappingFailure {
+    pub mapping: usize,
+    pub source: String,
+    #[serde(flatten)]
+    pub status: ImageStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub images_synced: u64,
+    pub images_up_to_date: u64,
+    pub images_failed: u64,
+    pub images_interrupted: u64,
+    pub mappings_failed: u64,
+    pub blobs_copied: u64,
+    pub blobs_mounted: u64,
+    pub blobs_skipped: u64,
+    pub bytes_copied: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub requests: u64,
+    pub retries: u64,
+    pub throttled: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegistryReport {
+    pub registry: String,
+    #[serde(flatten)]
+    pub stats: ferry_distribution::stats::StatsSnapshot,
+    pub window_halvings: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SyncReport {
+    pub images: Vec<ImageReport>,
+    pub failed_mappings: Vec<MappingFailure>,
+    pub registries: Vec<RegistryReport>,
+    pub totals: Totals,
+    #[serde(serialize_with = "secs")]
+    pub elapsed: Duration,
+    pub interrupted: bool,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+/// How the run ended, as the CLI's exit code sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Everything synced or up to date.
+    Clean,
+    /// Some images failed.
+    Partial,
+    /// Everything that was attempted failed.
+    Failed,
+}
+
+impl SyncReport {
+    pub fn verdict(&self) -> Verdict {
+        let t = &self.totals;
+        let bad = t.images_failed + t.mappings_failed + t.images_interrupted;
+        let good = t.images_synced + t.images_up_to_date;
+        if bad == 0 && !self.interrupted {
+            Verdict::Clean
+        } else if good == 0 {
+            Verdict::Failed
+        } else {
+            Verdict::Partial
+        }
+    }
+
+    /// Every failure carries an authentication error (exit code 4).
+    pub fn all_failures_are_auth(&self) -> bool {
+        let mut any = false;
+        let statuses = self
+            .images
+            .iter()
+            .map(|i| &i.status)
+            .chain(self.failed_mappings.iter().map(|m| &m.status));
+        for s in statuses {
+            if let ImageStatus::Failed {
+                http_status, error, ..
+            } = s
+            {
+                any = true;
+                let auth = matches!(http_status, Some(401 | 403))
+                    || error.contains("authentication failed");
+                if !auth {
+                    return false;
+                }
+            }
+        }
+        any
+    }
+
+    /// The human summary: failures first, then totals.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        for m in &self.failed_mappings {
+            if let ImageStatus::Failed { error, .. } = &m.status {
+                let _ = writeln!(out, "FAILED  mapping {} ({}): {error}", m.mapping, m.source);
+            }
+        }
+        for i in &self.images {
+            match &i.status {
+                ImageStatus::Failed { error, .. } => {
+                    let _ = writeln!(out, "FAILED  {}:{} -> {}: {error}", i.source, i.image, i.target);
+                }
+                ImageStatus::Synced => {
+                    let _ = writeln!(out, "synced  {}:{} -> {}", i.source, i.image, i.target);
+                }
+                _ => {}
+            }
+        }
+        let t = &self.totals;
+        let _ = writeln!(
+            out,
+            "{} synced, {} up to date, {} failed{}{}; blobs {} copied, {} mounted, {} skipped; {} read, {} written; {} requests, {} retries, {} throttled; {:.1}s",
+            t.images_synced,
+            t.images_up_to_date,
+            t.images_failed,
+            if t.mappings_failed > 0 { format!(", {} mappings failed", t.mappings_failed) } else { String::new() },
+            if t.images_interrupted > 0 { format!(", {} interrupted", t.images_interrupted) } else { String::new() },
+            t.blobs_copied,
+            t.blobs_mounted,
+            t.blobs_skipped,
+            human_bytes(t.bytes_read),
+            human_bytes(t.bytes_written),
+            t.requests,
+            t.retries,
+            t.throttled,
+            self.elapsed.as_secs_f64(),
+        );
+        out
+    }
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

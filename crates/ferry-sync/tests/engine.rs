@@ -1,0 +1,243 @@
+//! The sync engine against two in-process registries (source and target): multi-arch copies
+//! land byte-identical, shared blobs are read once, same-registry targets mount, a broken
+//! transfer resumes, a corrupt blob tags nothing, and a warm re-run writes nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_sync::config::{self, Config};
+use ferry_sync::engine::{EngineOptions, StopSignal, sync};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::registries::Registries;
+use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry, OCI_MANIFEST};
+
+fn registry_yaml(reg: &TestRegistry) -> String {
+    format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 16\n    retry: {{ attempts: 5, base: 100ms, cap: 2s }}\n",
+        reg.host(),
+        reg.url()
+    )
+}
+
+fn config(regs: &[&TestRegistry], mappings: &str, engine: &str) -> Config {
+    let registries: String = regs.iter().map(|r| registry_yaml(r)).collect();
+    let text = format!(
+        "version: 1\nconcurrency: 4\nengine: {{ {engine} }}\nregistries:\n{registries}mappings:\n{mappings}"
+    );
+    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
+}
+
+fn mapping(src: &TestRegistry, repo: &str, targets: &[String]) -> String {
+    let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+    format!(
+        "  - source: \"{}/{repo}\"\n    targets: [{}]\n    tags: {{ include: [\"*\"] }}\n",
+        src.host(),
+        targets.join(", ")
+    )
+}
+
+async fn run(config: &Config) -> SyncReport {
+    let registries = Registries::new(config);
+    let mut prepare = PrepareOptions::from_config(config);
+    prepare.watch_interval = None;
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    let plan = resolve_all(config, &registries, &prepare, tracker).await;
+    let options = EngineOptions::from_settings(&config.engine);
+    sync(&plan, &registries, &options, &StopSignal::default()).await
+}
+
+fn statuses(report: &SyncReport) -> Vec<(String, ImageStatus)> {
+    report
+        .images
+        .iter()
+        .map(|i| (format!("{}->{}", i.image, i.target), i.status.clone()))
+        .collect()
+}
+
+fn write_ops(reg: &TestRegistry) -> u64 {
+    let s = reg.stats();
+    [
+        OpKind::ManifestPut,
+        OpKind::UploadStart,
+        OpKind::UploadMonolithic,
+        OpKind::UploadPatch,
+        OpKind::UploadPut,
+        OpKind::Mount,
+        OpKind::ManifestDelete,
+    ]
+    .iter()
+    .map(|k| s.op(*k))
+    .sum()
+}
+
+/// A multi-arch image whose two platforms share a base layer.
+fn seed_multi_arch(reg: &TestRegistry, repo: &str, tag: &str, base: &[u8]) -> String {
+    let amd = reg.seed_image(repo, &format!("{tag}-amd64"), &[base, format!("{repo} amd64").as_bytes()]);
+    let arm = reg.seed_image(repo, &format!("{tag}-arm64"), &[base, format!("{repo} arm64").as_bytes()]);
+    reg.seed_index(repo, tag, &[amd, arm])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let index = seed_multi_arch(&src, "lib/app", "1.0", b"base layer");
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/app", &[format!("{}/mirror/app", dst.host())]),
+        "images_in_flight: 4",
+    );
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(report.totals.images_synced, 3);
+    // Same digests, same bytes, every child and blob present.
+    let (_, bytes) = dst.manifest("mirror/app", "1.0").expect("tagged");
+    assert_eq!(bytes, src.manifest("lib/app", &index).unwrap().1);
+    assert_eq!(dst.manifest("mirror/app", &index).unwrap().1, bytes);
+    for tag in ["1.0-amd64", "1.0-arm64"] {
+        assert_eq!(dst.manifest("mirror/app", tag), src.manifest("lib/app", tag));
+    }
+
+    // Warm: nothing changed, nothing written, at most one request per tag beyond the listing.
+    src.reset_stats();
+    dst.reset_stats();
+    let warm = run(&cfg).await;
+    assert_eq!(warm.totals.images_up_to_date, 3, "{}", warm.render_text());
+    assert_eq!(write_ops(&dst), 0, "a warm re-run writes nothing");
+    let s = dst.stats();
+    assert_eq!(s.op(OpKind::TagList), 1);
+    assert!(s.op(OpKind::ManifestHead) <= 3);
+    assert_eq!(s.requests, 1 + 1 + s.op(OpKind::ManifestHead), "ping, listing, HEADs: {s:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shared_blobs_are_read_from_the_source_once_and_mounted_within_a_registry() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst_a = TestRegistry::builder().start().await.unwrap();
+    let dst_b = TestRegistry::builder().start().await.unwrap();
+    let base = vec![7u8; 300_000];
+    seed_multi_arch(&src, "lib/one", "1", &base);
+    seed_multi_arch(&src, "lib/two", "1", &base);
+    let mappings = mapping(&src, "lib/one", &[
+        format!("{}/m/one", dst_a.host()),
+        format!("{}/m/one", dst_b.host()),
+    ]) + &mapping(&src, "lib/two", &[
+        format!("{}/m/two", dst_a.host()),
+        format!("{}/m/two", dst_b.host()),
+    ]);
+    let cfg = config(&[&src, &dst_a, &dst_b], &mappings, "images_in_flight: 8");
+    src.reset_stats();
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+
+    // Unique blobs: the base, 4 platform layers, 4 configs. Each read once.
+    let s = src.stats();
+    let unique_blobs = 9;
+    assert_eq!(s.op(OpKind::BlobGet), unique_blobs, "{s:?}");
+    let base_digest = ferry_testkit::registry::sha256_digest(&base);
+    assert_eq!(s.blob_bytes(&base_digest), base.len() as u64);
+
+    // The base reached m/one and m/two on each target: one upload and one mount per registry.
+    for dst in [&dst_a, &dst_b] {
+        assert!(dst.has_blob("m/one", &base_digest) && dst.has_blob("m/two", &base_digest));
+        let d = dst.stats();
+        assert_eq!(d.op(OpKind::Mount), 1, "{d:?}");
+    }
+    assert_eq!(report.totals.blobs_mounted, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transfer_broken_part_way_resumes_from_the_registrys_offset() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let big: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+    src.seed_image("lib/big", "1", &[&big]);
+    let big_digest = ferry_testkit::registry::sha256_digest(&big);
+    // The source breaks the first read of the big layer after 2.5 MB. (The rule covers the
+    // first two blob reads, config and layer, in whichever order they come; the config is far
+    // shorter than the cut and passes whole.)
+    src.faults().push(
+        FaultRule::on(OpKind::BlobGet, FaultAction::ResetBody { after_bytes: 2_500_000 }).times(2),
+    );
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/big", &[format!("{}/m/big", dst.host())]),
+        "chunk_size: \"1MiB\", monolithic_limit: \"1MiB\"",
+    );
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(dst.blob(&big_digest).as_deref(), Some(&big[..]));
+    // Two committed 1 MiB chunks survive the break: the resumed read starts at 2 MiB.
+    let served = src.stats().blob_bytes(&big_digest);
+    assert!(served > big.len() as u64, "the break happened: {served}");
+    let resent = served - 2_500_000;
+    assert!(
+        resent <= big.len() as u64 - 2 * 1024 * 1024,
+        "re-read {resent} bytes of a {} byte blob",
+        big.len()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let config_digest = src.seed_blob("lib/bad", b"{}");
+    let layer = b"layer bytes";
+    let layer_digest = src.seed_blob("lib/bad", layer);
+    // The manifest claims one more byte than the blob has.
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":2}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer_digest}","size":{}}}]}}"#,
+        layer.len() + 1
+    );
+    src.seed_manifest("lib/bad", "1", OCI_MANIFEST, manifest.as_bytes());
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/bad", &[format!("{}/m/bad", dst.host())]),
+        "images_in_flight: 1",
+    );
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let s = statuses(&report);
+    assert!(matches!(&s[0].1, ImageStatus::Failed { error, .. } if error.contains("digest mismatch")), "{s:?}");
+    assert!(dst.tags("m/bad").is_empty(), "nothing tagged");
+    assert!(!dst.has_blob("m/bad", &layer_digest));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    for t in ["1", "2", "3"] {
+        src.seed_image("lib/app", t, &[t.as_bytes(), b"shared"]);
+    }
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
+        "images_in_flight: 1",
+    );
+    let registries = Registries::new(&cfg);
+    let mut prepare = PrepareOptions::from_config(&cfg);
+    prepare.watch_interval = None;
+    let plan = resolve_all(&cfg, &registries, &prepare, Arc::new(PrepareTracker::new(1))).await;
+    let stop = StopSignal::default();
+    stop.stop();
+    let report = sync(&plan, &registries, &EngineOptions::from_settings(&cfg.engine), &stop).await;
+    assert!(report.interrupted);
+    assert_eq!(report.totals.images_interrupted, 3);
+    assert_eq!(write_ops(&dst), 0);
+
+    let again = run(&cfg).await;
+    assert_eq!(again.totals.images_synced, 3, "{}", again.render_text());
+    // Every tag on the target points at a manifest whose blobs are all there.
+    for tag in dst.tags("m/app") {
+        let (_, bytes) = dst.manifest("m/app", &tag).unwrap();
+        let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
+            assert!(dst.has_blob("m/app", d["digest"].as_str().unwrap()), "{tag}");
+        }
+    }
+    let _ = Duration::ZERO;
+}
