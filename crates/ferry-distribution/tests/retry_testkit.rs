@@ -603,3 +603,65 @@ async fn a_persistently_throttled_manifest_get_sends_exactly_the_policy_attempts
     );
     assert_eq!(stats.requests, u64::from(policy.attempts) + 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_operation_waits_for_a_window_slot() {
+    let latency = Duration::from_secs(1);
+    let reg = TestRegistry::builder()
+        .repo_latency("slow/", latency)
+        .start()
+        .await
+        .unwrap();
+    let repo = "slow/app";
+    let manifest = reg.seed_image(repo, "v1", &[b"layer"]);
+    let (_, manifest_bytes) = reg.manifest(repo, &manifest).unwrap();
+    let manifest = Manifest {
+        digest: Digest::parse(&manifest).unwrap(),
+        bytes: manifest_bytes.into(),
+        media_type: OCI_MANIFEST.into(),
+    };
+    let blob = Digest::parse(&reg.seed_blob(repo, b"blob")).unwrap();
+    let names = [
+        "head_blob",
+        "head_manifest",
+        "get_manifest",
+        "list_tags",
+        "put_manifest",
+        "push_blob_bytes",
+    ];
+    for name in names {
+        let client = client_with(&reg.url(), fast_policy(3), |o| o.gate.max_concurrent = 16);
+        client.ensure_ready().await.unwrap();
+        let limit = client.gate().window(Operation::BlobHead).snapshot().limit;
+        reg.reset_stats();
+        let start = Instant::now();
+        let calls = (0..8).map(|i| {
+            let (client, manifest, blob) = (&client, &manifest, &blob);
+            async move {
+                match name {
+                    "head_blob" => drop(client.head_blob(repo, blob).await.unwrap()),
+                    "head_manifest" => drop(client.head_manifest(repo, "v1").await.unwrap()),
+                    "get_manifest" => drop(client.get_manifest(repo, "v1").await.unwrap()),
+                    "list_tags" => drop(client.list_tags(repo).await.unwrap()),
+                    "put_manifest" => drop(
+                        client
+                            .put_manifest(repo, &format!("w{i}"), manifest)
+                            .await
+                            .unwrap(),
+                    ),
+                    _ => {
+                        let bytes = bytes::Bytes::from(format!("pushed {i}"));
+                        let digest = common::sha256(&bytes);
+                        client.push_blob_bytes(repo, &digest, bytes).await.unwrap();
+                    }
+                }
+            }
+        });
+        join_all(calls).await;
+        assert_eq!(
+            peak_before(&reg, start + latency),
+            limit,
+            "{name}: the registry saw more requests at once than the window allows"
+        );
+    }
+}
