@@ -160,7 +160,11 @@ impl SyncReport {
         for i in &self.images {
             match &i.status {
                 ImageStatus::Failed { error, .. } => {
-                    let _ = writeln!(out, "FAILED  {}:{} -> {}: {error}", i.source, i.image, i.target);
+                    let _ = writeln!(
+                        out,
+                        "FAILED  {}:{} -> {}: {error}",
+                        i.source, i.image, i.target
+                    );
                 }
                 ImageStatus::Synced => {
                     let _ = writeln!(out, "synced  {}:{} -> {}", i.source, i.image, i.target);
@@ -175,8 +179,16 @@ impl SyncReport {
             t.images_synced,
             t.images_up_to_date,
             t.images_failed,
-            if t.mappings_failed > 0 { format!(", {} mappings failed", t.mappings_failed) } else { String::new() },
-            if t.images_interrupted > 0 { format!(", {} interrupted", t.images_interrupted) } else { String::new() },
+            if t.mappings_failed > 0 {
+                format!(", {} mappings failed", t.mappings_failed)
+            } else {
+                String::new()
+            },
+            if t.images_interrupted > 0 {
+                format!(", {} interrupted", t.images_interrupted)
+            } else {
+                String::new()
+            },
             t.blobs_copied,
             t.blobs_mounted,
             t.blobs_skipped,

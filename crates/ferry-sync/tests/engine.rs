@@ -11,7 +11,7 @@ use ferry_sync::engine::{EngineOptions, StopSignal, sync};
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
-use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry, OCI_MANIFEST};
+use ferry_testkit::registry::{FaultAction, FaultRule, OCI_MANIFEST, OpKind, TestRegistry};
 
 fn registry_yaml(reg: &TestRegistry) -> String {
     format!(
@@ -74,8 +74,16 @@ fn write_ops(reg: &TestRegistry) -> u64 {
 
 /// A multi-arch image whose two platforms share a base layer.
 fn seed_multi_arch(reg: &TestRegistry, repo: &str, tag: &str, base: &[u8]) -> String {
-    let amd = reg.seed_image(repo, &format!("{tag}-amd64"), &[base, format!("{repo} amd64").as_bytes()]);
-    let arm = reg.seed_image(repo, &format!("{tag}-arm64"), &[base, format!("{repo} arm64").as_bytes()]);
+    let amd = reg.seed_image(
+        repo,
+        &format!("{tag}-amd64"),
+        &[base, format!("{repo} amd64").as_bytes()],
+    );
+    let arm = reg.seed_image(
+        repo,
+        &format!("{tag}-arm64"),
+        &[base, format!("{repo} arm64").as_bytes()],
+    );
     reg.seed_index(repo, tag, &[amd, arm])
 }
 
@@ -97,7 +105,10 @@ async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing
     assert_eq!(bytes, src.manifest("lib/app", &index).unwrap().1);
     assert_eq!(dst.manifest("mirror/app", &index).unwrap().1, bytes);
     for tag in ["1.0-amd64", "1.0-arm64"] {
-        assert_eq!(dst.manifest("mirror/app", tag), src.manifest("lib/app", tag));
+        assert_eq!(
+            dst.manifest("mirror/app", tag),
+            src.manifest("lib/app", tag)
+        );
     }
 
     // Warm: nothing changed, nothing written, at most one request per tag beyond the listing.
@@ -109,7 +120,11 @@ async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing
     let s = dst.stats();
     assert_eq!(s.op(OpKind::TagList), 1);
     assert!(s.op(OpKind::ManifestHead) <= 3);
-    assert_eq!(s.requests, 1 + 1 + s.op(OpKind::ManifestHead), "ping, listing, HEADs: {s:?}");
+    assert_eq!(
+        s.requests,
+        1 + 1 + s.op(OpKind::ManifestHead),
+        "ping, listing, HEADs: {s:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -120,13 +135,21 @@ async fn shared_blobs_are_read_from_the_source_once_and_mounted_within_a_registr
     let base = vec![7u8; 300_000];
     seed_multi_arch(&src, "lib/one", "1", &base);
     seed_multi_arch(&src, "lib/two", "1", &base);
-    let mappings = mapping(&src, "lib/one", &[
-        format!("{}/m/one", dst_a.host()),
-        format!("{}/m/one", dst_b.host()),
-    ]) + &mapping(&src, "lib/two", &[
-        format!("{}/m/two", dst_a.host()),
-        format!("{}/m/two", dst_b.host()),
-    ]);
+    let mappings = mapping(
+        &src,
+        "lib/one",
+        &[
+            format!("{}/m/one", dst_a.host()),
+            format!("{}/m/one", dst_b.host()),
+        ],
+    ) + &mapping(
+        &src,
+        "lib/two",
+        &[
+            format!("{}/m/two", dst_a.host()),
+            format!("{}/m/two", dst_b.host()),
+        ],
+    );
     let cfg = config(&[&src, &dst_a, &dst_b], &mappings, "images_in_flight: 8");
     src.reset_stats();
     let report = run(&cfg).await;
@@ -159,7 +182,13 @@ async fn a_transfer_broken_part_way_resumes_from_the_registrys_offset() {
     // first two blob reads, config and layer, in whichever order they come; the config is far
     // shorter than the cut and passes whole.)
     src.faults().push(
-        FaultRule::on(OpKind::BlobGet, FaultAction::ResetBody { after_bytes: 2_500_000 }).times(2),
+        FaultRule::on(
+            OpKind::BlobGet,
+            FaultAction::ResetBody {
+                after_bytes: 2_500_000,
+            },
+        )
+        .times(2),
     );
     let cfg = config(
         &[&src, &dst],
@@ -201,7 +230,10 @@ async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
     let report = run(&cfg).await;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
     let s = statuses(&report);
-    assert!(matches!(&s[0].1, ImageStatus::Failed { error, .. } if error.contains("digest mismatch")), "{s:?}");
+    assert!(
+        matches!(&s[0].1, ImageStatus::Failed { error, .. } if error.contains("digest mismatch")),
+        "{s:?}"
+    );
     assert!(dst.tags("m/bad").is_empty(), "nothing tagged");
     assert!(!dst.has_blob("m/bad", &layer_digest));
 }
@@ -221,10 +253,22 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
     let registries = Registries::new(&cfg);
     let mut prepare = PrepareOptions::from_config(&cfg);
     prepare.watch_interval = None;
-    let plan = resolve_all(&cfg, &registries, &prepare, Arc::new(PrepareTracker::new(1))).await;
+    let plan = resolve_all(
+        &cfg,
+        &registries,
+        &prepare,
+        Arc::new(PrepareTracker::new(1)),
+    )
+    .await;
     let stop = StopSignal::default();
     stop.stop();
-    let report = sync(&plan, &registries, &EngineOptions::from_settings(&cfg.engine), &stop).await;
+    let report = sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&cfg.engine),
+        &stop,
+    )
+    .await;
     assert!(report.interrupted);
     assert_eq!(report.totals.images_interrupted, 3);
     assert_eq!(write_ops(&dst), 0);
@@ -236,7 +280,10 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
         let (_, bytes) = dst.manifest("m/app", &tag).unwrap();
         let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
-            assert!(dst.has_blob("m/app", d["digest"].as_str().unwrap()), "{tag}");
+            assert!(
+                dst.has_blob("m/app", d["digest"].as_str().unwrap()),
+                "{tag}"
+            );
         }
     }
     let _ = Duration::ZERO;

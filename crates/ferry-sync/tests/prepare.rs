@@ -150,9 +150,8 @@ async fn target_states_come_from_one_listing_and_a_head_per_present_tag() {
     let (mt, bytes) = reg.manifest("src/app", &v1).unwrap();
     reg.seed_image("dst/app", "v2", &[b"other"]);
     reg.seed_manifest("dst/app", "v1", &mt, &bytes);
-    let yaml = mapping(&reg, "src/app", "dst/app")
-        + &mapping(&reg, "src/app", "new/app").replace("src/app", "src/app");
-    let config = config_for(&reg, &yaml.replace("new/app\"]", "new/app\"]"), 2);
+    let yaml = mapping(&reg, "src/app", "dst/app") + &mapping(&reg, "src/app", "new/app");
+    let config = config_for(&reg, &yaml, 2);
     let registries = Registries::new(&config);
     reg.reset_stats();
     let (plan, _) = run(&config, &registries).await;

@@ -80,14 +80,16 @@ impl RegistryClient {
 
     /// Opens the blob for reading from `offset`, retried until the body starts arriving. What
     /// happens to the stream afterwards is the caller's to retry (it knows where to resume).
+    /// The window slot is released once the answer has started: a stream being read by a slow
+    /// consumer must not hold the slot a consumer on the same registry waits for.
     pub async fn get_blob(
         &self,
         repository: &str,
         digest: &Digest,
         offset: u64,
     ) -> Result<BlobStream, Error> {
-        self.run(Call::new(Operation::BlobGet, Some(repository)), |a| {
-            self.open_blob_once(repository, digest, offset, Some(a.slot))
+        self.run(Call::new(Operation::BlobGet, Some(repository)), |_| {
+            self.open_blob_once(repository, digest, offset, None)
         })
         .await
     }
@@ -148,10 +150,7 @@ impl RegistryClient {
         let stats_client = self.clone();
         let body = response.bytes_stream().map(move |chunk| {
             chunk
-                .map(|b| {
-                    stats_client.gate().stats.read(b.len() as u64);
-                    b
-                })
+                .inspect(|b| stats_client.gate().stats.read(b.len() as u64))
                 .map_err(|e| Failure::from_transport(&e))
         });
         let (inner, remaining): (Pin<Box<dyn Stream<Item = _> + Send>>, _) =

@@ -123,12 +123,20 @@ impl RetryBudget {
     }
 }
 
-/// What one attempt is handed: its number (1 for the first) and its slot in the registry's
-/// window, which it may keep inside a stream it returns.
+/// What one attempt is handed: its number (1 for the first) and access to its slot in the
+/// registry's window. The loop holds the slot until the attempt's future ends; an attempt that
+/// returns a stream still being read takes the slot into it with [`Attempt::keep_slot`].
 #[derive(Debug)]
 pub struct Attempt {
     pub number: u32,
-    pub slot: Slot,
+    slot: Arc<Mutex<Option<Slot>>>,
+}
+
+impl Attempt {
+    /// Moves the window slot out of the loop's hands, to be released when the caller drops it.
+    pub fn keep_slot(&self) -> Option<Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// Names the operation for errors, logs and the replay rule.
@@ -187,23 +195,38 @@ where
         if gate.breaker.admit().is_err() {
             return Err(fail(attempts, ErrorKind::BreakerOpen));
         }
-        let slot = match tokio::time::timeout_at(deadline, gate.acquire(op)).await {
-            Ok(slot) => slot,
-            Err(_) => {
-                gate.breaker.record_nothing();
-                return Err(fail(attempts, ErrorKind::DeadlineExceeded));
+        // A request made inside another attempt on the same registry rides on that attempt's
+        // slot: waiting for a second one could wait forever on a window of one.
+        let nested = holds_slot(gate);
+        let slot = if nested {
+            None
+        } else {
+            match tokio::time::timeout_at(deadline, gate.acquire(op)).await {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    gate.breaker.record_nothing();
+                    return Err(fail(attempts, ErrorKind::DeadlineExceeded));
+                }
             }
         };
         attempts += 1;
         gate.stats.request();
+        let held = Arc::new(Mutex::new(slot));
+        let mut holding = HOLDING.try_with(Clone::clone).unwrap_or_default();
+        holding.push(gate_id(gate));
         let outcome = tokio::time::timeout_at(
             deadline,
-            attempt(Attempt {
-                number: attempts,
-                slot,
-            }),
+            HOLDING.scope(
+                holding,
+                attempt(Attempt {
+                    number: attempts,
+                    slot: Arc::clone(&held),
+                }),
+            ),
         )
         .await;
+        // The slot is released here unless the attempt kept it.
+        drop(held);
         let failure = match outcome {
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
@@ -272,6 +295,21 @@ where
         );
         tokio::time::sleep(wait).await;
     }
+}
+
+tokio::task_local! {
+    /// The gates whose window slot the running attempt (and so everything nested in it) holds.
+    static HOLDING: Vec<usize>;
+}
+
+fn gate_id(gate: &RegistryGate) -> usize {
+    gate as *const RegistryGate as usize
+}
+
+fn holds_slot(gate: &RegistryGate) -> bool {
+    HOLDING
+        .try_with(|h| h.contains(&gate_id(gate)))
+        .unwrap_or(false)
 }
 
 /// Feeds one failed attempt to the breaker, the window and the counters.

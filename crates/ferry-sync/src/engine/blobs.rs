@@ -97,7 +97,9 @@ impl BlobScheduler {
             let entry = job.places.entry(place).or_insert(new_repository);
             *entry &= new_repository;
             if let Some(c) = target_client {
-                job.clients.entry(c.host().to_owned()).or_insert_with(|| c.clone());
+                job.clients
+                    .entry(c.host().to_owned())
+                    .or_insert_with(|| c.clone());
             }
         }
     }
@@ -162,9 +164,9 @@ async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outco
         match &place {
             Place::Layout(_) => primaries.push(place),
             Place::Registry { host, .. } => {
-                let primary = primaries.iter().find(
-                    |p| matches!(p, Place::Registry { host: h, .. } if h == host),
-                );
+                let primary = primaries
+                    .iter()
+                    .find(|p| matches!(p, Place::Registry { host: h, .. } if h == host));
                 match primary {
                     Some(p) => mounts.push((place.clone(), p.clone())),
                     None => primaries.push(place),
@@ -179,8 +181,13 @@ async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outco
     let mut sessions = HashMap::new();
     let mut fallbacks = Vec::new();
     for (place, from) in mounts {
-        let (Place::Registry { host, repository }, Place::Registry { repository: from_repo, .. }) =
-            (&place, &from)
+        let (
+            Place::Registry { host, repository },
+            Place::Registry {
+                repository: from_repo,
+                ..
+            },
+        ) = (&place, &from)
         else {
             continue;
         };

@@ -30,7 +30,9 @@ pub struct ImageGraph {
 
 impl ImageGraph {
     pub fn root(&self) -> &Manifest {
-        self.manifests.last().expect("a graph always holds its root")
+        self.manifests
+            .last()
+            .expect("a graph always holds its root")
     }
 }
 

@@ -136,8 +136,11 @@ async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<
         .ok_or_else(|| layout_error(dir, "index.json has no manifests array"))?;
     manifests.retain(|m| {
         let same_tag = tag.is_some()
-            && m.pointer(&format!("/annotations/{}", crate::layout::REF_NAME.replace('/', "~1")))
-                .and_then(|v| v.as_str())
+            && m.pointer(&format!(
+                "/annotations/{}",
+                crate::layout::REF_NAME.replace('/', "~1")
+            ))
+            .and_then(|v| v.as_str())
                 == tag;
         let same_untagged = tag.is_none()
             && m.get("annotations").is_none()

@@ -20,9 +20,7 @@ use crate::config::{EngineSettings, Target};
 use crate::plan::{ImagePlan, Plan, TargetState};
 use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
-use crate::report::{
-    ImageReport, ImageStatus, MappingFailure, RegistryReport, SyncReport, Totals,
-};
+use crate::report::{ImageReport, ImageStatus, MappingFailure, RegistryReport, SyncReport, Totals};
 
 use blobs::{BlobScheduler, Place};
 use graph::{ImageGraph, fetch_graph};
@@ -103,7 +101,13 @@ pub async fn sync(
                 if t.state.needs_copy() {
                     stale.push((t.target.clone(), t.state.clone()));
                 } else {
-                    images.push(report(m.index, &m.source, image, &t.target, ImageStatus::UpToDate));
+                    images.push(report(
+                        m.index,
+                        &m.source,
+                        image,
+                        &t.target,
+                        ImageStatus::UpToDate,
+                    ));
                 }
             }
             if stale.is_empty() {
@@ -120,7 +124,13 @@ pub async fn sync(
                 }),
                 Err(e) => {
                     for (t, _) in stale {
-                        images.push(report(m.index, &m.source, image, &t, ImageStatus::failed(&e)));
+                        images.push(report(
+                            m.index,
+                            &m.source,
+                            image,
+                            &t,
+                            ImageStatus::failed(&e),
+                        ));
                     }
                 }
             }
@@ -170,7 +180,15 @@ pub async fn sync(
                     return w
                         .targets
                         .iter()
-                        .map(|(t, _)| report(w.mapping, w.source_name, w.image, t, ImageStatus::Interrupted))
+                        .map(|(t, _)| {
+                            report(
+                                w.mapping,
+                                w.source_name,
+                                w.image,
+                                t,
+                                ImageStatus::Interrupted,
+                            )
+                        })
                         .collect();
                 }
                 let graph = match graph {
@@ -179,14 +197,20 @@ pub async fn sync(
                         return w
                             .targets
                             .iter()
-                            .map(|(t, _)| report(w.mapping, w.source_name, w.image, t, ImageStatus::failed(e)))
+                            .map(|(t, _)| {
+                                report(w.mapping, w.source_name, w.image, t, ImageStatus::failed(e))
+                            })
                             .collect();
                     }
                     None => return Vec::new(),
                 };
                 let mut out = Vec::new();
                 for (target, _) in &w.targets {
-                    let status = match copy_to_target(w, graph, target, &scheduler, &pusher, registries, clients).await {
+                    let status = match copy_to_target(
+                        w, graph, target, &scheduler, &pusher, registries, clients,
+                    )
+                    .await
+                    {
                         Ok(()) => ImageStatus::Synced,
                         Err(e) => ImageStatus::failed(&e),
                     };
@@ -251,7 +275,13 @@ pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
         .collect()
 }
 
-fn report(mapping: usize, source: &str, image: &ImagePlan, target: &Target, status: ImageStatus) -> ImageReport {
+fn report(
+    mapping: usize,
+    source: &str,
+    image: &ImagePlan,
+    target: &Target,
+    status: ImageStatus,
+) -> ImageReport {
     ImageReport {
         mapping,
         source: source.to_owned(),
@@ -265,7 +295,11 @@ fn report(mapping: usize, source: &str, image: &ImagePlan, target: &Target, stat
 type GraphKey = (String, String, Digest);
 
 fn graph_key(w: &Work<'_>) -> GraphKey {
-    (w.source.host().to_owned(), w.repository.clone(), w.image.digest.clone())
+    (
+        w.source.host().to_owned(),
+        w.repository.clone(),
+        w.image.digest.clone(),
+    )
 }
 
 async fn fetch_graphs(
@@ -274,9 +308,13 @@ async fn fetch_graphs(
 ) -> HashMap<GraphKey, Result<ImageGraph, Error>> {
     let mut unique: HashMap<GraphKey, (RegistryClient, String, Digest)> = HashMap::new();
     for w in work {
-        unique
-            .entry(graph_key(w))
-            .or_insert_with(|| (w.source.clone(), w.repository.clone(), w.image.digest.clone()));
+        unique.entry(graph_key(w)).or_insert_with(|| {
+            (
+                w.source.clone(),
+                w.repository.clone(),
+                w.image.digest.clone(),
+            )
+        });
     }
     futures::stream::iter(unique)
         .map(|(key, (client, repo, digest))| async move {
@@ -341,7 +379,10 @@ async fn copy_to_target(
     };
     // Every blob first; the first failure fails this target (nothing gets tagged).
     let results = futures::future::join_all(
-        graph.blobs.iter().map(|b| scheduler.ensure(&b.digest, &place)),
+        graph
+            .blobs
+            .iter()
+            .map(|b| scheduler.ensure(&b.digest, &place)),
     )
     .await;
     for r in results {

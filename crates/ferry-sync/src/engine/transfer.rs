@@ -60,7 +60,15 @@ pub async fn transfer(
     }
     let reader = read_once(source, source_repo, blob, senders, Arc::clone(&poisoned));
     let writers = futures::future::join_all(sinks.into_iter().zip(receivers).map(|(sink, rx)| {
-        write_sink(source, source_repo, blob, sink, rx, shape, Arc::clone(&poisoned))
+        write_sink(
+            source,
+            source_repo,
+            blob,
+            sink,
+            rx,
+            shape,
+            Arc::clone(&poisoned),
+        )
     }));
     let ((), results) = futures::join!(reader, writers);
     results
@@ -167,7 +175,14 @@ async fn write_sink(
                     let poisoned = &poisoned;
                     async move {
                         let result = upload_attempt(
-                            client, repository, source, source_repo, blob, rx, session, shape,
+                            client,
+                            repository,
+                            source,
+                            source_repo,
+                            blob,
+                            rx,
+                            session,
+                            shape,
                             attempt.number,
                         )
                         .await;
@@ -332,14 +347,19 @@ pub async fn write_layout_blob(
     mut stream: ByteStream,
 ) -> Result<(), Failure> {
     use tokio::io::AsyncWriteExt;
-    let local = |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
+    let local =
+        |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
     let path = dir.join(crate::layout::blob_path(&blob.digest));
     if path.exists() {
         return Ok(());
     }
     let parent = path.parent().unwrap_or(dir);
     tokio::fs::create_dir_all(parent).await.map_err(local)?;
-    let tmp = parent.join(format!(".{}.{}.partial", blob.digest.hex(), std::process::id()));
+    let tmp = parent.join(format!(
+        ".{}.{}.partial",
+        blob.digest.hex(),
+        std::process::id()
+    ));
     let mut file = tokio::fs::File::create(&tmp).await.map_err(local)?;
     let mut digester = blob.digest.digester();
     let result = async {
@@ -365,4 +385,3 @@ pub async fn write_layout_blob(
     }
     result
 }
-

@@ -67,10 +67,9 @@ pub async fn resolve_mapping(
         .await;
     let mut images = Vec::new();
     for h in heads {
-        match h? {
-            Some(image) => images.push(image),
-            // A tag deleted between the listing and the HEAD: nothing to copy.
-            None => {}
+        // None: a tag deleted between the listing and the HEAD, nothing to copy.
+        if let Some(image) = h? {
+            images.push(image);
         }
     }
 
