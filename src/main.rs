@@ -1,1 +1,46 @@
-fn main() {}
+//! The `ferry` binary: parses the command line, sets up logs and progress, runs the command on
+//! a tokio runtime and turns its outcome into the documented exit code.
+
+mod cli;
+mod commands;
+mod exit;
+mod logging;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, Parser as _};
+
+use cli::{AuthCommand, Cli, Command};
+use progress::Progress;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Completions { shell } = &cli.command {
+        clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
+        return exit::code(exit::CLEAN);
+    }
+    let progress = Progress::new(cli.global.progress);
+    logging::init(&cli.global, &progress);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::code(exit::FAILED);
+        }
+    };
+    let code = runtime.block_on(async {
+        match &cli.command {
+            Command::Sync(args) => commands::sync::run(args, &progress).await,
+            Command::Validate(args) => commands::validate::run(args, &progress),
+            Command::Tags(args) => commands::tags::run(args, &progress).await,
+            Command::Copy(args) => commands::copy::run(args, &progress).await,
+            Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
+            Command::Completions { .. } => exit::CLEAN,
+        }
+    });
+    exit::code(code)
+}

@@ -2,10 +2,12 @@
 //! every mapping, the engine that copies what is stale, and the report of what happened.
 
 pub mod config;
+pub mod dryrun;
 pub mod engine;
 pub mod filter;
 pub mod layout;
 pub mod plan;
 pub mod prepare;
+pub mod progress;
 pub mod registries;
 pub mod report;

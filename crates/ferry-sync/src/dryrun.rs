@@ -1,0 +1,435 @@
+//! `--dry-run`: what a sync would do, built from the prepare phase's plan (tags to copy with
+//! each target's reason, up to date, filtered out and why, failures) and the bytes it would move.
+//!
+//! Measuring bytes reads only: the manifest graph of each stale image (GET) and a blob HEAD on
+//! targets whose repository exists. A dry run never sends a write request.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use futures::StreamExt;
+use serde::Serialize;
+
+use ferry_distribution::{Digest, RegistryClient};
+
+use crate::config::Target;
+use crate::engine::graph::{BlobRef, fetch_graph};
+use crate::plan::{ImagePlan, Plan, TargetState};
+use crate::prepare::mapping::parse_repository;
+use crate::registries::Registries;
+use crate::report::human_bytes;
+
+/// Stale images measured at once.
+const IMAGES_AT_ONCE: usize = 8;
+/// Blob HEADs in flight for one image on one target.
+const HEADS_AT_ONCE: usize = 8;
+
+/// What a sync would do, per mapping, with totals.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DryRun {
+    pub mappings: Vec<MappingDryRun>,
+    pub totals: DryRunTotals,
+}
+
+/// One mapping of the plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MappingDryRun {
+    pub index: usize,
+    pub source: String,
+    /// Why the prepare phase could not resolve it (nothing else is known then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub to_copy: Vec<ImageToCopy>,
+    pub up_to_date: Vec<ImageUpToDate>,
+    pub filtered_out: Vec<FilteredTag>,
+    pub missing_exact: Vec<String>,
+}
+
+/// An image stale on at least one target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImageToCopy {
+    /// The tag, or the digest of a pin.
+    pub image: String,
+    pub digest: String,
+    pub targets: Vec<TargetChange>,
+    /// Why its size could not be measured (the manifest graph could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measure_error: Option<String>,
+}
+
+/// One stale target of one image.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TargetChange {
+    pub target: String,
+    /// Why it needs a copy (`TargetState::reason`).
+    pub reason: String,
+    /// Blobs of this image the target lacks, and their bytes (`None`: not measured).
+    pub blobs_missing: Option<u64>,
+    pub bytes_missing: Option<u64>,
+}
+
+/// An image already identical on some targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImageUpToDate {
+    pub image: String,
+    pub digest: String,
+    pub targets: Vec<String>,
+}
+
+/// A listed tag the filter left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FilteredTag {
+    pub tag: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DryRunTotals {
+    pub mappings: u64,
+    pub mappings_failed: u64,
+    /// (image, target) pairs a sync would write.
+    pub copies: u64,
+    /// (image, target) pairs already identical.
+    pub up_to_date: u64,
+    pub tags_filtered_out: u64,
+    pub missing_exact: u64,
+    /// Blobs a sync would write, each counted once per target.
+    pub blobs_to_transfer: u64,
+    pub bytes_to_transfer: u64,
+    /// Stale images whose size could not be measured.
+    pub images_not_measured: u64,
+}
+
+impl DryRun {
+    /// The report of `plan` without sizes (no request is sent).
+    pub fn from_plan(plan: &Plan) -> DryRun {
+        let mut out = DryRun::default();
+        for m in &plan.mappings {
+            let mut entry = MappingDryRun {
+                index: m.index,
+                source: m.source.clone(),
+                ..MappingDryRun::default()
+            };
+            match &m.outcome {
+                Err(e) => entry.error = Some(e.to_string()),
+                Ok(resolved) => {
+                    for image in &resolved.images {
+                        let (stale, fresh): (Vec<_>, Vec<_>) =
+                            image.targets.iter().partition(|t| t.state.needs_copy());
+                        if !stale.is_empty() {
+                            entry.to_copy.push(ImageToCopy {
+                                image: image.name(),
+                                digest: image.digest.to_string(),
+                                targets: stale
+                                    .iter()
+                                    .map(|t| TargetChange {
+                                        target: t.target.to_string(),
+                                        reason: t.state.reason(),
+                                        blobs_missing: None,
+                                        bytes_missing: None,
+                                    })
+                                    .collect(),
+                                measure_error: None,
+                            });
+                        }
+                        if !fresh.is_empty() {
+                            entry.up_to_date.push(ImageUpToDate {
+                                image: image.name(),
+                                digest: image.digest.to_string(),
+                                targets: fresh.iter().map(|t| t.target.to_string()).collect(),
+                            });
+                        }
+                    }
+                    entry.filtered_out = resolved
+                        .filtered_out
+                        .iter()
+                        .map(|(tag, reason)| FilteredTag {
+                            tag: tag.clone(),
+                            reason: reason.to_string(),
+                        })
+                        .collect();
+                    entry.missing_exact = resolved.missing_exact.clone();
+                }
+            }
+            out.mappings.push(entry);
+        }
+        out.count();
+        out
+    }
+
+    fn count(&mut self) {
+        let bytes = (
+            self.totals.blobs_to_transfer,
+            self.totals.bytes_to_transfer,
+            self.totals.images_not_measured,
+        );
+        let mut t = DryRunTotals {
+            blobs_to_transfer: bytes.0,
+            bytes_to_transfer: bytes.1,
+            images_not_measured: bytes.2,
+            ..DryRunTotals::default()
+        };
+        for m in &self.mappings {
+            t.mappings += 1;
+            t.mappings_failed += u64::from(m.error.is_some());
+            t.copies += m
+                .to_copy
+                .iter()
+                .map(|i| i.targets.len() as u64)
+                .sum::<u64>();
+            t.up_to_date += m
+                .up_to_date
+                .iter()
+                .map(|i| i.targets.len() as u64)
+                .sum::<u64>();
+            t.tags_filtered_out += m.filtered_out.len() as u64;
+            t.missing_exact += m.missing_exact.len() as u64;
+        }
+        self.totals = t;
+    }
+
+    /// The report with sizes: for each stale image, its manifest graph and which of its blobs
+    /// each stale target lacks. Sends only GET and HEAD requests.
+    pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
+        let mut out = DryRun::from_plan(plan);
+        let checker = BlobChecker::new(registries);
+        let jobs: Vec<(usize, usize, &str, &str, &ImagePlan)> = plan
+            .mappings
+            .iter()
+            .enumerate()
+            .filter_map(|(mi, m)| m.outcome.as_ref().ok().map(|r| (mi, r)))
+            .flat_map(|(mi, r)| {
+                r.images
+                    .iter()
+                    .filter(|i| i.is_stale_anywhere())
+                    .enumerate()
+                    .map(move |(ii, image)| {
+                        (mi, ii, r.registry.as_str(), r.repository.as_str(), image)
+                    })
+            })
+            .collect();
+        let measured: Vec<(usize, usize, Result<Vec<TargetSize>, String>)> =
+            futures::stream::iter(jobs)
+                .map(|(mi, ii, host, repo, image)| {
+                    let checker = &checker;
+                    async move { (mi, ii, checker.measure_image(host, repo, image).await) }
+                })
+                .buffer_unordered(IMAGES_AT_ONCE)
+                .collect()
+                .await;
+        let mut unique: BTreeSet<(String, Digest)> = BTreeSet::new();
+        let mut bytes = 0u64;
+        let mut not_measured = 0u64;
+        for (mi, ii, result) in measured {
+            let Some(entry) = out.mappings.get_mut(mi).and_then(|m| m.to_copy.get_mut(ii)) else {
+                continue;
+            };
+            match result {
+                Err(e) => {
+                    entry.measure_error = Some(e);
+                    not_measured += 1;
+                }
+                Ok(sizes) => {
+                    for size in sizes {
+                        let Some(change) =
+                            entry.targets.iter_mut().find(|t| t.target == size.target)
+                        else {
+                            continue;
+                        };
+                        change.blobs_missing = Some(size.missing.len() as u64);
+                        change.bytes_missing = Some(size.missing.iter().map(|b| b.size).sum());
+                        for blob in size.missing {
+                            if unique.insert((size.target.clone(), blob.digest)) {
+                                bytes += blob.size;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.totals.blobs_to_transfer = unique.len() as u64;
+        out.totals.bytes_to_transfer = bytes;
+        out.totals.images_not_measured = not_measured;
+        out
+    }
+
+    /// A short text for people: one block per mapping, aligned columns, totals last.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        for m in &self.mappings {
+            let _ = writeln!(out, "mapping {} {}", m.index, m.source);
+            if let Some(e) = &m.error {
+                let _ = writeln!(out, "  FAILED  {e}");
+                continue;
+            }
+            let rows: Vec<(String, String, String, String)> = m
+                .to_copy
+                .iter()
+                .flat_map(|i| {
+                    i.targets.iter().map(move |t| {
+                        let size = match (&i.measure_error, t.bytes_missing) {
+                            (Some(_), _) => "size unknown".to_owned(),
+                            (None, Some(b)) => human_bytes(b),
+                            (None, None) => String::new(),
+                        };
+                        (i.image.clone(), t.target.clone(), t.reason.clone(), size)
+                    })
+                })
+                .collect();
+            let tag_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+            let target_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+            let reason_width = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
+            for (tag, target, reason, size) in &rows {
+                let line = format!(
+                    "  copy    {tag:<tag_width$}  -> {target:<target_width$}  {reason:<reason_width$}  {size}"
+                );
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+            for i in &m.to_copy {
+                if let Some(e) = &i.measure_error {
+                    let _ = writeln!(out, "  note    {}: size unknown: {e}", i.image);
+                }
+            }
+            if !m.up_to_date.is_empty() {
+                let names: Vec<&str> = m.up_to_date.iter().map(|i| i.image.as_str()).collect();
+                let _ = writeln!(out, "  current {}", names.join(", "));
+            }
+            let skip_width = m
+                .filtered_out
+                .iter()
+                .map(|f| f.tag.len())
+                .max()
+                .unwrap_or(0);
+            for f in &m.filtered_out {
+                let _ = writeln!(out, "  skip    {:<skip_width$}  {}", f.tag, f.reason);
+            }
+            for tag in &m.missing_exact {
+                let _ = writeln!(out, "  missing {tag}  (exact tag not in the source)");
+            }
+        }
+        let t = &self.totals;
+        let failed = if t.mappings_failed > 0 {
+            format!(", {} mappings failed", t.mappings_failed)
+        } else {
+            String::new()
+        };
+        let unmeasured = if t.images_not_measured > 0 {
+            format!(" ({} images not measured)", t.images_not_measured)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "dry run: {} to copy, {} up to date, {} filtered out, {} missing{failed}; would transfer {} blobs, {}{unmeasured}",
+            t.copies,
+            t.up_to_date,
+            t.tags_filtered_out,
+            t.missing_exact,
+            t.blobs_to_transfer,
+            human_bytes(t.bytes_to_transfer),
+        );
+        out
+    }
+}
+
+/// The blobs of one image one target lacks.
+struct TargetSize {
+    target: String,
+    missing: Vec<BlobRef>,
+}
+
+/// Answers "does this target hold this blob", asking each (repository, blob) once.
+struct BlobChecker<'a> {
+    registries: &'a Registries,
+    held: Mutex<HashMap<(String, Digest), bool>>,
+}
+
+impl<'a> BlobChecker<'a> {
+    fn new(registries: &'a Registries) -> Self {
+        BlobChecker {
+            registries,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn measure_image(
+        &self,
+        host: &str,
+        repository: &str,
+        image: &ImagePlan,
+    ) -> Result<Vec<TargetSize>, String> {
+        let source = self
+            .registries
+            .client(host)
+            .await
+            .map_err(|e| e.to_string())?;
+        let graph = fetch_graph(&source, repository, &image.digest)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for t in image.targets.iter().filter(|t| t.state.needs_copy()) {
+            let missing = match (&t.target, &t.state) {
+                (_, TargetState::UpToDate) => Vec::new(),
+                (Target::Registry { .. }, TargetState::NewRepository) => graph.blobs.clone(),
+                (Target::Registry { reference }, _) => {
+                    self.missing_on_registry(reference, &graph.blobs).await?
+                }
+                (Target::OciLayout { path }, _) => graph
+                    .blobs
+                    .iter()
+                    .filter(|b| !path.join(crate::layout::blob_path(&b.digest)).is_file())
+                    .cloned()
+                    .collect(),
+            };
+            out.push(TargetSize {
+                target: t.target.to_string(),
+                missing,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn missing_on_registry(
+        &self,
+        reference: &str,
+        blobs: &[BlobRef],
+    ) -> Result<Vec<BlobRef>, String> {
+        let r = parse_repository(reference).map_err(|e| e.to_string())?;
+        let client = self
+            .registries
+            .client(&r.registry)
+            .await
+            .map_err(|e| e.to_string())?;
+        let key = |b: &BlobRef| (reference.to_owned(), b.digest.clone());
+        let results: Vec<Result<Option<BlobRef>, String>> = futures::stream::iter(blobs)
+            .map(|b| {
+                let client: &RegistryClient = &client;
+                let repo = r.repository.as_str();
+                async move {
+                    let known = self.lock().get(&key(b)).copied();
+                    let held = match known {
+                        Some(held) => held,
+                        None => {
+                            let held = client
+                                .head_blob(repo, &b.digest)
+                                .await
+                                .map_err(|e| e.to_string())?
+                                .is_some();
+                            self.lock().insert(key(b), held);
+                            held
+                        }
+                    };
+                    Ok((!held).then(|| b.clone()))
+                }
+            })
+            .buffered(HEADS_AT_ONCE)
+            .collect()
+            .await;
+        results.into_iter().filter_map(Result::transpose).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Digest), bool>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

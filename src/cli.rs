@@ -1,0 +1,181 @@
+//! The command line as clap sees it: subcommands, their flags, global output options, and the
+//! help text (an example per command, the exit codes) written for someone in a hurry.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  everything synced or already up to date
+  1  some images failed (the others synced)
+  2  every image failed, or a fatal error stopped the run
+  3  the configuration is invalid
+  4  authentication failed (every failure was an auth failure)
+
+Examples:
+  ferry sync -c mirror.yaml              mirror everything the config lists
+  ferry sync -c mirror.yaml --dry-run    show what would be copied, write nothing
+  ferry tags docker.io/library/alpine --semver '>=3.18' --latest 3
+  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20";
+
+/// Mirror container images between registries.
+#[derive(Debug, Parser)]
+#[command(name = "ferry", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// More log detail: -v debug for ferry, -vv trace for everything.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Errors only.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Progress display: bars on a terminal, a plain line every 5 s otherwise.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto, global = true)]
+    pub progress: ProgressMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressMode {
+    /// Bars when stderr is a terminal, plain lines otherwise.
+    Auto,
+    /// Bars even when stderr is not a terminal.
+    Bars,
+    /// One `key=value` line every 5 s, no escape codes.
+    Plain,
+    /// No progress output.
+    None,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mirror every mapping of a config.
+    #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
+    Sync(SyncArgs),
+    /// Check a config and print every problem with file:line:col.
+    #[command(after_help = "Example:\n  ferry validate -c mirror.yaml")]
+    Validate(ConfigArg),
+    /// List a repository's tags and show which a filter selects, and why the others are out.
+    #[command(
+        after_help = "Example:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge"
+    )]
+    Tags(TagsArgs),
+    /// Copy one image (a tag or a digest) through the sync engine.
+    #[command(
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app"
+    )]
+    Copy(CopyArgs),
+    /// Credentials and reachability checks.
+    #[command(subcommand)]
+    Auth(AuthCommand),
+    /// Print a shell completion script.
+    #[command(after_help = "Example:\n  ferry completions bash > /etc/bash_completion.d/ferry")]
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The mirror config (YAML).
+    #[arg(short, long, value_name = "FILE", env = "FERRY_CONFIG")]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Resolve the plan and show what would be copied (and how many bytes); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report (or dry-run plan) as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RegistryAccess {
+    /// A config whose registries section supplies endpoints and credentials.
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Talk plain HTTP (or unverified TLS) to the registries named on the command line.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TagsArgs {
+    /// The repository (`docker.io/library/alpine`; a tag or digest is ignored).
+    pub reference: String,
+    /// Glob a tag must match (repeatable; default `*`).
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// Glob that drops a tag (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Regular expression a tag must match (unanchored).
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// Semver range (`>=3.18, <4`); drops tags that are not versions.
+    #[arg(long, value_name = "RANGE")]
+    pub semver: Option<String>,
+    /// Order used by --latest.
+    #[arg(long, value_enum)]
+    pub sort: Option<SortArg>,
+    /// Keep the last N of the sort order.
+    #[arg(long, value_name = "N")]
+    pub latest: Option<usize>,
+    /// Tag always selected when it exists (repeatable).
+    #[arg(long, value_name = "TAG")]
+    pub exact: Vec<String>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub access: RegistryAccess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortArg {
+    Semver,
+    Alpha,
+}
+
+#[derive(Debug, Args)]
+pub struct CopyArgs {
+    /// Source image with a tag or digest (`docker.io/library/alpine:3.20`).
+    pub source: String,
+    /// Target repository (`registry.local:5000/mirror/alpine`) or `oci:<dir>`; a tag, if given,
+    /// must equal the source's.
+    pub target: String,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub access: RegistryAccess,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// For every registry the config uses: the credential source and whether it answers.
+    #[command(after_help = "Example:\n  ferry auth check -c mirror.yaml")]
+    Check(ConfigArg),
+}

@@ -1,0 +1,82 @@
+//! `ferry auth check`: for every registry a config names or its mappings use, which credential
+//! source it would use (described, never shown) and whether the registry answers.
+
+use std::collections::BTreeSet;
+
+use ferry_distribution::Reference;
+
+use ferry_sync::config::{Config, Target};
+use ferry_sync::registries::{Registries, resolve_credentials};
+
+use crate::cli::ConfigArg;
+use crate::exit;
+use crate::progress::Progress;
+
+pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
+    let config = match super::load_config(&args.config, progress) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let registries = Registries::new(&config);
+    let mut worst = exit::CLEAN;
+    for host in hosts(&config) {
+        let settings = config.registry_for(&host);
+        let credentials = match resolve_credentials(&settings).await {
+            Ok(c) => c.describe(),
+            Err(e) => {
+                println!("{host:<30}  credentials: FAILED: {e}");
+                worst = worst.max(exit::for_error(&e));
+                continue;
+            }
+        };
+        let check = match registries.client(&host).await {
+            Ok(client) => match client.ensure_ready().await {
+                Ok(()) => match pull_probe(&config, &host) {
+                    Some(repo) => client
+                        .list_tags_or_empty(&repo)
+                        .await
+                        .map(|_| format!("ok, can list {repo}")),
+                    None => Ok("ok".to_owned()),
+                },
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        match check {
+            Ok(text) => println!("{host:<30}  credentials: {credentials:<24}  {text}"),
+            Err(e) => {
+                println!("{host:<30}  credentials: {credentials:<24}  FAILED: {e}");
+                worst = worst.max(exit::for_error(&e));
+            }
+        }
+    }
+    worst
+}
+
+/// Every host: the registries listed, then each mapping's source and registry targets.
+fn hosts(config: &Config) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = config.registries.iter().map(|r| r.host.clone()).collect();
+    for m in &config.mappings {
+        if let Ok(r) = Reference::parse(&m.source) {
+            out.insert(r.registry);
+        }
+        for t in &m.targets {
+            if let Target::Registry { reference } = t
+                && let Ok(r) = Reference::parse(reference)
+            {
+                out.insert(r.registry);
+            }
+        }
+    }
+    out
+}
+
+/// A source repository on `host`, to check the credentials can read something.
+fn pull_probe(config: &Config, host: &str) -> Option<String> {
+    config
+        .mappings
+        .iter()
+        .filter_map(|m| Reference::parse(&m.source).ok())
+        .find(|r| r.registry == host)
+        .map(|r| r.repository)
+}

@@ -1,0 +1,66 @@
+//! The subcommands: each loads what it needs, runs ferry-sync or ferry-distribution, prints for
+//! people on stderr (machine output on stdout) and returns an exit code.
+
+pub mod auth;
+pub mod copy;
+pub mod sync;
+pub mod tags;
+pub mod validate;
+
+use std::path::Path;
+
+use ferry_sync::config::{self, Config, ConfigError};
+
+use crate::exit;
+use crate::progress::Progress;
+
+/// Loads the config at `path`; on failure prints every problem and returns exit code 3.
+pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, u8> {
+    config::load(path).map_err(|e| {
+        print_config_error(&e, progress);
+        exit::CONFIG
+    })
+}
+
+pub fn print_config_error(e: &ConfigError, progress: &Progress) {
+    match e {
+        ConfigError::Read { .. } => progress.eprint(&format!("error: {e}")),
+        ConfigError::Invalid { problems } => {
+            for p in problems {
+                progress.eprint(&format!("error: {p}"));
+            }
+            progress.eprint(&format!(
+                "{} problem{} in {}",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" },
+                path_of(e).unwrap_or_default()
+            ));
+        }
+    }
+}
+
+fn path_of(e: &ConfigError) -> Option<String> {
+    e.problems().first().map(|p| p.file.display().to_string())
+}
+
+/// A config with nothing in it, for commands that take registries from the command line.
+pub fn empty_config() -> Config {
+    Config {
+        concurrency: config::DEFAULT_CONCURRENCY,
+        engine: config::EngineSettings::default(),
+        registries: Vec::new(),
+        mappings: Vec::new(),
+    }
+}
+
+/// Marks `host` insecure (plain HTTP allowed), adding it to the config if it is not listed.
+pub fn allow_insecure(config: &mut Config, host: &str) {
+    match config.registries.iter_mut().find(|r| r.host == host) {
+        Some(r) => r.insecure = true,
+        None => {
+            let mut settings = config::RegistrySettings::unlisted(host);
+            settings.insecure = true;
+            config.registries.push(settings);
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! `ferry tags`: lists a repository's tags and runs a tag filter over them, showing what it
+//! selects, what it leaves out and why, and which exact tags are missing.
+
+use ferry_distribution::Reference;
+use ferry_sync::filter::{TagFilter, TagFilterSpec, TagSort};
+use ferry_sync::registries::Registries;
+
+use crate::cli::{SortArg, TagsArgs};
+use crate::exit;
+use crate::progress::Progress;
+
+pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
+    let reference = match Reference::parse(&args.reference) {
+        Ok(r) => r,
+        Err(e) => {
+            progress.eprint(&format!("error: {e}"));
+            return exit::FAILED;
+        }
+    };
+    let spec = TagFilterSpec {
+        include: (!args.include.is_empty()).then(|| args.include.clone()),
+        exclude: args.exclude.clone(),
+        regex: args.regex.clone(),
+        semver: args.semver.clone(),
+        sort: args.sort.map(|s| match s {
+            SortArg::Semver => TagSort::Semver,
+            SortArg::Alpha => TagSort::Alpha,
+        }),
+        latest: args.latest,
+        exact: args.exact.clone(),
+    };
+    let filter = match TagFilter::compile(&spec) {
+        Ok(f) => f,
+        Err(e) => {
+            progress.eprint(&format!("error: --{}: {e}", e.field));
+            return exit::CONFIG;
+        }
+    };
+    let mut config = match &args.access.config {
+        Some(path) => match super::load_config(path, progress) {
+            Ok(c) => c,
+            Err(code) => return code,
+        },
+        None => super::empty_config(),
+    };
+    if args.access.insecure {
+        super::allow_insecure(&mut config, &reference.registry);
+    }
+    let registries = Registries::new(&config);
+    let listed = match registries.client(&reference.registry).await {
+        Ok(client) => client.list_tags(&reference.repository).await,
+        Err(e) => Err(e),
+    };
+    let tags = match listed {
+        Ok(t) => t,
+        Err(e) => {
+            progress.eprint(&format!("error: {e}"));
+            return exit::for_error(&e);
+        }
+    };
+    let selection = filter.select(&tags);
+    if args.json {
+        let value = serde_json::json!({
+            "repository": format!("{}/{}", reference.registry, reference.repository),
+            "listed": tags.len(),
+            "selected": selection.selected,
+            "filtered_out": selection.filtered_out.iter()
+                .map(|(t, r)| serde_json::json!({"tag": t, "reason": r.to_string()}))
+                .collect::<Vec<_>>(),
+            "missing_exact": selection.missing_exact,
+        });
+        println!("{value:#}");
+        return exit::CLEAN;
+    }
+    let width = tags.iter().map(String::len).max().unwrap_or(0);
+    for tag in &selection.selected {
+        println!("select  {tag}");
+    }
+    for (tag, reason) in &selection.filtered_out {
+        println!("skip    {tag:<width$}  {reason}");
+    }
+    for tag in &selection.missing_exact {
+        println!("missing {tag:<width$}  exact tag not in the repository");
+    }
+    println!(
+        "{} listed, {} selected, {} filtered out{}",
+        tags.len(),
+        selection.selected.len(),
+        selection.filtered_out.len(),
+        if selection.missing_exact.is_empty() {
+            String::new()
+        } else {
+            format!(", {} exact tags missing", selection.missing_exact.len())
+        }
+    );
+    exit::CLEAN
+}

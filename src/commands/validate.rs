@@ -1,0 +1,23 @@
+//! `ferry validate`: loads a config and reports every problem (file:line:col: field: message),
+//! or a one-line summary of what it mirrors.
+
+use crate::cli::ConfigArg;
+use crate::exit;
+use crate::progress::Progress;
+
+pub fn run(args: &ConfigArg, progress: &Progress) -> u8 {
+    match super::load_config(&args.config, progress) {
+        Err(code) => code,
+        Ok(config) => {
+            let targets: usize = config.mappings.iter().map(|m| m.targets.len()).sum();
+            println!(
+                "{}: valid ({} mappings, {} targets, {} registries configured)",
+                args.config.display(),
+                config.mappings.len(),
+                targets,
+                config.registries.len()
+            );
+            exit::CLEAN
+        }
+    }
+}
