@@ -1,0 +1,283 @@
+//! The `ferry` binary end to end: run as a subprocess against in-process test registries,
+//! checking exit codes, output (text, JSON, progress with and without a terminal) and secrecy.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use ferry_testkit::registry::{OpKind, TestRegistry, TokenAuthConfig};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+/// Runs ferry with `args` (stdout and stderr piped, so not a terminal).
+async fn ferry(args: &[&str]) -> Output {
+    let child = tokio::process::Command::new(FERRY)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("FERRY_CONFIG")
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("ferry finished within two minutes")
+        .expect("ferry ran")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("ferry exited with a code")
+}
+
+fn registry_entry(reg: &TestRegistry, auth: &str) -> String {
+    format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n{auth}",
+        reg.host(),
+        reg.url()
+    )
+}
+
+fn mapping(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> String {
+    format!(
+        "  - source: \"{h}/{source}\"\n    targets: [\"{h}/{target}\"]\n    tags: {tags}\n",
+        h = reg.host()
+    )
+}
+
+/// Writes a config for `reg` and returns its path (inside `dir`).
+fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
+    let path = dir.join("mirror.yaml");
+    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn writes(reg: &TestRegistry) -> Vec<String> {
+    reg.requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && r.method != "HEAD")
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_prints_every_problem_with_file_line_col_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(
+        &path,
+        "version: 1\nconcurrency: 0\nmappings:\n  - source: docker.io/library/alpine\n",
+    )
+    .unwrap();
+    let out = ferry(&["validate", "-c", path.to_str().unwrap()]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 3, "{err}");
+    let file = path.display().to_string();
+    assert!(err.contains(&format!("{file}:2:14: concurrency:")), "{err}");
+    assert!(err.contains(&format!("{file}:4:")), "{err}");
+    assert!(err.contains("needs targets or target_group"), "{err}");
+
+    // A sync with the same config stops before any network work, with the same code.
+    let out = ferry(&["sync", "-c", path.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_copies_exits_0_and_a_rerun_is_up_to_date() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    let report = dir.path().join("report.json");
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config.to_str().unwrap(),
+        "--progress",
+        "none",
+        "--report",
+        report.to_str().unwrap(),
+    ])
+    .await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+    assert!(err.contains("1 synced, 0 up to date, 0 failed"), "{err}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(json["totals"]["images_synced"], 1);
+
+    reg.reset_stats();
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(err.contains("0 synced, 1 up to date, 0 failed"), "{err}");
+    assert!(writes(&reg).is_empty(), "{:?}", writes(&reg));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_report_on_stdout_parses_and_partial_failure_exits_1() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
+        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
+    let config = write_config(dir.path(), &registry_entry(&reg, ""), &mappings);
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--json"]).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(json["totals"]["images_synced"], 1);
+    assert_eq!(json["totals"]["mappings_failed"], 1);
+    assert_eq!(json["failed_mappings"][0]["http_status"], 404);
+
+    // Every mapping failing (and not on auth) is exit 2.
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }"),
+    );
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_shows_tags_reasons_and_bytes_and_sends_no_write() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let layer_a = vec![b'a'; 3000];
+    let layer_b = vec![b'b'; 500];
+    reg.seed_image("src/app", "v1", &[&layer_a]);
+    reg.seed_image("src/app", "v2", &[&layer_a, &layer_b]);
+    reg.seed_image("src/app", "v3-rc", &[b"rc"]);
+    // The existing target already holds layer_a (through its own v0).
+    reg.seed_image("old/app", "v0", &[&layer_a]);
+    let dir = tempfile::tempdir().unwrap();
+    let auth = "    auth: { type: basic, username: alice, password: \"plan-secret-91\" }\n";
+    let mappings = mapping(&reg, "src/app", "new/app", "{ exclude: [\"*-rc\"] }")
+        + &mapping(&reg, "src/app", "old/app", "{ exclude: [\"*-rc\"] }");
+    let config = write_config(dir.path(), &registry_entry(&reg, auth), &mappings);
+    reg.reset_stats();
+
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--dry-run", "-vv"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 0, "{stderr}");
+    assert!(stdout.contains("target repository does not exist yet"), "{stdout}");
+    assert!(stdout.contains("target lacks it"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.contains("v3-rc") && l.contains("excluded by glob \"*-rc\"")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("4 to copy"), "{stdout}");
+    assert!(writes(&reg).is_empty(), "a dry run wrote: {:?}", writes(&reg));
+    assert!(!stdout.contains("plan-secret-91") && !stderr.contains("plan-secret-91"));
+
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--dry-run", "--json"]).await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("dry run JSON");
+    assert_eq!(json["totals"]["copies"], 4);
+    assert_eq!(json["mappings"][0]["filtered_out"][0]["tag"], "v3-rc");
+    // new/app lacks every blob; old/app has layer_a, so only layer_b and the configs count.
+    let new_v2 = &json["mappings"][0]["to_copy"][1]["targets"][0];
+    let old_v2 = &json["mappings"][1]["to_copy"][1]["targets"][0];
+    let new_bytes = new_v2["bytes_missing"].as_u64().unwrap();
+    let old_bytes = old_v2["bytes_missing"].as_u64().unwrap();
+    assert_eq!(new_bytes - old_bytes, 3000, "{json:#}");
+    assert_eq!(old_v2["blobs_missing"], 2, "{json:#}");
+    assert!(writes(&reg).is_empty(), "a dry run wrote: {:?}", writes(&reg));
+    assert!(
+        reg.stats().op(OpKind::BlobHead) > 0,
+        "the existing target was asked which blobs it holds"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_basic_credentials_exit_4_and_the_password_appears_nowhere() {
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![("alice".into(), "right-password".into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let password = "wrong-Pa55word-7731";
+    let auth = format!("    auth: {{ type: basic, username: alice, password: \"{password}\" }}\n");
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, &auth),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "-vv", "--json"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 4, "{stderr}");
+    assert!(!stdout.contains(password), "password on stdout");
+    assert!(!stderr.contains(password), "password on stderr");
+    assert!(stderr.contains("authentication failed") || stdout.contains("authentication failed"));
+
+    let out = ferry(&["auth", "check", "-c", config.to_str().unwrap()]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 4, "{stdout}{stderr}");
+    assert!(stdout.contains("basic as alice"), "{stdout}");
+    assert!(!stdout.contains(password) && !stderr.contains(password));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_terminal_progress_is_plain_lines_with_no_escape_codes() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "-v"]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("prepare done=1 total=1 in_flight=0")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("sync images_done=")),
+        "{stderr}"
+    );
+    assert!(!out.stderr.contains(&0x1b), "escape code in: {stderr:?}");
+    assert!(!out.stdout.contains(&0x1b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_progress_draws_bars() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    let command = format!("{FERRY} sync -c {} --progress auto", config.display());
+    let child = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .env("TERM", "xterm")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("script finished")
+        .expect("script (util-linux) runs");
+    let screen = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{screen}");
+    assert!(out.stdout.contains(&0x1b), "no escape codes: {screen:?}");
+    assert!(screen.contains("resolving"), "{screen:?}");
+    assert!(screen.contains("1/1 mappings"), "{screen:?}");
+    assert!(!screen.contains("prepare done="), "plain lines on a terminal: {screen:?}");
+}
