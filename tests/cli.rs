@@ -109,8 +109,7 @@ async fn sync_copies_exits_0_and_a_rerun_is_up_to_date() {
     assert_eq!(code(&out), 0, "{err}");
     assert_eq!(reg.tags("dst/app"), ["v1"]);
     assert!(err.contains("1 synced, 0 up to date, 0 failed"), "{err}");
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(json["totals"]["images_synced"], 1);
 
     reg.reset_stats();
@@ -166,17 +165,33 @@ async fn dry_run_shows_tags_reasons_and_bytes_and_sends_no_write() {
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--dry-run", "-vv"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(code(&out), 0, "{stderr}");
-    assert!(stdout.contains("target repository does not exist yet"), "{stdout}");
+    assert!(
+        stdout.contains("target repository does not exist yet"),
+        "{stdout}"
+    );
     assert!(stdout.contains("target lacks it"), "{stdout}");
     assert!(
-        stdout.lines().any(|l| l.contains("v3-rc") && l.contains("excluded by glob \"*-rc\"")),
+        stdout
+            .lines()
+            .any(|l| l.contains("v3-rc") && l.contains("excluded by glob \"*-rc\"")),
         "{stdout}"
     );
     assert!(stdout.contains("4 to copy"), "{stdout}");
-    assert!(writes(&reg).is_empty(), "a dry run wrote: {:?}", writes(&reg));
+    assert!(
+        writes(&reg).is_empty(),
+        "a dry run wrote: {:?}",
+        writes(&reg)
+    );
     assert!(!stdout.contains("plan-secret-91") && !stderr.contains("plan-secret-91"));
 
-    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--dry-run", "--json"]).await;
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config.to_str().unwrap(),
+        "--dry-run",
+        "--json",
+    ])
+    .await;
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("dry run JSON");
     assert_eq!(json["totals"]["copies"], 4);
     assert_eq!(json["mappings"][0]["filtered_out"][0]["tag"], "v3-rc");
@@ -187,7 +202,11 @@ async fn dry_run_shows_tags_reasons_and_bytes_and_sends_no_write() {
     let old_bytes = old_v2["bytes_missing"].as_u64().unwrap();
     assert_eq!(new_bytes - old_bytes, 3000, "{json:#}");
     assert_eq!(old_v2["blobs_missing"], 2, "{json:#}");
-    assert!(writes(&reg).is_empty(), "a dry run wrote: {:?}", writes(&reg));
+    assert!(
+        writes(&reg).is_empty(),
+        "a dry run wrote: {:?}",
+        writes(&reg)
+    );
     assert!(
         reg.stats().op(OpKind::BlobHead) > 0,
         "the existing target was asked which blobs it holds"
@@ -221,7 +240,7 @@ async fn refused_basic_credentials_exit_4_and_the_password_appears_nowhere() {
     assert!(!stderr.contains(password), "password on stderr");
     assert!(stderr.contains("authentication failed") || stdout.contains("authentication failed"));
 
-    let out = ferry(&["auth", "check", "-c", config.to_str().unwrap()]).await;
+    let out = ferry(&["auth", "check", "-c", config.to_str().unwrap(), "-vv"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(code(&out), 4, "{stdout}{stderr}");
     assert!(stdout.contains("basic as alice"), "{stdout}");
@@ -242,7 +261,9 @@ async fn without_a_terminal_progress_is_plain_lines_with_no_escape_codes() {
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");
     assert!(
-        stderr.lines().any(|l| l.starts_with("prepare done=1 total=1 in_flight=0")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("prepare done=1 total=1 in_flight=0")),
         "{stderr}"
     );
     assert!(
@@ -279,5 +300,77 @@ async fn on_a_terminal_progress_draws_bars() {
     assert!(out.stdout.contains(&0x1b), "no escape codes: {screen:?}");
     assert!(screen.contains("resolving"), "{screen:?}");
     assert!(screen.contains("1/1 mappings"), "{screen:?}");
-    assert!(!screen.contains("prepare done="), "plain lines on a terminal: {screen:?}");
+    assert!(
+        !screen.contains("prepare done="),
+        "plain lines on a terminal: {screen:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_shows_what_the_filter_selects_and_why_the_rest_is_out() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    for tag in ["1.0.0", "1.1.0", "2.0.0", "edge", "latest"] {
+        reg.seed_image("src/app", tag, &[tag.as_bytes()]);
+    }
+    let repo = format!("{}/src/app", reg.host());
+    let out = ferry(&[
+        "tags",
+        &repo,
+        "--insecure",
+        "--semver",
+        ">=1.1",
+        "--exact",
+        "edge",
+        "--exact",
+        "nightly",
+    ])
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let selected: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("select  "))
+        .collect();
+    assert_eq!(selected, ["edge", "1.1.0", "2.0.0"], "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("skip    1.0.0") && l.contains("outside range")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("skip    latest") && l.contains("not a version")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("missing nightly")),
+        "{stdout}"
+    );
+
+    // A bad range is a usage/config error.
+    let out = ferry(&["tags", &repo, "--insecure", "--semver", "not a range"]).await;
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_moves_one_tag_to_a_registry_and_to_an_oci_layout() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("src/app", "v2", &[b"two"]);
+    let source = format!("{}/src/app:v2", reg.host());
+    let target = format!("{}/dst/app", reg.host());
+    let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(reg.tags("dst/app"), ["v2"], "only the named tag is copied");
+
+    let dir = tempfile::tempdir().unwrap();
+    let layout = format!("oci:{}", dir.path().join("layout").display());
+    let out = ferry(&["copy", &source, &layout, "--insecure", "--json"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["totals"]["images_synced"], 1);
+    let index = std::fs::read_to_string(dir.path().join("layout/index.json")).unwrap();
+    assert!(index.contains("\"v2\""), "{index}");
 }
