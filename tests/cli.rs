@@ -374,3 +374,86 @@ async fn copy_moves_one_tag_to_a_registry_and_to_an_oci_layout() {
     let index = std::fs::read_to_string(dir.path().join("layout/index.json")).unwrap();
     assert!(index.contains("\"v2\""), "{index}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_with_code_2_and_says_what_is_known() {
+    use tokio::io::AsyncBufReadExt as _;
+
+    let reg = TestRegistry::builder()
+        .repo_latency("slow/", Duration::from_secs(600))
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("slow/app", "v1", &[b"one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "slow/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    let mut child = tokio::process::Command::new(FERRY)
+        .args([
+            "sync",
+            "-c",
+            config.to_str().unwrap(),
+            "--progress",
+            "plain",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // The first plain line means the prepare phase is under way (and signals are watched).
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line.clone());
+        if line.starts_with("prepare done=0") {
+            break;
+        }
+    }
+    let kill = |pid: String| async move {
+        let status = tokio::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+    };
+    kill(pid.clone()).await;
+    // The first signal is logged; then the second ends the run.
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line.clone());
+        if line.contains("signal received") {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("signal received")),
+        "the first signal only stops new work: {seen:#?}"
+    );
+    kill(pid).await;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("ferry exited after the second signal")
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{seen:#?}");
+    // It ended there and then: no phase finished and no summary was written.
+    assert!(
+        !seen
+            .iter()
+            .any(|l| l.starts_with("prepare done=1") || l.contains(" up to date, ")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("interrupted twice") && l.contains("0/1 mappings resolved")),
+        "{seen:#?}"
+    );
+}

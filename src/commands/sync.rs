@@ -68,11 +68,19 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     let registries = Registries::new(config);
     let stop = StopSignal::default();
     let known = Arc::new(Known::default());
-    let signals = tokio::spawn(watch_signals(
-        stop.clone(),
-        Arc::clone(&known),
-        progress.clone(),
-    ));
+    // Registered before any work starts, so no signal falls back to the default action.
+    let signals = match Signals::new() {
+        Ok(signals) => Some(tokio::spawn(watch_signals(
+            signals,
+            stop.clone(),
+            Arc::clone(&known),
+            progress.clone(),
+        ))),
+        Err(e) => {
+            tracing::warn!("cannot watch for SIGINT/SIGTERM: {e}");
+            None
+        }
+    };
 
     let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
     let _ = known.tracker.set(Arc::clone(&tracker));
@@ -106,7 +114,9 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         emit(options, progress, json, || {});
         exit::for_report(&report)
     };
-    signals.abort();
+    if let Some(task) = signals {
+        task.abort();
+    }
     code
 }
 
@@ -141,14 +151,12 @@ fn emit(
 }
 
 /// First SIGINT/SIGTERM: stop starting work. Second: print what is known and exit 2.
-async fn watch_signals(stop: StopSignal, known: Arc<Known>, progress: Progress) {
-    let mut signals = match Signals::new() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!("cannot watch for SIGINT/SIGTERM: {e}");
-            return;
-        }
-    };
+async fn watch_signals(
+    mut signals: Signals,
+    stop: StopSignal,
+    known: Arc<Known>,
+    progress: Progress,
+) {
     signals.next().await;
     stop.stop();
     tracing::warn!(
