@@ -1,0 +1,195 @@
+//! What one sync costs: the registry access logs read with response sizes (requests by kind,
+//! blob bytes served), and the syncing process's wall time and peak RSS from `/usr/bin/time`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use ferry_testkit::distribution::{HARNESS_USER_AGENT, RealRegistry};
+
+/// The GNU time binary (Debian package `time`); `scripts/bench` installs it when missing.
+pub const TIME_BINARY: &str = "/usr/bin/time";
+
+/// One access-log line with the response size the registry wrote.
+#[derive(Debug, Clone)]
+pub struct LoggedRequest {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub bytes: u64,
+}
+
+/// Parses `HOST - - [TIME] "METHOD PATH PROTO" STATUS BYTES "REFERER" "USER-AGENT"`; `None` for
+/// other lines and for the harness's own requests.
+fn parse_line(line: &str) -> Option<LoggedRequest> {
+    let (_, after_open) = line.split_once('"')?;
+    let (request_line, rest) = after_open.split_once('"')?;
+    let mut request = request_line.split(' ');
+    let method = request.next()?.to_owned();
+    let path = request.next()?.to_owned();
+    let mut fields = rest.split_whitespace();
+    let status = fields.next()?.parse().ok()?;
+    let bytes = fields.next()?.parse().unwrap_or(0);
+    let user_agent = rest.split('"').nth(3)?;
+    if user_agent == HARNESS_USER_AGENT {
+        return None;
+    }
+    Some(LoggedRequest {
+        method,
+        path,
+        status,
+        bytes,
+    })
+}
+
+/// Every client request the registry has logged so far (flushed: the harness waits for a
+/// marker request to appear first).
+pub async fn requests(registry: &RealRegistry) -> Result<Vec<LoggedRequest>, String> {
+    registry
+        .access_log()
+        .await
+        .map_err(|e| format!("reading the access log of {}: {e}", registry.host()))?;
+    let text = std::fs::read_to_string(registry.access_log_path())
+        .map_err(|e| format!("reading {}: {e}", registry.access_log_path().display()))?;
+    Ok(text.lines().filter_map(parse_line).collect())
+}
+
+/// What kind of API call a logged request was, for the breakdown tables.
+pub fn kind(request: &LoggedRequest) -> &'static str {
+    let path = request.path.split('?').next().unwrap_or("");
+    let query = request.path.split_once('?').map_or("", |(_, q)| q);
+    match request.method.as_str() {
+        _ if path == "/v2/" || path == "/v2" => "ping /v2/",
+        "GET" if path.ends_with("/tags/list") => "tag list",
+        "HEAD" if path.contains("/manifests/") => "manifest HEAD",
+        "GET" if path.contains("/manifests/") => "manifest GET",
+        "PUT" if path.contains("/manifests/") => "manifest PUT",
+        "HEAD" if path.contains("/blobs/uploads/") => "upload status",
+        "GET" if path.contains("/blobs/uploads/") => "upload status",
+        "HEAD" if path.contains("/blobs/") => "blob HEAD",
+        "GET" if path.contains("/blobs/") => "blob GET",
+        "POST" if query.contains("mount=") => "mount POST",
+        "POST" if path.contains("/blobs/uploads/") => "upload POST",
+        "PATCH" => "upload PATCH",
+        "PUT" if path.contains("/blobs/uploads/") => "upload PUT",
+        _ => "other",
+    }
+}
+
+/// Requests of one phase, by kind, with the blob bytes served.
+#[derive(Debug, Clone, Default)]
+pub struct Traffic {
+    pub requests: u64,
+    pub blob_bytes: u64,
+    pub by_kind: BTreeMap<&'static str, u64>,
+    /// Requests answered with a status of 400 or above other than 404 (an ordinary "not there").
+    pub errors: u64,
+}
+
+impl Traffic {
+    pub fn of(requests: &[LoggedRequest]) -> Traffic {
+        let mut traffic = Traffic::default();
+        for request in requests {
+            let kind = kind(request);
+            traffic.requests += 1;
+            *traffic.by_kind.entry(kind).or_default() += 1;
+            if kind == "blob GET" && matches!(request.status, 200 | 206) {
+                traffic.blob_bytes += request.bytes;
+            }
+            if request.status >= 400 && request.status != 404 {
+                traffic.errors += 1;
+            }
+        }
+        traffic
+    }
+}
+
+/// How a measured process ended and what it cost.
+#[derive(Debug, Clone)]
+pub struct ProcessCost {
+    pub wall: Duration,
+    pub peak_rss_kib: u64,
+}
+
+/// Runs `program args…` under `/usr/bin/time -f %M`, its output to `log`. Fails with the
+/// output's tail when it exits non-zero.
+pub async fn run_measured(
+    program: &str,
+    args: &[String],
+    envs: &[(String, String)],
+    log: &Path,
+) -> Result<ProcessCost, String> {
+    let rss_file = log.with_extension("rss");
+    let out = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("cloning {}: {e}", log.display()))?;
+    let mut command = tokio::process::Command::new(TIME_BINARY);
+    command
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&rss_file)
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    let started = Instant::now();
+    let status = command
+        .status()
+        .await
+        .map_err(|e| format!("running {TIME_BINARY} {program}: {e}"))?;
+    let wall = started.elapsed();
+    let output = std::fs::read_to_string(log).unwrap_or_default();
+    if !status.success() {
+        let tail: Vec<&str> = output.lines().rev().take(30).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "{program} {} exited with {status}; output ends:\n{}",
+            args.join(" "),
+            tail.join("\n")
+        ));
+    }
+    let rss_text = std::fs::read_to_string(&rss_file)
+        .map_err(|e| format!("reading {}: {e}", rss_file.display()))?;
+    let peak_rss_kib = rss_text
+        .lines()
+        .rev()
+        .find_map(|line| line.trim().parse().ok())
+        .ok_or_else(|| format!("{} holds no RSS figure: {rss_text:?}", rss_file.display()))?;
+    Ok(ProcessCost { wall, peak_rss_kib })
+}
+
+/// The first line a command prints, for the versions table.
+pub fn version_of(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_else(|| format!("{program}: not runnable"))
+}
+
+/// The middle value (the lower middle for an even count).
+pub fn median<T: PartialOrd + Copy>(values: &[T]) -> Option<T> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    sorted.get((sorted.len().saturating_sub(1)) / 2).copied()
+}
