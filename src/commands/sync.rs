@@ -105,7 +105,8 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     } else {
         let counters = Arc::new(SyncProgress::for_plan(&plan));
         let _ = known.sync.set(Arc::clone(&counters));
-        let engine_options = EngineOptions::from_settings(&config.engine);
+        let mut engine_options = EngineOptions::from_settings(&config.engine);
+        engine_options.progress = Arc::clone(&counters);
         let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
         let report = engine::sync(&plan, &registries, &engine_options, &stop).await;
         watch.finish().await;

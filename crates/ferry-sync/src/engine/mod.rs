@@ -33,6 +33,8 @@ pub struct EngineOptions {
     pub images_in_flight: usize,
     pub blobs_in_flight: usize,
     pub shape: UploadShape,
+    /// Counters the CLI's progress display reads.
+    pub progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl EngineOptions {
@@ -44,6 +46,7 @@ impl EngineOptions {
                 chunk_size: s.chunk_size.max(1),
                 monolithic_limit: s.monolithic_limit,
             },
+            progress: Arc::default(),
         }
     }
 }
@@ -220,6 +223,7 @@ pub async fn sync(
             }
         })
         .buffer_unordered(options.images_in_flight)
+        .inspect(|done| options.progress.images_done(done.len() as u64))
         .collect()
         .await;
     images.extend(outcomes.into_iter().flatten());

@@ -23,6 +23,7 @@ struct State {
     done: usize,
     in_flight: BTreeMap<usize, (String, Instant)>,
     events: Vec<TrackerEvent>,
+    durations: Vec<(usize, Duration)>,
 }
 
 /// What the prepare phase is doing now.
@@ -53,6 +54,7 @@ impl PrepareTracker {
                 done: 0,
                 in_flight: BTreeMap::new(),
                 events: Vec::new(),
+                durations: Vec::new(),
             }),
         }
     }
@@ -81,7 +83,9 @@ impl PrepareTracker {
     pub fn finished(&self, index: usize) {
         let mut s = self.lock();
         s.done += 1;
-        s.in_flight.remove(&index);
+        if let Some((_, since)) = s.in_flight.remove(&index) {
+            s.durations.push((index, since.elapsed()));
+        }
         Self::record(&mut s);
     }
 
@@ -99,6 +103,11 @@ impl PrepareTracker {
                 .map(|(name, since)| (name.clone(), now.duration_since(*since))),
             elapsed: now.duration_since(self.start),
         }
+    }
+
+    /// How long each finished mapping took, by index.
+    pub fn durations(&self) -> Vec<(usize, Duration)> {
+        self.lock().durations.clone()
     }
 
     /// Every state change so far.

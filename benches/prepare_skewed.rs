@@ -1,0 +1,93 @@
+//! Benchmark: the prepare phase over a skewed registry (a deep, slow repository placed every
+//! eighth mapping among shallow ones), at concurrency 1, 8, 16 and 32, in real time.
+//!
+//! Prints the wall time and its ratio to the lower bound max(longest mapping, total work /
+//! concurrency), where the work of each mapping is measured in the serial run. An ordered queue
+//! shows here as a ratio far above 1 (the head holds the window); a window that refills on
+//! completion stays near 1. Run: `cargo bench --bench prepare_skewed`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_sync::config;
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::registries::Registries;
+use ferry_testkit::registry::{OCI_MANIFEST, TestRegistry};
+
+const MAPPINGS: usize = 95;
+const DEEP_EVERY: usize = 8;
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let reg = TestRegistry::builder()
+        .page_size(5)
+        .repo_latency("deep/", Duration::from_millis(40))
+        .repo_latency("shallow/", Duration::from_millis(4))
+        .start()
+        .await
+        .expect("test registry starts");
+    let mut yaml = String::new();
+    for i in 0..MAPPINGS {
+        let (repo, tags) = if i % DEEP_EVERY == 0 {
+            (format!("deep/r{i}"), 40)
+        } else {
+            (format!("shallow/r{i}"), 2)
+        };
+        let digest = reg.seed_image(&repo, "t0", &[format!("layer {i}").as_bytes()]);
+        let (_, bytes) = reg.manifest(&repo, &digest).expect("seeded");
+        for t in 1..tags {
+            reg.seed_manifest(&repo, &format!("t{t}"), OCI_MANIFEST, &bytes);
+        }
+        yaml.push_str(&format!(
+            "  - source: \"{h}/{repo}\"\n    targets: [\"{h}/mirror/r{i}\"]\n    tags: {{ include: [\"*\"] }}\n",
+            h = reg.host()
+        ));
+    }
+
+    println!(
+        "prepare phase, skewed registry: {MAPPINGS} mappings, a deep repository (40 tags in 8 pages, 40 ms a request) every {DEEP_EVERY}th, the rest shallow (2 tags, 4 ms a request)"
+    );
+    println!();
+    println!("| concurrency | wall time | lower bound | ratio |");
+    println!("|---:|---:|---:|---:|");
+    let mut work: Vec<Duration> = Vec::new();
+    for concurrency in [1usize, 8, 16, 32] {
+        let text = format!(
+            "version: 1\nconcurrency: {concurrency}\nregistries:\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 64\nmappings:\n{yaml}",
+            reg.host(),
+            reg.url()
+        );
+        let cfg = config::parse(&text, Path::new("bench.yaml"), &|_| None).expect("config");
+        let registries = Registries::new(&cfg);
+        let mut options = PrepareOptions::from_config(&cfg);
+        options.watch_interval = None;
+        // Warm the AIMD window so it is not what limits the run.
+        let _ = resolve_all(
+            &cfg,
+            &registries,
+            &options,
+            Arc::new(PrepareTracker::new(MAPPINGS)),
+        )
+        .await;
+        let tracker = Arc::new(PrepareTracker::new(MAPPINGS));
+        let start = Instant::now();
+        let plan = resolve_all(&cfg, &registries, &options, Arc::clone(&tracker)).await;
+        let wall = start.elapsed();
+        assert_eq!(plan.failed().count(), 0, "every mapping resolves");
+        if concurrency == 1 {
+            let mut d = tracker.durations();
+            d.sort_by_key(|(i, _)| *i);
+            work = d.into_iter().map(|(_, t)| t).collect();
+        }
+        let total: Duration = work.iter().sum();
+        let longest = work.iter().max().copied().unwrap_or_default();
+        let bound = longest.max(total / concurrency as u32);
+        println!(
+            "| {concurrency} | {:.2} s | {:.2} s | {:.2} |",
+            wall.as_secs_f64(),
+            bound.as_secs_f64(),
+            wall.as_secs_f64() / bound.as_secs_f64()
+        );
+    }
+}
