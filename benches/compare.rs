@@ -4,7 +4,10 @@
 //!
 //! Options (after `--`): `--runs N` (default 3), `--shapes a,b`, `--tools ferry,skopeo`,
 //! `--memory-mib M` (default 1024, 0 skips it), `--write-doc` (update docs/performance.md).
-//! `FERRY_BIN` names another ferry binary than the one cargo built with this bench.
+//! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
+//! `FERRY_BENCH_ENGINE` (e.g. `blobs_in_flight: 4`) adds engine settings to ferry's config, for
+//! investigations only (the documented figures use ferry's defaults);
+//! `FERRY_BENCH_KEEP=1` keeps the work directories (configs, process output).
 
 #[path = "compare/corpus.rs"]
 mod corpus;
@@ -157,6 +160,9 @@ fn target_repository(source_repository: &str) -> String {
     format!("{MIRROR_PREFIX}/{base}")
 }
 
+/// A program, its arguments, and extra environment variables.
+type Invocation = (String, Vec<String>, Vec<(String, String)>);
+
 struct SyncJob<'a> {
     tool: Tool,
     source: &'a RealRegistry,
@@ -168,10 +174,15 @@ struct SyncJob<'a> {
 }
 
 impl SyncJob<'_> {
-    fn command(&self) -> Result<(String, Vec<String>, Vec<(String, String)>), String> {
+    fn command(&self) -> Result<Invocation, String> {
         match self.tool {
             Tool::Ferry => {
-                let mut yaml = String::from("version: 1\nregistries:\n");
+                let engine = std::env::var("FERRY_BENCH_ENGINE").unwrap_or_default();
+                let mut yaml = if engine.is_empty() {
+                    String::from("version: 1\nregistries:\n")
+                } else {
+                    format!("version: 1\nengine: {{ {engine} }}\nregistries:\n")
+                };
                 for registry in [self.source, self.target] {
                     yaml.push_str(&format!(
                         "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 16\n",
