@@ -12,6 +12,7 @@ pub mod link;
 pub mod media;
 pub mod operation;
 pub mod ops;
+pub mod pacer;
 pub mod quirks;
 pub mod reference;
 pub mod retry;

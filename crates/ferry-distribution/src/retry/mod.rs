@@ -231,6 +231,7 @@ where
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
                 gate.window(op).on_success();
+                gate.pacer.on_success();
                 return Ok(value);
             }
             Ok(Err(failure)) => failure,
@@ -322,6 +323,12 @@ fn record(gate: &RegistryGate, op: Operation, failure: &Failure) {
     if classify::is_throttle(failure) {
         gate.stats.throttled();
         gate.window(op).on_throttle();
+        let retry_after = match failure {
+            Failure::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        };
+        gate.pacer
+            .on_throttle(retry_after, gate.policy.retry_after_cap);
     }
     match failure {
         Failure::Status { status, .. } if *status >= 500 => gate.stats.server_error(),
