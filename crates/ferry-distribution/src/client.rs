@@ -325,6 +325,7 @@ impl RegistryClient {
             .send()
             .await
             .map_err(|e| Failure::from_transport(&e))?;
+        self.observe(&response);
         if response.status() == StatusCode::UNAUTHORIZED {
             let challenges = challenges_of(&response);
             if !challenges.is_empty() {
@@ -348,10 +349,19 @@ impl RegistryClient {
         if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }
-        request
+        let response = request
             .send()
             .await
-            .map_err(|e| Failure::from_transport(&e))
+            .map_err(|e| Failure::from_transport(&e))?;
+        self.observe(&response);
+        Ok(response)
+    }
+
+    /// Feeds what every answer says about the registry's quota to its pacer.
+    fn observe(&self, response: &Response) {
+        if let Some((remaining, limit)) = crate::pacer::quota_headers(response.headers()) {
+            self.inner.gate.pacer.observe_quota(remaining, limit);
+        }
     }
 
     /// Runs one operation through the one retry shape, with a fresh budget from the registry's

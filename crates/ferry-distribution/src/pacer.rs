@@ -167,15 +167,75 @@ impl Pacer {
         tracing::debug!(registry = %self.registry, rate, "pacing after a throttle");
     }
 
+    /// A quota the registry reported (`ratelimit-remaining: 12;w=21600` with
+    /// `ratelimit-limit: 100;w=21600`, as Docker Hub sends). Below a tenth of the quota, requests
+    /// are paced so the rest is not spent in one burst: slowing down before the 429, not after.
+    pub fn observe_quota(&self, remaining: u64, limit: u64) {
+        if self.configured || limit == 0 || remaining * 10 >= limit {
+            return;
+        }
+        let rate = (remaining as f64 / 10.0).max(0.5);
+        let mut s = self.lock();
+        let slower = s.bucket.as_ref().is_none_or(|b| b.rate > rate);
+        if slower {
+            tracing::info!(registry = %self.registry, remaining, limit, rate, "quota running low: pacing");
+            s.bucket = Some(Bucket::new(rate, Instant::now()));
+        }
+    }
+
     /// The rate in force, if any.
     pub fn rate(&self) -> Option<f64> {
         self.lock().bucket.as_ref().map(|b| b.rate)
     }
 }
 
+/// Reads `ratelimit-remaining` and `ratelimit-limit` (`<n>;w=<seconds>`), when both are there.
+pub fn quota_headers(headers: &reqwest::header::HeaderMap) -> Option<(u64, u64)> {
+    let read = |name: &str| {
+        headers
+            .get(name)?
+            .to_str()
+            .ok()?
+            .split(';')
+            .next()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    Some((read("ratelimit-remaining")?, read("ratelimit-limit")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_docker_hub_quota_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("ratelimit-limit", "100;w=21600".parse().unwrap());
+        h.insert("ratelimit-remaining", "7;w=21600".parse().unwrap());
+        assert_eq!(quota_headers(&h), Some((7, 100)));
+        h.insert("ratelimit-remaining", "junk".parse().unwrap());
+        assert_eq!(quota_headers(&h), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_low_quota_slows_requests_before_any_429() {
+        let p = Pacer::new("r", None);
+        p.observe_quota(50, 100);
+        assert_eq!(p.rate(), None, "plenty left: no pacing");
+        p.observe_quota(8, 100);
+        assert_eq!(p.rate(), Some(0.8));
+        let start = Instant::now();
+        for _ in 0..3 {
+            p.admit().await;
+        }
+        assert!(
+            start.elapsed() >= Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_configured_rate_spaces_requests_after_the_burst() {
