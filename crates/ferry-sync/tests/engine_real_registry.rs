@@ -1,0 +1,138 @@
+//! The sync engine between two REAL distribution registries (Debian's docker-registry on
+//! loopback): a multi-arch image and a plain one land byte-identical, the target serves them by
+//! digest, shared blobs are mounted, and a warm re-run writes nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
+use ferry_sync::config;
+use ferry_sync::engine::{EngineOptions, StopSignal, sync};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::registries::Registries;
+use ferry_sync::report::SyncReport;
+use ferry_testkit::distribution::RealRegistry;
+
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+async fn push_blob(c: &RegistryClient, repo: &str, bytes: &[u8]) -> (Digest, usize) {
+    let d = Digest::of_bytes(Algorithm::Sha256, bytes);
+    c.push_blob_bytes(repo, &d, Bytes::copy_from_slice(bytes)).await.unwrap();
+    (d, bytes.len())
+}
+
+async fn push_manifest(c: &RegistryClient, repo: &str, reference: &str, media_type: &str, json: serde_json::Value) -> Manifest {
+    let bytes = Bytes::from(serde_json::to_vec(&json).unwrap());
+    let m = Manifest {
+        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
+        bytes,
+        media_type: media_type.to_owned(),
+    };
+    c.put_manifest(repo, reference, &m).await.unwrap();
+    m
+}
+
+/// An image manifest over a shared base layer and a layer of its own.
+async fn push_image(c: &RegistryClient, repo: &str, tag: &str, base: &[u8], own: &[u8]) -> Manifest {
+    let (cfg, cfg_len) = push_blob(c, repo, format!("{{\"architecture\":\"{tag}\"}}").as_bytes()).await;
+    let (b, b_len) = push_blob(c, repo, base).await;
+    let (o, o_len) = push_blob(c, repo, own).await;
+    push_manifest(c, repo, tag, media::OCI_MANIFEST, serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg.to_string(), "size": cfg_len},
+        "layers": [
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": b.to_string(), "size": b_len},
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": o.to_string(), "size": o_len},
+        ]
+    })).await
+}
+
+async fn run(text: &str) -> SyncReport {
+    let cfg = config::parse(text, Path::new("real.yaml"), &|_| None).expect("config");
+    let registries = Registries::new(&cfg);
+    let mut prepare = PrepareOptions::from_config(&cfg);
+    prepare.watch_interval = None;
+    let plan = resolve_all(&cfg, &registries, &prepare, Arc::new(PrepareTracker::new(cfg.mappings.len()))).await;
+    sync(&plan, &registries, &EngineOptions::from_settings(&cfg.engine), &StopSignal::default()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_nothing() {
+    let Some(src) = RealRegistry::start_for_test().await.expect("source registry") else {
+        return;
+    };
+    let Some(dst) = RealRegistry::start_for_test().await.expect("target registry") else {
+        return;
+    };
+    let c = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
+    let base = noise(1, 600_000);
+    let amd = push_image(&c, "lib/app", "1.0-amd64", &base, &noise(2, 300_000)).await;
+    let arm = push_image(&c, "lib/app", "1.0-arm64", &base, &noise(3, 300_000)).await;
+    let index = push_manifest(&c, "lib/app", "1.0", media::OCI_INDEX, serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_INDEX,
+        "manifests": [
+            {"mediaType": media::OCI_MANIFEST, "digest": amd.digest.to_string(), "size": amd.bytes.len(), "platform": {"os": "linux", "architecture": "amd64"}},
+            {"mediaType": media::OCI_MANIFEST, "digest": arm.digest.to_string(), "size": arm.bytes.len(), "platform": {"os": "linux", "architecture": "arm64"}},
+        ]
+    })).await;
+    push_image(&c, "lib/tool", "2", &base, &noise(4, 1000)).await;
+
+    let text = format!(
+        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n  - host: \"{s}\"\n    url: \"{su}\"\n    insecure: true\n  - host: \"{d}\"\n    url: \"{du}\"\n    insecure: true\nmappings:\n  - source: \"{s}/lib/app\"\n    targets: [\"{d}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"{s}/lib/tool\"\n    targets: [\"{d}/mirror/tool\"]\n    tags: {{ include: [\"*\"] }}\n",
+        s = src.host(),
+        su = src.url(),
+        d = dst.host(),
+        du = dst.url()
+    );
+    let cold = run(&text).await;
+    assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
+    assert_eq!(cold.totals.images_synced, 4);
+    // The shared base went up once and was mounted into the second repository.
+    assert_eq!(cold.totals.blobs_mounted, 1, "{}", cold.render_text());
+
+    // The target serves the same bytes under the same digests.
+    let t = RegistryClient::new(RegistryOptions::insecure_at(&dst.url())).unwrap();
+    let got = t.get_manifest("mirror/app", "1.0").await.unwrap();
+    assert_eq!(got.digest, index.digest);
+    assert_eq!(got.bytes, index.bytes);
+    for child in [&amd, &arm] {
+        let m = t.get_manifest("mirror/app", &child.digest.to_string()).await.unwrap();
+        assert_eq!(m.bytes, child.bytes);
+        let v: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+        for layer in v["layers"].as_array().unwrap() {
+            let d = Digest::parse(layer["digest"].as_str().unwrap()).unwrap();
+            let size = t.head_blob("mirror/app", &d).await.unwrap();
+            assert_eq!(size, layer["size"].as_u64(), "{d}");
+        }
+    }
+    // A chunked upload was used for the large base layer (PATCH seen by the real registry).
+    let log = dst.access_log().await.unwrap();
+    assert!(log.count("PATCH", "/v2/mirror/") > 0);
+
+    // Warm: nothing changed, nothing written.
+    let before = dst.access_log().await.unwrap();
+    let warm = run(&text).await;
+    assert_eq!(warm.totals.images_up_to_date, 4, "{}", warm.render_text());
+    let after = dst.access_log().await.unwrap();
+    for method in ["PUT", "POST", "PATCH", "DELETE"] {
+        assert_eq!(
+            after.count(method, "/v2/") - before.count(method, "/v2/"),
+            0,
+            "a warm re-run sent {method}"
+        );
+    }
+}
