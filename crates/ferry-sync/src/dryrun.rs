@@ -194,7 +194,8 @@ impl DryRun {
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
         let mut out = DryRun::from_plan(plan);
         let checker = BlobChecker::new(registries);
-        let jobs: Vec<(usize, usize, &str, &str, &ImagePlan)> = plan
+        type Job<'a> = (usize, usize, &'a str, &'a str, &'a [String], &'a ImagePlan);
+        let jobs: Vec<Job<'_>> = plan
             .mappings
             .iter()
             .enumerate()
@@ -205,15 +206,26 @@ impl DryRun {
                     .filter(|i| i.is_stale_anywhere())
                     .enumerate()
                     .map(move |(ii, image)| {
-                        (mi, ii, r.registry.as_str(), r.repository.as_str(), image)
+                        let platforms = r.platforms.as_slice();
+                        (
+                            mi,
+                            ii,
+                            r.registry.as_str(),
+                            r.repository.as_str(),
+                            platforms,
+                            image,
+                        )
                     })
             })
             .collect();
         let measured: Vec<(usize, usize, Result<Vec<TargetSize>, String>)> =
             futures::stream::iter(jobs)
-                .map(|(mi, ii, host, repo, image)| {
+                .map(|(mi, ii, host, repo, platforms, image)| {
                     let checker = &checker;
-                    async move { (mi, ii, checker.measure_image(host, repo, image).await) }
+                    async move {
+                        let sizes = checker.measure_image(host, repo, platforms, image).await;
+                        (mi, ii, sizes)
+                    }
                 })
                 .buffer_unordered(IMAGES_AT_ONCE)
                 .collect()
@@ -357,6 +369,7 @@ impl<'a> BlobChecker<'a> {
         &self,
         host: &str,
         repository: &str,
+        platforms: &[String],
         image: &ImagePlan,
     ) -> Result<Vec<TargetSize>, String> {
         let source = self
@@ -364,7 +377,7 @@ impl<'a> BlobChecker<'a> {
             .client(host)
             .await
             .map_err(|e| e.to_string())?;
-        let graph = fetch_graph(&source, repository, &image.digest)
+        let graph = fetch_graph(&source, repository, &image.source_digest, platforms)
             .await
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();

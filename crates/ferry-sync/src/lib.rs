@@ -7,6 +7,7 @@ pub mod engine;
 pub mod filter;
 pub mod layout;
 pub mod plan;
+pub mod platform;
 pub mod prepare;
 pub mod progress;
 pub mod registries;

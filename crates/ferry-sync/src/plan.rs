@@ -44,7 +44,11 @@ pub struct ResolvedMapping {
 pub struct ImagePlan {
     /// `None` for a digest pin.
     pub tag: Option<String>,
+    /// What the target must hold: the source's digest, or the filtered index's when a platform
+    /// filter rewrites it.
     pub digest: Digest,
+    /// What is read from the source.
+    pub source_digest: Digest,
     pub media_type: String,
     pub targets: Vec<TargetPlan>,
 }

@@ -288,3 +288,56 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
     }
     let _ = Duration::ZERO;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_platform_filter_copies_only_those_platforms_and_a_rerun_sees_them_up_to_date() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let index = seed_multi_arch(&src, "lib/app", "1.0", b"base");
+    let (_, original) = src.manifest("lib/app", &index).unwrap();
+    let children: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    let amd = children["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let arm = children["manifests"][1]["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mappings = format!(
+        "  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\"]\n    tags: {{ exact: [\"1.0\"] }}\n    platforms: [\"{}\"]\n",
+        src.host(),
+        dst.host(),
+        children["manifests"][0]["platform"]["os"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+            + "/"
+            + children["manifests"][0]["platform"]["architecture"]
+                .as_str()
+                .unwrap()
+    );
+    let cfg = config(&[&src, &dst], &mappings, "images_in_flight: 2");
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    let (_, copied) = dst.manifest("m/app", "1.0").expect("tagged");
+    assert_ne!(copied, original, "the index was rewritten");
+    let v: serde_json::Value = serde_json::from_slice(&copied).unwrap();
+    assert_eq!(v["manifests"].as_array().unwrap().len(), 1);
+    assert_eq!(v["manifests"][0]["digest"].as_str(), Some(amd.as_str()));
+    assert!(dst.manifest("m/app", &amd).is_some());
+    assert!(
+        dst.manifest("m/app", &arm).is_none(),
+        "the other platform stays behind"
+    );
+    // The report names the digest the target now holds.
+    assert_eq!(
+        report.images[0].digest,
+        ferry_testkit::registry::sha256_digest(&copied)
+    );
+
+    dst.reset_stats();
+    let warm = run(&cfg).await;
+    assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
+    assert_eq!(write_ops(&dst), 0);
+}

@@ -36,18 +36,27 @@ impl ImageGraph {
     }
 }
 
-/// Fetches the manifest named by `digest` and everything under it.
+/// Fetches the manifest named by `digest` and everything under it. With `platforms`, an index
+/// root keeps only those platforms' children (and becomes a new index, see [`crate::platform`]).
 pub async fn fetch_graph(
     client: &RegistryClient,
     repository: &str,
     digest: &Digest,
+    platforms: &[String],
 ) -> Result<ImageGraph, Error> {
     let mut graph = ImageGraph {
         manifests: Vec::new(),
         blobs: Vec::new(),
     };
     let mut seen = std::collections::HashSet::new();
-    walk(client, repository, digest, 0, &mut graph, &mut seen).await?;
+    seen.insert(digest.clone());
+    let root = client.get_manifest(repository, &digest.to_string()).await?;
+    let root = match crate::platform::filter_index(&root, platforms) {
+        Ok(Some(filtered)) => filtered,
+        Ok(None) => root,
+        Err(message) => return Err(invalid(client, repository, message)),
+    };
+    expand(client, repository, root, 0, &mut graph, &mut seen).await?;
     Ok(graph)
 }
 
@@ -80,6 +89,20 @@ fn walk<'a>(
             return Ok(());
         }
         let manifest = client.get_manifest(repository, &digest.to_string()).await?;
+        expand(client, repository, manifest, depth, graph, seen).await
+    })
+}
+
+/// Walks what `manifest` references, then records it (children before parents).
+fn expand<'a>(
+    client: &'a RegistryClient,
+    repository: &'a str,
+    manifest: Manifest,
+    depth: usize,
+    graph: &'a mut ImageGraph,
+    seen: &'a mut std::collections::HashSet<Digest>,
+) -> futures::future::BoxFuture<'a, Result<(), Error>> {
+    Box::pin(async move {
         match references(&manifest) {
             Ok(Refs::Children(children)) => {
                 for child in children {

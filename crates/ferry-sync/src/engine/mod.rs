@@ -71,6 +71,7 @@ struct Work<'a> {
     source: RegistryClient,
     repository: String,
     image: &'a ImagePlan,
+    platforms: &'a [String],
     targets: Vec<(Target, TargetState)>,
 }
 
@@ -123,6 +124,7 @@ pub async fn sync(
                     source,
                     repository: resolved.repository.clone(),
                     image,
+                    platforms: &resolved.platforms,
                     targets: stale,
                 }),
                 Err(e) => {
@@ -310,19 +312,20 @@ async fn fetch_graphs(
     work: &[Work<'_>],
     options: &EngineOptions,
 ) -> HashMap<GraphKey, Result<ImageGraph, Error>> {
-    let mut unique: HashMap<GraphKey, (RegistryClient, String, Digest)> = HashMap::new();
+    let mut unique: HashMap<GraphKey, (RegistryClient, String, Digest, &[String])> = HashMap::new();
     for w in work {
         unique.entry(graph_key(w)).or_insert_with(|| {
             (
                 w.source.clone(),
                 w.repository.clone(),
-                w.image.digest.clone(),
+                w.image.source_digest.clone(),
+                w.platforms,
             )
         });
     }
     futures::stream::iter(unique)
-        .map(|(key, (client, repo, digest))| async move {
-            let g = fetch_graph(&client, &repo, &digest).await;
+        .map(|(key, (client, repo, digest, platforms))| async move {
+            let g = fetch_graph(&client, &repo, &digest, platforms).await;
             (key, g)
         })
         .buffer_unordered(options.images_in_flight)

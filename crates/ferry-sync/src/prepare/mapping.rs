@@ -49,14 +49,35 @@ pub async fn resolve_mapping(
         wanted.push((None, d.clone()));
     }
 
+    let platforms = &mapping.platforms;
     let heads: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
         .map(|(tag, reference)| {
             let client = client.clone();
             async move {
-                let info = client.head_manifest(repo, &reference).await?;
-                Ok(info.map(|info| ImagePlan {
+                let Some(info) = client.head_manifest(repo, &reference).await? else {
+                    return Ok(None);
+                };
+                // A platform filter rewrites an index: the target must hold the rewritten one.
+                let mut digest = info.digest.clone();
+                if !platforms.is_empty() && ferry_distribution::media::is_index(&info.media_type) {
+                    let index = client.get_manifest(repo, &info.digest.to_string()).await?;
+                    let filtered =
+                        crate::platform::filter_index(&index, platforms).map_err(|e| {
+                            Error::new(
+                                client.host(),
+                                Some(repo),
+                                Operation::ManifestGet,
+                                ErrorKind::InvalidResponse(e),
+                            )
+                        })?;
+                    if let Some(f) = filtered {
+                        digest = f.digest;
+                    }
+                }
+                Ok(Some(ImagePlan {
                     tag,
-                    digest: info.digest,
+                    digest,
+                    source_digest: info.digest,
                     media_type: info.media_type,
                     targets: Vec::new(),
                 }))
