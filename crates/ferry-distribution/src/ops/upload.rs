@@ -248,5 +248,7 @@ fn next_offset(response: &reqwest::Response) -> u64 {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().trim_start_matches("bytes=").split_once('-'))
         .and_then(|(_, end)| end.trim().parse::<u64>().ok())
-        .map_or(0, |end| end + 1)
+        // `0-0` is what distribution answers for an empty session as well as for one byte:
+        // read it as empty (a replay of one byte is refused with 416, never doubled).
+        .map_or(0, |end| if end == 0 { 0 } else { end + 1 })
 }
