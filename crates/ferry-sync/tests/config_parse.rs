@@ -164,7 +164,7 @@ fn minimal_config_takes_defaults() {
     assert_eq!(config.engine.chunk_size, 8 << 20);
     assert_eq!(config.engine.monolithic_limit, 16 << 20);
     let m = &config.mappings[0];
-    assert!(!m.referrers);
+    assert!(m.referrers, "referrers are copied by default");
     assert!(m.platforms.is_empty());
     let listed: Vec<String> = vec!["a".into(), "1.0".into()];
     assert_eq!(m.tags.select(&listed).selected.len(), 2);

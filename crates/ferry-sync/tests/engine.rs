@@ -341,3 +341,53 @@ async fn a_platform_filter_copies_only_those_platforms_and_a_rerun_sees_them_up_
     assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
     assert_eq!(write_ops(&dst), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
+    let src = TestRegistry::builder()
+        .referrers_api(false)
+        .start()
+        .await
+        .unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let image = src.seed_image("lib/app", "1", &[b"app layer"]);
+    let hex = image.trim_start_matches("sha256:");
+    // cosign's legacy signature tag, and the referrers tag schema's index of an attestation.
+    src.seed_image(
+        "lib/app",
+        &format!("sha256-{hex}.sig"),
+        &[b"signature payload"],
+    );
+    let attestation = src.seed_image("lib/app", "attestation-tmp", &[b"sbom payload"]);
+    src.seed_index("lib/app", &format!("sha256-{hex}"), &[attestation.clone()]);
+    src.seed_image("lib/app", "2", &[b"not selected"]);
+
+    let mapping = |referrers: bool| {
+        format!(
+            "  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\"]\n    tags: {{ exact: [\"1\"] }}\n    referrers: {referrers}\n",
+            src.host(),
+            dst.host()
+        )
+    };
+    let off = config(&[&src, &dst], &mapping(false), "images_in_flight: 2");
+    let report = run(&off).await;
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    assert_eq!(dst.tags("m/app"), vec!["1".to_owned()]);
+
+    let on = config(&[&src, &dst], &mapping(true), "images_in_flight: 2");
+    let report = run(&on).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    let mut tags = dst.tags("m/app");
+    tags.sort();
+    let mut expected = vec![
+        "1".to_owned(),
+        format!("sha256-{hex}"),
+        format!("sha256-{hex}.sig"),
+    ];
+    expected.sort();
+    assert_eq!(tags, expected);
+    assert!(
+        dst.manifest("m/app", &attestation).is_some(),
+        "the attestation the index lists"
+    );
+}

@@ -469,7 +469,7 @@ impl Checker<'_> {
             None => Vec::new(),
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
-        let default_referrers = defaults.referrers.unwrap_or(false);
+        let default_referrers = defaults.referrers.unwrap_or(true);
 
         if raw.mappings.is_empty() {
             self.fail(&root.key("mappings"), "no mappings: nothing to mirror");

@@ -64,7 +64,7 @@ pub struct RawDefaults {
     /// Platforms (`os/arch[/variant]`) for mappings without `platforms`; empty = all.
     #[serde(default)]
     pub platforms: Option<Vec<String>>,
-    /// Copy referrers (signatures, SBOMs, attestations) too (default false).
+    /// Copy referrers (signatures, SBOMs, attestations) too (default true).
     #[serde(default)]
     pub referrers: Option<bool>,
 }

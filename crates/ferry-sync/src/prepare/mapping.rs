@@ -49,7 +49,66 @@ pub async fn resolve_mapping(
         wanted.push((None, d.clone()));
     }
 
-    let platforms = &mapping.platforms;
+    let platforms = mapping.platforms.as_slice();
+    let mut images = head_all(&client, repo, wanted, platforms, options).await?;
+
+    // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
+    // (`sha256-<hex>`, an index of the referrers) and cosign's `sha256-<hex>.sig/.att/.sbom`.
+    // They are found in the listing already fetched: no probe per image.
+    let mut filtered_out = selection.filtered_out;
+    if mapping.referrers {
+        let listed: std::collections::HashSet<&str> = tags.iter().map(String::as_str).collect();
+        let mut extra = Vec::new();
+        for image in &images {
+            let base = image.source_digest.fallback_tag();
+            for suffix in ["", ".sig", ".att", ".sbom"] {
+                let tag = format!("{base}{suffix}");
+                let chosen = images
+                    .iter()
+                    .any(|i| i.tag.as_deref() == Some(tag.as_str()));
+                if listed.contains(tag.as_str())
+                    && !chosen
+                    && !extra.iter().any(|(t, _)| t == &Some(tag.clone()))
+                {
+                    extra.push((Some(tag.clone()), tag));
+                }
+            }
+        }
+        filtered_out.retain(|(t, _)| !extra.iter().any(|(e, _)| e.as_deref() == Some(t.as_str())));
+        // Referrers keep their bytes: a platform filter never applies to them.
+        images.extend(head_all(&client, repo, extra, &[], options).await?);
+    }
+
+    for target in &mapping.targets {
+        let states = target_states(target, &images, registries, options).await?;
+        for (image, state) in images.iter_mut().zip(states) {
+            image.targets.push(TargetPlan {
+                target: target.clone(),
+                state,
+            });
+        }
+    }
+
+    Ok(ResolvedMapping {
+        registry: source.registry.clone(),
+        repository: source.repository.clone(),
+        images,
+        filtered_out,
+        missing_exact: selection.missing_exact,
+        platforms: mapping.platforms.clone(),
+        referrers: mapping.referrers,
+    })
+}
+
+/// HEADs every wanted reference (a tag or a digest pin); a tag deleted since the listing is
+/// skipped. With a platform filter, an index is fetched to learn the digest of its rewrite.
+async fn head_all(
+    client: &ferry_distribution::RegistryClient,
+    repo: &str,
+    wanted: Vec<(Option<String>, String)>,
+    platforms: &[String],
+    options: &PrepareOptions,
+) -> Result<Vec<ImagePlan>, Error> {
     let heads: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
         .map(|(tag, reference)| {
             let client = client.clone();
@@ -93,26 +152,7 @@ pub async fn resolve_mapping(
             images.push(image);
         }
     }
-
-    for target in &mapping.targets {
-        let states = target_states(target, &images, registries, options).await?;
-        for (image, state) in images.iter_mut().zip(states) {
-            image.targets.push(TargetPlan {
-                target: target.clone(),
-                state,
-            });
-        }
-    }
-
-    Ok(ResolvedMapping {
-        registry: source.registry.clone(),
-        repository: source.repository.clone(),
-        images,
-        filtered_out: selection.filtered_out,
-        missing_exact: selection.missing_exact,
-        platforms: mapping.platforms.clone(),
-        referrers: mapping.referrers,
-    })
+    Ok(images)
 }
 
 /// The state of every image on one target, from one tag listing and a HEAD per tag the target
