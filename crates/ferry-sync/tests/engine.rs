@@ -359,7 +359,7 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
         &[b"signature payload"],
     );
     let attestation = src.seed_image("lib/app", "attestation-tmp", &[b"sbom payload"]);
-    src.seed_index("lib/app", &format!("sha256-{hex}"), &[attestation.clone()]);
+    src.seed_index("lib/app", &format!("sha256-{hex}"), std::slice::from_ref(&attestation));
     src.seed_image("lib/app", "2", &[b"not selected"]);
 
     let mapping = |referrers: bool| {
