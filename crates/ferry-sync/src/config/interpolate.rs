@@ -55,8 +55,10 @@ fn interpolate_line(
                 quote = Some(b);
             }
             (Some(b'"'), b'\\') if i + 1 < bytes.len() => {
-                out.text.push_str(&line[i..i + 2]);
-                i += 2;
+                // The backslash and the whole character it escapes (which may be multi-byte).
+                let width = 1 + line[i + 1..].chars().next().map_or(0, char::len_utf8);
+                out.text.push_str(&line[i..i + width]);
+                i += width;
                 continue;
             }
             (Some(q), _) if q == b => quote = None,
