@@ -218,13 +218,16 @@ async fn a_blob_redirect_to_another_host_carries_no_authorization() {
 /// `(path, authorization header)` of each.
 struct Stub {
     url: String,
-    seen: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    seen: Seen,
 }
+
+/// `(path, Authorization)` of every request a stub received.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
 async fn stub(reply: impl Fn(&str, &str) -> String + Send + Sync + 'static) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen: Seen = Arc::default();
     let record = seen.clone();
     let reply = Arc::new(reply);
     let base = url.clone();
