@@ -87,6 +87,8 @@ struct Inner {
     gate: RegistryGate,
     options: RegistryOptions,
     ready: OnceCell<()>,
+    /// Whether the registry serves the referrers API, learned from the first listing.
+    referrers_api: std::sync::OnceLock<bool>,
 }
 
 impl RegistryClient {
@@ -167,6 +169,7 @@ impl RegistryClient {
                 gate: RegistryGate::new(options.host.clone(), options.gate.clone()),
                 options,
                 ready: OnceCell::new(),
+                referrers_api: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -189,6 +192,15 @@ impl RegistryClient {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.inner.http
+    }
+
+    /// Whether the registry serves the referrers API: `None` until a listing has said.
+    pub fn referrers_api(&self) -> Option<bool> {
+        self.inner.referrers_api.get().copied()
+    }
+
+    pub(crate) fn learn_referrers_api(&self, supported: bool) {
+        let _ = self.inner.referrers_api.set(supported);
     }
 
     pub fn credentials(&self) -> &Credentials {

@@ -49,6 +49,8 @@ pub struct ImagePlan {
     pub digest: Digest,
     /// What is read from the source.
     pub source_digest: Digest,
+    /// For a referrer found through the referrers API: the manifest it refers to.
+    pub subject: Option<Digest>,
     pub media_type: String,
     pub targets: Vec<TargetPlan>,
 }

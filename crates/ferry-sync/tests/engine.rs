@@ -359,7 +359,11 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
         &[b"signature payload"],
     );
     let attestation = src.seed_image("lib/app", "attestation-tmp", &[b"sbom payload"]);
-    src.seed_index("lib/app", &format!("sha256-{hex}"), std::slice::from_ref(&attestation));
+    src.seed_index(
+        "lib/app",
+        &format!("sha256-{hex}"),
+        std::slice::from_ref(&attestation),
+    );
     src.seed_image("lib/app", "2", &[b"not selected"]);
 
     let mapping = |referrers: bool| {
@@ -390,4 +394,82 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
         dst.manifest("m/app", &attestation).is_some(),
         "the attestation the index lists"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_target_cannot() {
+    let src = TestRegistry::builder()
+        .referrers_api(true)
+        .start()
+        .await
+        .unwrap();
+    let with_api = TestRegistry::builder()
+        .referrers_api(true)
+        .start()
+        .await
+        .unwrap();
+    let without_api = TestRegistry::builder()
+        .referrers_api(false)
+        .start()
+        .await
+        .unwrap();
+    let image = src.seed_image("lib/app", "1", &[b"app layer"]);
+    let (image_type, image_bytes) = src.manifest("lib/app", &image).unwrap();
+    let empty = src.seed_blob("lib/app", b"{}");
+    let sbom = src.seed_blob("lib/app", b"an sbom");
+    let artifact = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","artifactType":"application/spdx+json","config":{{"mediaType":"application/vnd.oci.empty.v1+json","digest":"{empty}","size":2}},"layers":[{{"mediaType":"application/spdx+json","digest":"{sbom}","size":7}}],"subject":{{"mediaType":"{image_type}","digest":"{image}","size":{}}}}}"#,
+        image_bytes.len()
+    );
+    let artifact_digest = src.seed_manifest(
+        "lib/app",
+        &ferry_testkit::registry::sha256_digest(artifact.as_bytes()),
+        OCI_MANIFEST,
+        artifact.as_bytes(),
+    );
+
+    let mappings = format!(
+        "  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\", \"{}/m/app\"]\n    tags: {{ exact: [\"1\"] }}\n",
+        src.host(),
+        with_api.host(),
+        without_api.host()
+    );
+    let cfg = config(
+        &[&src, &with_api, &without_api],
+        &mappings,
+        "images_in_flight: 2",
+    );
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    for dst in [&with_api, &without_api] {
+        assert!(
+            dst.manifest("m/app", &artifact_digest).is_some(),
+            "the referrer is copied"
+        );
+        assert!(dst.has_blob("m/app", &sbom));
+    }
+    let fallback = format!("sha256-{}", image.trim_start_matches("sha256:"));
+    assert!(
+        with_api.manifest("m/app", &fallback).is_none(),
+        "a target with the API indexes it itself"
+    );
+    let (_, index) = without_api
+        .manifest("m/app", &fallback)
+        .expect("the tag-schema index");
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    assert_eq!(
+        index["manifests"][0]["digest"].as_str(),
+        Some(artifact_digest.as_str())
+    );
+    assert_eq!(
+        index["manifests"][0]["artifactType"].as_str(),
+        Some("application/spdx+json")
+    );
+
+    // Warm: the referrer is up to date everywhere, nothing is written.
+    with_api.reset_stats();
+    without_api.reset_stats();
+    let warm = run(&cfg).await;
+    assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
+    assert_eq!(write_ops(&with_api) + write_ops(&without_api), 0);
 }

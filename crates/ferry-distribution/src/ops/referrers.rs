@@ -31,12 +31,16 @@ struct Index {
 }
 
 impl RegistryClient {
-    /// Every referrer of `digest`, or `None` when the registry has no referrers API (404).
+    /// Every referrer of `digest`, or `None` when the registry has no referrers API (404). The
+    /// answer is learned once per registry: after a 404, no request is sent again.
     pub async fn list_referrers(
         &self,
         repository: &str,
         digest: &Digest,
     ) -> Result<Option<Vec<Referrer>>, Error> {
+        if self.referrers_api() == Some(false) {
+            return Ok(None);
+        }
         let scopes = Scopes::pull(repository);
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::ReferrersList, Some(repository));
@@ -68,8 +72,12 @@ impl RegistryClient {
                 })
                 .await?;
             match page {
-                None => return Ok(None),
+                None => {
+                    self.learn_referrers_api(false);
+                    return Ok(None);
+                }
                 Some((entries, next)) => {
+                    self.learn_referrers_api(true);
                     all.extend(entries);
                     match next {
                         Some(n) if n != url => url = n,

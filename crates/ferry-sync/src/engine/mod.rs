@@ -4,6 +4,7 @@
 pub mod blobs;
 pub mod graph;
 pub mod manifests;
+pub mod referrers;
 pub mod transfer;
 
 use std::collections::HashMap;
@@ -229,6 +230,16 @@ pub async fn sync(
         .collect()
         .await;
     images.extend(outcomes.into_iter().flatten());
+
+    // Referrers found through the source's referrers API: a target without the API gets the
+    // subject's tag-schema index, so they stay discoverable there.
+    let pushed = referrers_to_index(&work, &graphs, &images, &clients);
+    for (p, e) in referrers::write_fallback_indexes(pushed).await {
+        let name = p.referrer.digest.to_string();
+        for i in images.iter_mut().filter(|i| i.image == name) {
+            i.status = ImageStatus::failed(&e);
+        }
+    }
     images.sort_by(|a, b| (a.mapping, &a.image, &a.target).cmp(&(b.mapping, &b.image, &b.target)));
 
     let mut totals = Totals::default();
@@ -262,6 +273,50 @@ pub async fn sync(
         elapsed: start.elapsed(),
         interrupted: stop.is_stopped(),
     }
+}
+
+/// The referrers (with a subject) that reached a registry target in this run.
+fn referrers_to_index(
+    work: &[Work<'_>],
+    graphs: &HashMap<GraphKey, Result<ImageGraph, Error>>,
+    images: &[ImageReport],
+    clients: &HashMap<String, Result<RegistryClient, Error>>,
+) -> Vec<referrers::Pushed> {
+    let mut pushed = Vec::new();
+    for w in work {
+        let Some(subject) = &w.image.subject else {
+            continue;
+        };
+        let Some(Ok(graph)) = graphs.get(&graph_key(w)) else {
+            continue;
+        };
+        for (target, _) in &w.targets {
+            let Target::Registry { reference } = target else {
+                continue;
+            };
+            let synced = images.iter().any(|i| {
+                i.mapping == w.mapping
+                    && i.digest == w.image.digest.to_string()
+                    && i.target == target.to_string()
+                    && i.status == ImageStatus::Synced
+            });
+            let Ok(r) = parse_repository(reference) else {
+                continue;
+            };
+            let Some(Ok(client)) = clients.get(&r.registry) else {
+                continue;
+            };
+            if synced {
+                pushed.push(referrers::Pushed {
+                    client: client.clone(),
+                    repository: r.repository.clone(),
+                    subject: subject.clone(),
+                    referrer: graph.root().clone(),
+                });
+            }
+        }
+    }
+    pushed
 }
 
 /// Per-registry counters of every client the run used.

@@ -75,8 +75,33 @@ pub async fn resolve_mapping(
             }
         }
         filtered_out.retain(|(t, _)| !extra.iter().any(|(e, _)| e.as_deref() == Some(t.as_str())));
+        // Referrers found through the referrers API, where the source serves it (learned once
+        // per registry). An image rewritten by a platform filter has no referrers of its own.
+        let mut found: Vec<ImagePlan> = Vec::new();
+        for image in images.iter().filter(|i| i.digest == i.source_digest) {
+            let Some(list) = client.list_referrers(repo, &image.source_digest).await? else {
+                break;
+            };
+            for r in list {
+                let known = images
+                    .iter()
+                    .chain(&found)
+                    .any(|i| i.source_digest == r.digest);
+                if !known {
+                    found.push(ImagePlan {
+                        tag: None,
+                        digest: r.digest.clone(),
+                        source_digest: r.digest,
+                        subject: Some(image.source_digest.clone()),
+                        media_type: r.media_type,
+                        targets: Vec::new(),
+                    });
+                }
+            }
+        }
         // Referrers keep their bytes: a platform filter never applies to them.
         images.extend(head_all(&client, repo, extra, &[], options).await?);
+        images.extend(found);
     }
 
     for target in &mapping.targets {
@@ -137,6 +162,7 @@ async fn head_all(
                     tag,
                     digest,
                     source_digest: info.digest,
+                    subject: None,
                     media_type: info.media_type,
                     targets: Vec::new(),
                 }))
