@@ -257,7 +257,9 @@ impl RegistryClient {
 
     async fn ping(&self) -> Result<(), Error> {
         let timeout = self.inner.options.ping_timeout;
-        let budget = crate::retry::RetryBudget::new(1);
+        // The policy's budget, bounded by the ping's own deadline: a throttle is retried as for
+        // any operation, a silent registry costs at most two ping timeouts.
+        let budget = self.inner.gate.policy.budget();
         let call = Call {
             operation: Operation::Ping,
             repository: None,

@@ -131,17 +131,22 @@ impl Pacer {
         }
     }
 
-    /// The registry asked for fewer requests: pause everything for its `Retry-After` (capped),
-    /// and, unless a rate is configured, learn or cut the rate (once per epoch).
-    pub fn on_throttle(&self, retry_after: Option<Duration>, cap: Duration) {
+    /// Holds every request to the registry for `wait`: the registry named the time with a
+    /// `Retry-After`, and an operation is about to honour it. (A wait no operation honours, one
+    /// beyond its deadline, pauses nothing: that operation gives up at once instead.)
+    pub fn pause(&self, wait: Duration) {
+        let mut s = self.lock();
+        let until = Instant::now() + wait;
+        if s.paused_until.is_none_or(|p| p < until) {
+            s.paused_until = Some(until);
+        }
+    }
+
+    /// The registry asked for fewer requests: unless a rate is configured, learn or cut the rate
+    /// (once per epoch).
+    pub fn on_throttle(&self) {
         let mut s = self.lock();
         let now = Instant::now();
-        if let Some(ra) = retry_after {
-            let until = now + ra.min(cap);
-            if s.paused_until.is_none_or(|p| p < until) {
-                s.paused_until = Some(until);
-            }
-        }
         if self.configured || s.last_cut.is_some_and(|t| now.duration_since(t) < EPOCH) {
             return;
         }
@@ -253,15 +258,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_retry_after_pauses_every_request() {
         let p = Pacer::new("r", None);
-        p.on_throttle(Some(Duration::from_secs(3)), Duration::from_secs(60));
+        p.pause(Duration::from_secs(3));
         let start = Instant::now();
         p.admit().await;
-        assert!(start.elapsed() >= Duration::from_secs(3));
-        // Capped.
-        p.on_throttle(Some(Duration::from_secs(3600)), Duration::from_secs(5));
-        let start = Instant::now();
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
         p.admit().await;
-        assert!(start.elapsed() <= Duration::from_secs(5));
+        assert_eq!(start.elapsed(), Duration::from_secs(3), "only once");
     }
 
     #[tokio::test(start_paused = true)]
@@ -271,13 +273,13 @@ mod tests {
         for _ in 0..20 {
             p.on_success();
         }
-        p.on_throttle(None, Duration::from_secs(60));
+        p.on_throttle();
         assert_eq!(p.rate(), Some(18.0));
         // A burst of throttles is one signal.
-        p.on_throttle(None, Duration::from_secs(60));
+        p.on_throttle();
         assert_eq!(p.rate(), Some(18.0));
         tokio::time::advance(Duration::from_millis(1100)).await;
-        p.on_throttle(None, Duration::from_secs(60));
+        p.on_throttle();
         let cut = p.rate().unwrap();
         assert!((cut - 12.6).abs() < 1e-9, "{cut}");
         for _ in 0..100 {

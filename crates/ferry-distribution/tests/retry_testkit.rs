@@ -296,13 +296,13 @@ async fn a_refused_connection_is_transient_even_for_an_unsafe_operation() {
     assert!(matches!(err.kind, ErrorKind::Transport(_)), "{err:?}");
     assert_eq!(err.operation, Operation::Ping);
     assert_eq!(
-        err.attempts, 2,
-        "the ping's own bound: one try and one retry"
+        err.attempts, 4,
+        "the policy's attempts, within the ping's deadline"
     );
     assert_eq!(fresh.gate().breaker.state(), BreakerState::Open);
     let err = fresh.list_tags(REPO).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::BreakerOpen);
-    assert_eq!(fresh.gate().stats.snapshot().requests, 2);
+    assert_eq!(fresh.gate().stats.snapshot().requests, 4);
 }
 
 /// A registry with `tags` tags in [`REPO`], `page` to a page, whose every tag page fails once

@@ -515,7 +515,6 @@ async fn lost_replies_on_writes_lose_nothing_and_nothing_unsafe_is_replayed() {
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "bug: a Retry-After pause of the source stalls a streamed upload; the target PATCH times out"]
 async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_another() {
     // The source answers one repository's manifest GET with 503 + Retry-After 120. The pacer
     // pauses the whole source registry for 120 s; a blob of another image already being
@@ -556,7 +555,6 @@ async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_anot
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "bug: the ping gets two attempts even for throttles, so two 429s on GET /v2/ fail the mapping"]
 async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
     let src = TestRegistry::builder().start().await.unwrap();
     let dst = TestRegistry::builder().start().await.unwrap();

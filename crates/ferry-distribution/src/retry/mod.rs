@@ -284,6 +284,11 @@ where
                 None => last_answer(failure, attempts),
             });
         }
+        if retry_after.is_some() {
+            // The registry named a time and this operation honours it: so does every other
+            // request to the registry, rather than each finding out with a 429 of its own.
+            gate.pacer.pause(wait);
+        }
         gate.stats.retry();
         tracing::debug!(
             registry = gate.registry(),
@@ -323,12 +328,7 @@ fn record(gate: &RegistryGate, op: Operation, failure: &Failure) {
     if classify::is_throttle(failure) {
         gate.stats.throttled();
         gate.window(op).on_throttle();
-        let retry_after = match failure {
-            Failure::Status { retry_after, .. } => *retry_after,
-            _ => None,
-        };
-        gate.pacer
-            .on_throttle(retry_after, gate.policy.retry_after_cap);
+        gate.pacer.on_throttle();
     }
     match failure {
         Failure::Status { status, .. } if *status >= 500 => gate.stats.server_error(),

@@ -242,6 +242,13 @@ async fn upload_attempt(
     shape: UploadShape,
     attempt: u32,
 ) -> Result<(), Failure> {
+    // Nothing goes to the target until the source has produced its first bytes: a source that
+    // is paused or slow must not hold a target request open until it times out (and is blamed
+    // on the target).
+    let tee = match tee {
+        Some(rx) => Some(primed(receiver_stream(rx)).await?),
+        None => None,
+    };
     let mut current = session.lock().await.clone();
     let mut offset = 0;
     if attempt > 1 {
@@ -273,7 +280,7 @@ async fn upload_attempt(
         }
     };
     let stream = match tee {
-        Some(rx) if offset == 0 => receiver_stream(rx),
+        Some(stream) if offset == 0 => stream,
         _ => reopen(source, source_repo, blob, offset).await?,
     };
     let host = client.host();
@@ -295,6 +302,17 @@ async fn upload_attempt(
         offset += n;
     }
     client.finish_upload_once(&s, &blob.digest, None).await
+}
+
+/// Waits for the stream's first item; a failure before any byte is returned as is.
+async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
+    match stream.next().await {
+        None => Ok(Box::pin(futures::stream::empty())),
+        Some(Err(f)) => Err(f),
+        Some(Ok(first)) => Ok(Box::pin(
+            futures::stream::once(async move { Ok(first) }).chain(stream),
+        )),
+    }
 }
 
 /// The next `n` bytes of a shared stream, splitting a chunk at the boundary and keeping the
