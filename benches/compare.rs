@@ -2,7 +2,7 @@
 //! registries (wall time, requests per side, bytes read, peak RSS), and ferry's peak memory on a
 //! 1 GiB layer. Run: `scripts/bench` (writes docs/performance.md) or `cargo bench --bench compare`.
 //!
-//! Options (after `--`): `--runs N` (default 3), `--shapes a,b`, `--tools ferry,skopeo`,
+//! Options (after `--`): `--runs N` (default 3), `--shapes a,b` (`none` for none), `--tools ferry,skopeo`,
 //! `--memory-mib M` (default 1024, 0 skips it), `--write-doc` (update docs/performance.md).
 //! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
 //! `FERRY_BENCH_ENGINE` (e.g. `blobs_in_flight: 4`) adds engine settings to ferry's config, for
@@ -86,8 +86,10 @@ fn parse_options() -> Result<Options, String> {
                     .map_err(|e| format!("--runs: {e}"))?;
             }
             "--shapes" => {
-                options.shapes = value("--shapes")?
+                let shapes = value("--shapes")?;
+                options.shapes = shapes
                     .split(',')
+                    .filter(|s| !s.is_empty() && *s != "none")
                     .map(|s| match s {
                         "a" | "A" => Ok(Shape::many_small()),
                         "b" | "B" => Ok(Shape::few_large()),

@@ -23,6 +23,8 @@ pub struct Machine {
     pub ferry: String,
     pub skopeo: String,
     pub registry: String,
+    /// `/proc/loadavg`'s 1-minute figure when the bench started: other work on the machine.
+    pub load: String,
 }
 
 impl Machine {
@@ -55,12 +57,17 @@ impl Machine {
             ferry: version_of(&ferry.display().to_string(), &["--version"]),
             skopeo: version_of("skopeo", &["--version"]),
             registry: version_of("docker-registry", &["--version"]),
+            load: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+                .unwrap_or_else(|| "unknown".into()),
         }
     }
 
     fn describe(&self, command: &str) -> String {
         format!(
-            "Measured {date} on {cpus} CPUs ({model}), {memory} memory, with `{command}`.\n\
+            "Measured {date} on {cpus} CPUs ({model}), {memory} memory, with `{command}`; \
+             load average {load} when the bench started.\n\
              Versions: {ferry} (release build); {skopeo}; {registry} (Debian `docker-registry`, \
              source and target, filesystem storage in a temporary directory, plain HTTP on loopback).\n",
             date = self.date,
@@ -70,6 +77,7 @@ impl Machine {
             ferry = self.ferry,
             skopeo = self.skopeo,
             registry = self.registry,
+            load = self.load,
         )
     }
 }
@@ -331,10 +339,11 @@ pub fn memory_section(machine: &Machine, command: &str, size: u64, copies: &[Lar
         mib(size as f64)
     ));
     out.push_str(
-        "| Tool | peak RSS (MiB), median | runs (MiB) | wall time (s), median | throughput (MiB/s), median | bytes read from source (MiB) |\n\
-         |---|---:|---|---:|---:|---:|\n",
+        "| Tool | peak RSS (MiB), median | runs (MiB) | wall time (s), median | runs (s) | throughput (MiB/s), median | best | bytes read from source (MiB) |\n\
+         |---|---:|---|---:|---|---:|---:|---:|\n",
     );
     let mut ferry_rss = None;
+    let mut medians: Vec<(Tool, f64, f64)> = Vec::new();
     for tool in [Tool::Ferry, Tool::Skopeo] {
         let mine: Vec<&LargeCopy> = copies.iter().filter(|c| c.tool == tool).collect();
         if mine.is_empty() {
@@ -351,8 +360,11 @@ pub fn memory_section(machine: &Machine, command: &str, size: u64, copies: &[Lar
         if tool == Tool::Ferry {
             ferry_rss = Some(rss_median);
         }
+        let best = rates.iter().copied().fold(f64::NAN, f64::max);
+        let rate_median = median(&rates).unwrap_or(f64::NAN);
+        medians.push((tool, rss_median, rate_median));
         out.push_str(&format!(
-            "| {} | {:.1} | {} | {:.2} | {:.0} | {:.0} |\n",
+            "| {} | {:.1} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} |\n",
             tool.name(),
             rss_median,
             rss.iter()
@@ -360,7 +372,13 @@ pub fn memory_section(machine: &Machine, command: &str, size: u64, copies: &[Lar
                 .collect::<Vec<_>>()
                 .join(", "),
             median(&walls).unwrap_or(f64::NAN),
-            median(&rates).unwrap_or(f64::NAN),
+            walls
+                .iter()
+                .map(|w| format!("{w:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            rate_median,
+            best,
             median(&read).unwrap_or(f64::NAN),
         ));
     }
@@ -373,6 +391,27 @@ pub fn memory_section(machine: &Machine, command: &str, size: u64, copies: &[Lar
         out.push_str(&format!(
             "\nferry's median peak RSS is {rss:.1} MiB: {verdict} the {MEMORY_TARGET_MIB:.0} MiB target.\n"
         ));
+    }
+    if let [(Tool::Ferry, f_rss, f_rate), (Tool::Skopeo, s_rss, s_rate)] = medians[..] {
+        let mut losses = Vec::new();
+        if f_rss > s_rss * 1.05 {
+            losses.push(format!(
+                "peak RSS: ferry {f_rss:.1} MiB, skopeo {s_rss:.1} MiB"
+            ));
+        }
+        if f_rate * 1.05 < s_rate {
+            losses.push(format!(
+                "median throughput: ferry {f_rate:.0} MiB/s, skopeo {s_rate:.0} MiB/s"
+            ));
+        }
+        if losses.is_empty() {
+            out.push_str("ferry is at or better than skopeo (within 5 %) on peak RSS and median throughput.\n");
+        } else {
+            out.push_str(&format!(
+                "ferry loses to skopeo here on {}.\n",
+                losses.join("; ")
+            ));
+        }
     }
     out
 }
