@@ -331,15 +331,7 @@ impl RegistryClient {
         scopes: &Scopes,
         request: RequestBuilder,
     ) -> Result<Response, Failure> {
-        let mut request = request;
-        if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
-            request = request.header(AUTHORIZATION, header);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Failure::from_transport(&e))?;
-        self.observe(&response);
+        let response = self.authorized_send(scopes, request).await?;
         if response.status() == StatusCode::UNAUTHORIZED {
             let challenges = challenges_of(&response);
             if !challenges.is_empty() {
@@ -359,7 +351,15 @@ impl RegistryClient {
     where
         B: Fn(&reqwest::Client) -> RequestBuilder,
     {
-        let mut request = build(&self.inner.http);
+        self.authorized_send(scopes, build(&self.inner.http)).await
+    }
+
+    /// Adds the `Authorization` the scopes need, sends, and lets the pacer read the quota.
+    async fn authorized_send(
+        &self,
+        scopes: &Scopes,
+        mut request: RequestBuilder,
+    ) -> Result<Response, Failure> {
         if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }

@@ -36,6 +36,24 @@ pub(crate) async fn expect_status(response: Response, ok: &[u16]) -> Result<Resp
     }
 }
 
+/// One page of a paged listing: its body (at most `limit` bytes) and the next page's URL,
+/// which must stay on the registry's origin.
+pub(crate) async fn read_page(
+    client: &crate::RegistryClient,
+    response: Response,
+    limit: u64,
+) -> Result<(Vec<u8>, Option<url::Url>), Failure> {
+    let next = response
+        .headers()
+        .get(reqwest::header::LINK)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::link::next_link)
+        .map(|l| client.same_origin(&l))
+        .transpose()?;
+    let body = crate::auth::token::read_limited(response, limit).await?;
+    Ok((body, next))
+}
+
 pub(crate) fn invalid(what: impl Into<String>) -> Failure {
     Failure::Final(ErrorKind::InvalidResponse(what.into()))
 }

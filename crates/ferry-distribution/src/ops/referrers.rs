@@ -5,11 +5,10 @@ use crate::auth::Scopes;
 use crate::client::RegistryClient;
 use crate::digest::Digest;
 use crate::error::Error;
-use crate::link::next_link;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid};
+use super::{expect_status, invalid, read_page};
 
 const MAX_PAGES: usize = 100;
 
@@ -57,14 +56,7 @@ impl RegistryClient {
                             return Ok(None);
                         }
                         let response = expect_status(response, &[200]).await?;
-                        let next = response
-                            .headers()
-                            .get(reqwest::header::LINK)
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(next_link)
-                            .map(|l| self.same_origin(&l))
-                            .transpose()?;
-                        let body = crate::auth::token::read_limited(response, 4 << 20).await?;
+                        let (body, next) = read_page(self, response, 4 << 20).await?;
                         let index: Index = serde_json::from_slice(&body)
                             .map_err(|e| invalid(format!("referrers index is not JSON: {e}")))?;
                         Ok::<_, Failure>(Some((index.manifests, next)))

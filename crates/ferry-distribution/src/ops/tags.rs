@@ -4,11 +4,10 @@
 use crate::auth::Scopes;
 use crate::client::RegistryClient;
 use crate::error::{Error, ErrorKind};
-use crate::link::next_link;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid};
+use super::{expect_status, invalid, read_page};
 
 /// No listing walks more pages than this.
 pub const MAX_TAG_PAGES: usize = 10_000;
@@ -38,15 +37,7 @@ impl RegistryClient {
                     async move {
                         let response = self.send(scopes, |http| http.get(url.clone())).await?;
                         let response = expect_status(response, &[200]).await?;
-                        let next = response
-                            .headers()
-                            .get(reqwest::header::LINK)
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(next_link)
-                            .map(|l| self.same_origin(&l))
-                            .transpose()?;
-                        let body =
-                            crate::auth::token::read_limited(response, MAX_PAGE_BYTES).await?;
+                        let (body, next) = read_page(self, response, MAX_PAGE_BYTES).await?;
                         let page: TagPage = serde_json::from_slice(&body)
                             .map_err(|e| invalid(format!("tag list is not JSON: {e}")))?;
                         Ok::<_, Failure>((page.tags.unwrap_or_default(), next))
