@@ -473,3 +473,82 @@ async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_tar
     assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
     assert_eq!(write_ops(&with_api) + write_ops(&without_api), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_completes() {
+    let src = TestRegistry::builder()
+        .repo_latency("lib/", Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    for t in 0..8 {
+        let t = t.to_string();
+        src.seed_image("lib/app", &t, &[t.as_bytes(), b"shared base"]);
+    }
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
+        "images_in_flight: 2",
+    );
+    let registries = Registries::new(&cfg);
+    let mut prepare = PrepareOptions::from_config(&cfg);
+    prepare.watch_interval = None;
+    let plan = resolve_all(
+        &cfg,
+        &registries,
+        &prepare,
+        Arc::new(PrepareTracker::new(1)),
+    )
+    .await;
+    let stop = StopSignal::default();
+    let engine = EngineOptions::from_settings(&cfg.engine);
+    let run = sync(&plan, &registries, &engine, &stop);
+    tokio::pin!(run);
+    // Stop once the first tag has landed on the target.
+    let report = loop {
+        tokio::select! {
+            report = &mut run => break report,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                if !dst.tags("m/app").is_empty() {
+                    stop.stop();
+                }
+            }
+        }
+    };
+    assert!(report.interrupted);
+    assert!(report.totals.images_synced >= 1, "{}", report.render_text());
+    assert!(
+        report.totals.images_interrupted >= 1,
+        "{}",
+        report.render_text()
+    );
+    let walk = |dst: &TestRegistry| {
+        for tag in dst.tags("m/app") {
+            let (_, bytes) = dst.manifest("m/app", &tag).unwrap();
+            let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
+                assert!(
+                    dst.has_blob("m/app", d["digest"].as_str().unwrap()),
+                    "{tag}"
+                );
+            }
+        }
+    };
+    walk(&dst);
+
+    let again = run_config(&cfg).await;
+    assert_eq!(again.totals.images_failed, 0, "{}", again.render_text());
+    assert_eq!(
+        again.totals.images_synced + again.totals.images_up_to_date,
+        8,
+        "{}",
+        again.render_text()
+    );
+    assert_eq!(dst.tags("m/app").len(), 8);
+    walk(&dst);
+}
+
+async fn run_config(config: &Config) -> SyncReport {
+    run(config).await
+}
