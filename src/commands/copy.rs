@@ -94,6 +94,7 @@ fn one_mapping(
         digests,
         platforms: Vec::new(),
         referrers: false,
+        prune: false,
         line: 0,
     })
 }

@@ -10,5 +10,7 @@ pub mod plan;
 pub mod platform;
 pub mod prepare;
 pub mod progress;
+pub mod prune;
 pub mod registries;
 pub mod report;
+pub mod shard;

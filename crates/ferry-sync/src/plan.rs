@@ -37,6 +37,9 @@ pub struct ResolvedMapping {
     pub missing_exact: Vec<String>,
     pub platforms: Vec<String>,
     pub referrers: bool,
+    /// For a mapping with `prune` on: each registry target's tags as the prepare phase listed
+    /// them (none for a repository that does not exist). Empty otherwise; see `crate::prune`.
+    pub target_tags: Vec<(Target, Vec<String>)>,
 }
 
 /// One image to mirror: a selected tag or a pinned digest.

@@ -142,6 +142,8 @@ pub struct Mapping {
     /// Platforms to copy (`linux/amd64`); empty = all.
     pub platforms: Vec<String>,
     pub referrers: bool,
+    /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
+    pub prune: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
 }
@@ -529,6 +531,7 @@ impl Checker<'_> {
                 digests,
                 platforms,
                 referrers: mapping.referrers.unwrap_or(default_referrers),
+                prune: mapping.prune.unwrap_or(false),
                 line,
             });
         }

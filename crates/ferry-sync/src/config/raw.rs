@@ -177,6 +177,10 @@ pub struct RawMapping {
     /// With `target_group`: the repository path appended instead of the source's.
     #[serde(default)]
     pub rename: Option<String>,
+    /// Delete target tags the source no longer has and this mapping's filter selects
+    /// (default false; `ferry sync --prune` turns it on for every mapping).
+    #[serde(default)]
+    pub prune: Option<bool>,
 }
 
 /// A credential as read from YAML: any scalar, never echoed in an error.

@@ -104,8 +104,14 @@ pub async fn resolve_mapping(
         images.extend(found);
     }
 
+    // Pruning (crate::prune) reuses each registry target's listing instead of listing again;
+    // it is kept only for a mapping that prunes.
+    let mut target_tags = Vec::new();
     for target in &mapping.targets {
-        let states = target_states(target, &images, registries, options).await?;
+        let (states, listed) = target_states(target, &images, registries, options).await?;
+        if let (true, Some(listed)) = (mapping.prune, listed) {
+            target_tags.push((target.clone(), listed));
+        }
         for (image, state) in images.iter_mut().zip(states) {
             image.targets.push(TargetPlan {
                 target: target.clone(),
@@ -122,6 +128,7 @@ pub async fn resolve_mapping(
         missing_exact: selection.missing_exact,
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
+        target_tags,
     })
 }
 
@@ -183,16 +190,18 @@ async fn head_all(
 
 /// The state of every image on one target, from one tag listing and a HEAD per tag the target
 /// already has (a tag it lacks needs no HEAD; a repository it lacks needs nothing more).
+/// Also returns a registry target's tag listing (empty for an absent repository; `None` for a
+/// layout), which pruning reuses.
 async fn target_states(
     target: &Target,
     images: &[ImagePlan],
     registries: &Registries,
     options: &PrepareOptions,
-) -> Result<Vec<TargetState>, Error> {
+) -> Result<(Vec<TargetState>, Option<Vec<String>>), Error> {
     let reference = match target {
         Target::Registry { reference } => parse_repository(reference)?,
         Target::OciLayout { path } => {
-            return Ok(crate::layout::target_states(path, images));
+            return Ok((crate::layout::target_states(path, images), None));
         }
     };
     let client = registries.client(&reference.registry).await?;
@@ -202,17 +211,20 @@ async fn target_states(
         Err(e) if e.is_not_found() => None,
         Err(e) => return Err(e),
     };
-    let Some(present) = listing else {
-        return Ok(vec![TargetState::NewRepository; images.len()]);
+    let Some(listed) = listing else {
+        return Ok((
+            vec![TargetState::NewRepository; images.len()],
+            Some(Vec::new()),
+        ));
     };
-    let present: std::collections::HashSet<String> = present.into_iter().collect();
+    let present: std::collections::HashSet<&str> = listed.iter().map(String::as_str).collect();
     let states: Vec<Result<TargetState, Error>> = futures::stream::iter(images)
         .map(|image| {
             let client = client.clone();
             let present = &present;
             async move {
                 match &image.tag {
-                    Some(tag) if !present.contains(tag) => Ok(TargetState::Missing),
+                    Some(tag) if !present.contains(tag.as_str()) => Ok(TargetState::Missing),
                     Some(tag) => Ok(compare(
                         client.head_manifest(repo, tag).await?,
                         &image.digest,
@@ -229,7 +241,8 @@ async fn target_states(
         .buffered(options.heads_per_mapping.max(1))
         .collect()
         .await;
-    states.into_iter().collect()
+    let states = states.into_iter().collect::<Result<Vec<_>, Error>>()?;
+    Ok((states, Some(listed)))
 }
 
 fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, source: &Digest) -> TargetState {

@@ -1,0 +1,343 @@
+//! Pruning, a step after the engine: deletes target tags that the source no longer has and the
+//! mapping's filter selects; tags outside the filter, and referrer tags, are never touched.
+//!
+//! Candidates come from the plan alone ([`candidates`]: the target listings the prepare phase
+//! kept for pruning mappings), so `--dry-run` shows them without a request. A tag is deleted
+//! with a tag DELETE, never by digest: deleting the manifest would remove every tag pointing at
+//! it. A registry that cannot delete tags (distribution 2.x answers 405 UNSUPPORTED, or 400
+//! DIGEST_INVALID with deletes enabled; see docs/registries.md) is reported as such once, and
+//! is sent no further deletes in the run.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use ferry_distribution::error::{Error, ErrorKind};
+
+use crate::config::{Config, Target};
+use crate::engine::StopSignal;
+use crate::plan::Plan;
+use crate::prepare::mapping::parse_repository;
+use crate::registries::Registries;
+
+/// One target tag that pruning would delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PruneCandidate {
+    pub mapping: usize,
+    pub source: String,
+    pub target: Target,
+    pub tag: String,
+}
+
+/// What became of one candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum PruneStatus {
+    /// The tag was deleted (or was already gone).
+    Deleted,
+    /// A dry run: the tag would be deleted.
+    WouldDelete,
+    /// The registry does not delete tags; nothing was deleted (and not by digest either).
+    Unsupported {
+        registry: String,
+        http_status: Option<u16>,
+        error: String,
+    },
+    Failed {
+        registry: String,
+        http_status: Option<u16>,
+        error: String,
+    },
+    /// Not attempted: the run was interrupted.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrunedTag {
+    pub mapping: usize,
+    pub source: String,
+    pub target: String,
+    pub tag: String,
+    #[serde(flatten)]
+    pub status: PruneStatus,
+}
+
+/// Everything pruning did (or, in a dry run, would do).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PruneReport {
+    pub tags: Vec<PrunedTag>,
+    pub deleted: u64,
+    pub would_delete: u64,
+    pub unsupported: u64,
+    pub failed: u64,
+    pub interrupted: u64,
+}
+
+impl PruneReport {
+    fn push(&mut self, c: PruneCandidate, status: PruneStatus) {
+        match &status {
+            PruneStatus::Deleted => self.deleted += 1,
+            PruneStatus::WouldDelete => self.would_delete += 1,
+            PruneStatus::Unsupported { .. } => self.unsupported += 1,
+            PruneStatus::Failed { .. } => self.failed += 1,
+            PruneStatus::Interrupted => self.interrupted += 1,
+        }
+        self.tags.push(PrunedTag {
+            mapping: c.mapping,
+            source: c.source,
+            target: c.target.to_string(),
+            tag: c.tag,
+            status,
+        });
+    }
+
+    /// Some tag that should have gone is still there.
+    pub fn has_failures(&self) -> bool {
+        self.unsupported + self.failed + self.interrupted > 0
+    }
+
+    /// For people: one line per tag, then a summary (empty when there was nothing to prune).
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        if self.tags.is_empty() {
+            return out;
+        }
+        let mut unsupported_said: HashSet<&str> = HashSet::new();
+        for t in &self.tags {
+            let name = format!("{}:{}", t.target, t.tag);
+            let _ = match &t.status {
+                PruneStatus::Deleted => writeln!(out, "pruned  {name}"),
+                PruneStatus::WouldDelete => writeln!(
+                    out,
+                    "would prune  {name} (the source no longer has it; the filter selects it)"
+                ),
+                PruneStatus::Unsupported {
+                    registry, error, ..
+                } => {
+                    if unsupported_said.insert(registry) {
+                        let _ = writeln!(
+                            out,
+                            "PRUNE UNSUPPORTED  {registry} does not delete tags ({error}); \
+                             ferry does not delete by digest, which would remove every tag \
+                             of that manifest: delete these tags with the registry's own tools"
+                        );
+                    }
+                    writeln!(out, "not pruned  {name}")
+                }
+                PruneStatus::Failed { error, .. } => writeln!(out, "PRUNE FAILED  {name}: {error}"),
+                PruneStatus::Interrupted => writeln!(out, "not pruned  {name} (interrupted)"),
+            };
+        }
+        let _ = writeln!(
+            out,
+            "prune: {} deleted, {} would be deleted, {} unsupported, {} failed, {} interrupted",
+            self.deleted, self.would_delete, self.unsupported, self.failed, self.interrupted
+        );
+        out
+    }
+}
+
+/// The tags to prune, in config order: for each resolved mapping with `prune` on and each
+/// registry target the prepare phase listed, the tags that the mapping's filter selects from
+/// that listing and that the source did not list. Referrer tags (`sha256-<hex>[.sig|.att|
+/// .sbom]`) are never candidates: they follow their image, and ferry writes some itself. A
+/// source that listed no tags at all prunes nothing (an empty listing is more likely a
+/// registry fault than an intent to delete everything).
+pub fn candidates(plan: &Plan, config: &Config) -> Vec<PruneCandidate> {
+    let mut out = Vec::new();
+    for (m, resolved) in plan.resolved() {
+        let Some(mapping) = config.mappings.iter().find(|c| c.index == m.index) else {
+            continue;
+        };
+        if !mapping.prune || resolved.target_tags.is_empty() {
+            continue;
+        }
+        // Every tag the source listed: selected (now images) or left out by the filter.
+        let source_tags: HashSet<&str> = resolved
+            .images
+            .iter()
+            .filter_map(|i| i.tag.as_deref())
+            .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
+            .collect();
+        if source_tags.is_empty() {
+            tracing::warn!(mapping = m.index, source = %m.source, "the source lists no tags: not pruning");
+            continue;
+        }
+        for (target, listed) in &resolved.target_tags {
+            for tag in mapping.tags.select(listed).selected {
+                if source_tags.contains(tag.as_str()) || is_referrer_tag(&tag) {
+                    continue;
+                }
+                out.push(PruneCandidate {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    target: target.clone(),
+                    tag,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `sha256-<64 hex>` or `sha512-<128 hex>`, optionally with `.sig`, `.att` or `.sbom`.
+fn is_referrer_tag(tag: &str) -> bool {
+    let base = [".sig", ".att", ".sbom"]
+        .iter()
+        .find_map(|s| tag.strip_suffix(s))
+        .unwrap_or(tag);
+    let hex_of = |prefix: &str, len: usize| {
+        base.strip_prefix(prefix).is_some_and(|h| {
+            h.len() == len
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+    };
+    hex_of("sha256-", 64) || hex_of("sha512-", 128)
+}
+
+/// The dry-run report: every candidate as `would_delete`.
+pub fn dry_run(candidates: Vec<PruneCandidate>) -> PruneReport {
+    let mut report = PruneReport::default();
+    for c in candidates {
+        report.push(c, PruneStatus::WouldDelete);
+    }
+    report
+}
+
+/// Deletes every candidate's tag, one at a time. After a registry shows it cannot delete tags,
+/// its remaining candidates are reported unsupported without a request; after `stop`, the rest
+/// are reported interrupted.
+pub async fn execute(
+    candidates: Vec<PruneCandidate>,
+    registries: &Registries,
+    stop: &StopSignal,
+) -> PruneReport {
+    let mut report = PruneReport::default();
+    // Registry host -> why it cannot delete tags.
+    let mut unsupported: BTreeMap<String, PruneStatus> = BTreeMap::new();
+    for c in candidates {
+        if stop.is_stopped() {
+            report.push(c, PruneStatus::Interrupted);
+            continue;
+        }
+        let Target::Registry { reference } = &c.target else {
+            // candidates() only yields registry targets: layouts keep no listing.
+            continue;
+        };
+        let status = match parse_repository(reference) {
+            Err(e) => failed(&e),
+            Ok(r) => match unsupported.get(&r.registry) {
+                Some(known) => known.clone(),
+                None => match delete_tag(registries, &r.registry, &r.repository, &c.tag).await {
+                    Ok(()) => PruneStatus::Deleted,
+                    Err(e) if cannot_delete_tags(&e) => {
+                        let status = PruneStatus::Unsupported {
+                            registry: r.registry.clone(),
+                            http_status: e.status(),
+                            error: e.to_string(),
+                        };
+                        unsupported.insert(r.registry.clone(), status.clone());
+                        status
+                    }
+                    Err(e) => failed(&e),
+                },
+            },
+        };
+        report.push(c, status);
+    }
+    report
+}
+
+async fn delete_tag(
+    registries: &Registries,
+    host: &str,
+    repository: &str,
+    tag: &str,
+) -> Result<(), Error> {
+    let client = registries.client(host).await?;
+    client.delete_manifest(repository, tag).await
+}
+
+fn failed(e: &Error) -> PruneStatus {
+    PruneStatus::Failed {
+        registry: e.registry.clone(),
+        http_status: e.status(),
+        error: e.to_string(),
+    }
+}
+
+/// A registry's answer to a tag DELETE that means "tags cannot be deleted here": 405 (the
+/// OCI distribution spec's answer for an unsupported delete; distribution 2.x with deletes
+/// off says UNSUPPORTED), or 400 DIGEST_INVALID / UNSUPPORTED (distribution 2.x with deletes on
+/// reads the tag as a digest). Measured 2026-11-30 against docker-registry 2.8.2.
+fn cannot_delete_tags(e: &Error) -> bool {
+    match &e.kind {
+        ErrorKind::Status { status: 405, .. } => true,
+        ErrorKind::Status {
+            status: 400,
+            code: Some(code),
+            ..
+        } => code == "DIGEST_INVALID" || code == "UNSUPPORTED",
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_distribution::operation::Operation;
+
+    fn status_error(status: u16, code: Option<&str>) -> Error {
+        Error::new(
+            "r.example",
+            Some("a/b"),
+            Operation::TagDelete,
+            ErrorKind::Status {
+                status,
+                code: code.map(str::to_owned),
+                message: None,
+            },
+        )
+    }
+
+    #[test]
+    fn referrer_tags_are_recognised_and_nothing_else() {
+        let hex = "a".repeat(64);
+        for t in [
+            format!("sha256-{hex}"),
+            format!("sha256-{hex}.sig"),
+            format!("sha256-{hex}.att"),
+            format!("sha256-{hex}.sbom"),
+            format!("sha512-{}", "0".repeat(128)),
+        ] {
+            assert!(is_referrer_tag(&t), "{t}");
+        }
+        for t in [
+            "latest".to_string(),
+            format!("sha256-{}", "a".repeat(63)),
+            format!("sha256-{}", "A".repeat(64)),
+            format!("sha256-{hex}.foo"),
+            format!("sha1-{hex}"),
+        ] {
+            assert!(!is_referrer_tag(&t), "{t}");
+        }
+    }
+
+    #[test]
+    fn only_405_and_distributions_400_codes_mean_tags_cannot_be_deleted() {
+        assert!(cannot_delete_tags(&status_error(405, Some("UNSUPPORTED"))));
+        assert!(cannot_delete_tags(&status_error(405, None)));
+        assert!(cannot_delete_tags(&status_error(
+            400,
+            Some("DIGEST_INVALID")
+        )));
+        assert!(!cannot_delete_tags(&status_error(
+            400,
+            Some("NAME_INVALID")
+        )));
+        assert!(!cannot_delete_tags(&status_error(403, None)));
+        assert!(!cannot_delete_tags(&status_error(500, None)));
+    }
+}
