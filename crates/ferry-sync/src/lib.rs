@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod dryrun;
+pub mod ecr;
 pub mod engine;
 pub mod filter;
 pub mod layout;

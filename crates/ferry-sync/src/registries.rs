@@ -14,6 +14,7 @@ use ferry_distribution::operation::Operation;
 use ferry_distribution::retry::RetryPolicy;
 
 use crate::config::{AuthSettings, Config, RegistrySettings};
+use crate::ecr::{EcrAuth, EcrTokens};
 
 /// How long a docker credential helper may take before ferry gives up on it.
 const HELPER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -138,7 +139,11 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
         )
     };
     match &settings.auth {
-        AuthSettings::Anonymous => Ok(Credentials::Anonymous),
+        // ECR private never serves anonymous requests: its hosts use the AWS chain unless set.
+        AuthSettings::Anonymous => match EcrAuth::implied_by(&settings.host) {
+            Some(ecr) => ecr.credentials(&settings.host, EcrTokens::shared()).await,
+            None => Ok(Credentials::Anonymous),
+        },
         AuthSettings::Basic { username, password } => Ok(Credentials::Basic {
             username: username.clone(),
             password: password.clone(),
@@ -157,10 +162,12 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
                 None => Ok(Credentials::Anonymous),
             }
         }
-        AuthSettings::Ecr { .. } => Err(fail(
-            "ECR authentication (aws-config) is not built yet: use docker_config with \
-             docker-credential-ecr-login, or basic auth from `aws ecr get-login-password`"
-                .into(),
-        )),
+        AuthSettings::Ecr { region, profile } => {
+            let ecr = EcrAuth {
+                region: region.clone(),
+                profile: profile.clone(),
+            };
+            ecr.credentials(&settings.host, EcrTokens::shared()).await
+        }
     }
 }
