@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ferry_sync::shard::Shard;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -12,10 +13,13 @@ Exit codes:
   2  every image failed, or a fatal error stopped the run
   3  the configuration is invalid
   4  authentication failed (every failure was an auth failure)
+  5  another run of the same config holds its lock file; nothing was done
 
 Examples:
   ferry sync -c mirror.yaml              mirror everything the config lists
   ferry sync -c mirror.yaml --dry-run    show what would be copied, write nothing
+  ferry sync -c mirror.yaml --shard 0/4  run one quarter of the mappings
+  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090
   ferry tags docker.io/library/alpine --semver '>=3.18' --latest 3
   ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20";
 
@@ -68,6 +72,11 @@ pub enum Command {
     /// Mirror every mapping of a config.
     #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
     Sync(SyncArgs),
+    /// Sync again and again on an interval, with /healthz and /readyz for an orchestrator.
+    #[command(
+        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503. SIGINT/SIGTERM: stop after the run in flight."
+    )]
+    Watch(WatchArgs),
     /// Check a config and print every problem with file:line:col.
     #[command(after_help = "Example:\n  ferry validate -c mirror.yaml")]
     Validate(ConfigArg),
@@ -109,6 +118,52 @@ pub struct SyncArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub scope: RunScope,
+}
+
+/// Which mappings a process runs, whether it prunes, and its lock.
+#[derive(Debug, Args)]
+pub struct RunScope {
+    /// Run only shard I of N (I from 0): mappings split by a stable hash of source and targets.
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    pub shard: Option<Shard>,
+    /// Split into N shards, this one's index from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job).
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
+    /// Lock file held for the whole run [default: <config>.lock, <config>.I-of-N.lock for a shard].
+    #[arg(long, value_name = "FILE", conflicts_with = "no_lock")]
+    pub lock: Option<PathBuf>,
+    /// Take no lock (e.g. a read-only config directory in a container that runs alone).
+    #[arg(long)]
+    pub no_lock: bool,
+    /// Delete target tags the source no longer has and the mapping's filter selects.
+    #[arg(long)]
+    pub prune: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Time from one run's start to the next (`30s`, `15m`, `1h`); a run never overlaps another.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+    /// Address for /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
+    pub listen: std::net::SocketAddr,
+    /// Also write each run's JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub scope: RunScope,
+}
+
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    match ferry_sync::config::parse_duration(text)? {
+        d if d.is_zero() => Err("the interval must be longer than 0".into()),
+        d => Ok(d),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
-//! Exit codes: 0 clean, 1 some failed, 2 all failed or fatal, 3 config error, 4 auth error;
-//! derived from a sync report, a dry-run plan, or a single registry error.
+//! Exit codes: 0 clean, 1 some failed, 2 all failed or fatal, 3 config, 4 auth, 5 lock held by
+//! another run; derived from a sync report, a dry-run plan, or a single registry error.
 
 use std::process::ExitCode;
 
@@ -12,6 +12,7 @@ pub const PARTIAL: u8 = 1;
 pub const FAILED: u8 = 2;
 pub const CONFIG: u8 = 3;
 pub const AUTH: u8 = 4;
+pub const LOCKED: u8 = 5;
 
 pub fn code(n: u8) -> ExitCode {
     ExitCode::from(n)

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match &cli.command {
             Command::Sync(args) => commands::sync::run(args, &progress).await,
+            Command::Watch(args) => commands::watch::run(args, &progress).await,
             Command::Validate(args) => commands::validate::run(args, &progress),
             Command::Tags(args) => commands::tags::run(args, &progress).await,
             Command::Copy(args) => commands::copy::run(args, &progress).await,

@@ -3,9 +3,11 @@
 
 pub mod auth;
 pub mod copy;
+pub mod scope;
 pub mod sync;
 pub mod tags;
 pub mod validate;
+pub mod watch;
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! `ferry sync`: prepare, then the engine (or the dry-run plan), with progress, signal handling
-//! (first SIGINT/SIGTERM stops new work, the second exits at once), report output and exit code.
+//! `ferry sync`: prepare, then the engine (or the dry-run plan) and pruning, with progress, signal
+//! handling (first SIGINT/SIGTERM stops new work, the second exits at once), report and exit code.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -9,6 +9,7 @@ use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::progress::SyncProgress;
+use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
 
 use crate::cli::SyncArgs;
@@ -23,8 +24,20 @@ pub struct RunOptions {
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> u8 {
+    let shard = match super::scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
+        Ok(s) => s,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return exit::FAILED;
+        }
+    };
     let config = match super::load_config(&args.config.config, progress) {
-        Ok(c) => c,
+        Ok(c) => super::scope::apply(c, shard, args.scope.prune, progress),
+        Err(code) => return code,
+    };
+    // Held until this function returns: the whole run.
+    let _lock = match super::scope::lock(&args.config.config, &args.scope, shard, progress) {
+        Ok(lock) => lock,
         Err(code) => return code,
     };
     let options = RunOptions {
@@ -97,10 +110,20 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         "prepare finished"
     );
 
+    let prunes = config.mappings.iter().any(|m| m.prune);
     let code = if options.dry_run {
         let dry = DryRun::measure(&plan, &registries).await;
-        let json = serde_json::to_string_pretty(&dry);
-        emit(options, progress, json, || print!("{}", dry.render_text()));
+        let pruned = prunes.then(|| prune::dry_run(prune::candidates(&plan, config)));
+        let json = match &pruned {
+            None => serde_json::to_string_pretty(&dry),
+            Some(p) => with_prune(serde_json::to_value(&dry), p),
+        };
+        emit(options, progress, json, || {
+            print!("{}", dry.render_text());
+            if let Some(p) = &pruned {
+                print!("{}", p.render_text());
+            }
+        });
         exit::for_dry_run(&plan, &dry)
     } else {
         let counters = Arc::new(SyncProgress::for_plan(&plan));
@@ -111,14 +134,46 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         let report = engine::sync(&plan, &registries, &engine_options, &stop).await;
         watch.finish().await;
         progress.eprint(&report.render_text());
-        let json = serde_json::to_string_pretty(&report);
+        // Pruning runs after the copies, and not at all once a signal stopped the run.
+        let pruned = match prunes {
+            true => {
+                Some(prune::execute(prune::candidates(&plan, config), &registries, &stop).await)
+            }
+            false => None,
+        };
+        if let Some(p) = &pruned {
+            let text = p.render_text();
+            if !text.is_empty() {
+                progress.eprint(text.trim_end());
+            }
+        }
+        let json = match &pruned {
+            None => serde_json::to_string_pretty(&report),
+            Some(p) => with_prune(serde_json::to_value(&report), p),
+        };
         emit(options, progress, json, || {});
-        exit::for_report(&report)
+        match exit::for_report(&report) {
+            exit::CLEAN if pruned.as_ref().is_some_and(PruneReport::has_failures) => exit::PARTIAL,
+            code => code,
+        }
     };
     if let Some(task) = signals {
         task.abort();
     }
     code
+}
+
+/// A report's JSON with a `prune` member added (used only when pruning ran, so the output of a
+/// run without pruning keeps its field order).
+fn with_prune(
+    report: serde_json::Result<serde_json::Value>,
+    pruned: &PruneReport,
+) -> serde_json::Result<String> {
+    let mut value = report?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert("prune".into(), serde_json::to_value(pruned)?);
+    }
+    serde_json::to_string_pretty(&value)
 }
 
 /// JSON on stdout with `--json` (else `text`), and to the `--report` file.
@@ -168,16 +223,16 @@ async fn watch_signals(
     std::process::exit(i32::from(exit::FAILED));
 }
 
-/// SIGINT and SIGTERM, registered once for the whole run.
+/// SIGINT and SIGTERM, registered once for the whole run (and by `ferry watch` for its life).
 #[cfg(unix)]
-struct Signals {
+pub(crate) struct Signals {
     interrupt: tokio::signal::unix::Signal,
     terminate: tokio::signal::unix::Signal,
 }
 
 #[cfg(unix)]
 impl Signals {
-    fn new() -> std::io::Result<Signals> {
+    pub(crate) fn new() -> std::io::Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
@@ -185,7 +240,7 @@ impl Signals {
         })
     }
 
-    async fn next(&mut self) {
+    pub(crate) async fn next(&mut self) {
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}
@@ -194,15 +249,15 @@ impl Signals {
 }
 
 #[cfg(not(unix))]
-struct Signals;
+pub(crate) struct Signals;
 
 #[cfg(not(unix))]
 impl Signals {
-    fn new() -> std::io::Result<Signals> {
+    pub(crate) fn new() -> std::io::Result<Signals> {
         Ok(Signals)
     }
 
-    async fn next(&mut self) {
+    pub(crate) async fn next(&mut self) {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
