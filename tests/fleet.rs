@@ -1,0 +1,390 @@
+//! The binary beyond one run on one machine: shards split a config disjointly (also from
+//! JOB_COMPLETION_INDEX), the run lock turns a second run away with exit 5, `--prune` deletes
+//! (or shows) stale tags, and `ferry watch` serves /healthz and /readyz and stops on SIGTERM.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::registry::TestRegistry;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+async fn ferry_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = tokio::process::Command::new(FERRY);
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("FERRY_CONFIG")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("ferry finished within two minutes")
+        .expect("ferry ran")
+}
+
+async fn ferry(args: &[&str]) -> Output {
+    ferry_env(args, &[]).await
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn registry_entry(host: &str, url: &str) -> String {
+    format!(
+        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
+    )
+}
+
+fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
+    let path = dir.join("mirror.yaml");
+    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `src/appN` → `dst/appN` on one registry, for N in 0..count.
+fn app_mappings(reg: &TestRegistry, count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            format!(
+                "  - source: \"{h}/src/app{i}\"\n    targets: [\"{h}/dst/app{i}\"]\n",
+                h = reg.host()
+            )
+        })
+        .collect()
+}
+
+fn mirrored(reg: &TestRegistry) -> BTreeSet<String> {
+    reg.repositories()
+        .into_iter()
+        .filter(|r| r.starts_with("dst/") && !reg.tags(r).is_empty())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_split_the_mappings_disjointly_and_together_cover_them() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    for i in 0..8 {
+        reg.seed_image(
+            &format!("src/app{i}"),
+            "v1",
+            &[format!("app{i}").as_bytes()],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url());
+    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 8));
+    let config = config.to_str().unwrap();
+
+    let first = ferry(&["sync", "-c", config, "--shard", "0/2"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let after_first = mirrored(&reg);
+    assert!(
+        !after_first.is_empty() && after_first.len() < 8,
+        "shard 0/2 took {after_first:?}"
+    );
+    assert!(
+        text(&first.stderr).contains(&format!("shard 0/2: {} of 8 mappings", after_first.len())),
+        "{}",
+        text(&first.stderr)
+    );
+
+    // The second half, as pod 1 of an Indexed Job: nothing the first shard copied is written.
+    reg.reset_stats();
+    let second = ferry_env(
+        &["sync", "-c", config, "--shards", "2"],
+        &[("JOB_COMPLETION_INDEX", "1")],
+    )
+    .await;
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    assert_eq!(
+        mirrored(&reg).len(),
+        8,
+        "together the shards cover every mapping"
+    );
+    let touched: BTreeSet<String> = reg
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/manifests/"))
+        .map(|r| {
+            r.path
+                .trim_start_matches("/v2/")
+                .split("/manifests/")
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(touched.len(), 8 - after_first.len(), "{touched:?}");
+    assert!(
+        touched.is_disjoint(&after_first),
+        "{touched:?} vs {after_first:?}"
+    );
+
+    // The same split every time.
+    let again = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--shard",
+        "0/2",
+        "--dry-run",
+        "--json",
+    ])
+    .await;
+    let plan: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    let sources: BTreeSet<String> = plan["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["source"]
+                .as_str()
+                .unwrap()
+                .replace(&format!("{}/src/", reg.host()), "dst/")
+        })
+        .collect();
+    assert_eq!(sources, after_first);
+
+    let unset = ferry(&["sync", "-c", config, "--shards", "2"]).await;
+    assert_eq!(unset.status.code(), Some(2));
+    assert!(
+        text(&unset.stderr).contains("JOB_COMPLETION_INDEX"),
+        "{}",
+        text(&unset.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_a_locked_config_exits_5_and_sends_nothing() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url());
+    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 1));
+    let config = config.to_str().unwrap();
+
+    let held = std::fs::File::create(format!("{config}.lock")).unwrap();
+    held.try_lock().unwrap();
+    let out = ferry(&["sync", "-c", config]).await;
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("holds the lock") && err.contains("mirror.yaml.lock"),
+        "{err}"
+    );
+    assert_eq!(reg.stats().requests, 0, "nothing was sent");
+
+    // Another lock file is another run.
+    let other = dir.path().join("other.lock");
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--lock",
+        other.to_str().unwrap(),
+        "--dry-run",
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    drop(held);
+    let out = ferry(&["sync", "-c", config]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(reg.tags("dst/app0"), vec!["v1".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_shows_then_deletes_only_stale_tags_the_filter_selects() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("dst/app", "v0", &[b"zero"]);
+    reg.seed_image("dst/app", "keep", &[b"mine"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url());
+    let mapping = format!(
+        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"v*\"] }}\n",
+        h = reg.host()
+    );
+    let config = write_config(dir.path(), &registries, &mapping);
+    let config = config.to_str().unwrap();
+
+    let dry = ferry(&["sync", "-c", config, "--prune", "--dry-run"]).await;
+    let out = text(&dry.stdout);
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
+    assert!(
+        out.contains(&format!("would prune  {}/dst/app:v0", reg.host())),
+        "{out}"
+    );
+    assert!(!out.contains("keep"), "{out}");
+    assert!(reg.requests().iter().all(|r| r.method != "DELETE"));
+
+    let without = ferry(&["sync", "-c", config, "--json"]).await;
+    let report: serde_json::Value = serde_json::from_slice(&without.stdout).unwrap();
+    assert!(
+        report.get("prune").is_none(),
+        "no prune member without --prune"
+    );
+
+    let run = ferry(&["sync", "-c", config, "--prune", "--json"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(report["prune"]["deleted"], 1, "{report:#}");
+    assert_eq!(report["prune"]["tags"][0]["tag"], "v0");
+    assert_eq!(
+        reg.tags("dst/app"),
+        vec!["keep".to_string(), "v1".to_string()]
+    );
+}
+
+/// A real distribution 2.8 target cannot delete tags: the run says so and exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prune_against_a_real_registry_reports_unsupported_and_exits_1() {
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let src = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("src/app", "v1", &[b"one"]);
+    src.seed_image("src/old", "v0", &[b"zero"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries =
+        registry_entry(&src.host(), &src.url()) + &registry_entry(&real.host(), &real.url());
+    let mapping = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n    tags: {{ include: [\"v*\"] }}\n    prune: true\n",
+        src.host(),
+        real.host()
+    );
+    let config = write_config(dir.path(), &registries, &mapping);
+    let config = config.to_str().unwrap();
+    // The target holds v0, which the source's src/app never had.
+    let copy = ferry(&[
+        "copy",
+        &format!("{}/src/old:v0", src.host()),
+        &format!("{}/dst/app", real.host()),
+        "-c",
+        config,
+    ])
+    .await;
+    assert_eq!(copy.status.code(), Some(0), "{}", text(&copy.stderr));
+
+    let out = ferry(&["sync", "-c", config]).await;
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "PRUNE UNSUPPORTED  {} does not delete tags",
+            real.host()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("not pruned  {}/dst/app:v0", real.host())),
+        "{err}"
+    );
+    let tags = ferry(&["tags", &format!("{}/dst/app", real.host()), "-c", config]).await;
+    assert!(
+        text(&tags.stdout).contains("v0"),
+        "v0 is still there: {}",
+        text(&tags.stdout)
+    );
+}
+
+async fn http_get(addr: &str, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: ferry\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url());
+    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 1));
+    let config = config.to_str().unwrap();
+
+    let mut child = tokio::process::Command::new(FERRY)
+        .args([
+            "watch",
+            "-c",
+            config,
+            "--interval",
+            "1h",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut addr = None;
+    // The listener first, then the first run (which starts at once).
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line.clone());
+        if let Some(rest) = line.strip_prefix("watch: listening on ") {
+            addr = rest.split_whitespace().next().map(str::to_owned);
+        }
+        if line.starts_with("watch: run finished") {
+            break;
+        }
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no listening line: {seen:#?}"));
+    assert!(
+        seen.iter()
+            .any(|l| l == "watch: run finished with exit code 0"),
+        "{seen:#?}"
+    );
+    assert_eq!(reg.tags("dst/app0"), vec!["v1".to_string()]);
+
+    let health = http_get(&addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK"), "{health}");
+    let ready = http_get(&addr, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200 OK"), "{ready}");
+    assert!(ready.contains("exit code 0"), "{ready}");
+
+    // A cron run of the same config is turned away while watch lives.
+    let out = ferry(&["sync", "-c", config]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+
+    let kill = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(kill.success());
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("watch stopped after SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{seen:#?}");
+    assert!(seen.iter().any(|l| l.contains("stopping")), "{seen:#?}");
+    // Only one run: the next was an hour away.
+    assert_eq!(
+        seen.iter()
+            .filter(|l| l.starts_with("watch: run finished"))
+            .count(),
+        1
+    );
+}
