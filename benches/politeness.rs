@@ -26,10 +26,13 @@ async fn main() {
     );
     println!();
     println!(
-        "| mirror.yaml | source requests | answered 429 | 429 share | wall time | limit-imposed time | ratio |"
+        "| mirror.yaml | run | source requests | answered 429 | 429 share | wall time | limit-imposed time | ratio |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for configured in [true, false] {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (configured, round) in [true, false]
+        .into_iter()
+        .flat_map(|c| (1..=3).map(move |r| (c, r)))
+    {
         let src = TestRegistry::builder().start().await.expect("source");
         let dst = TestRegistry::builder().start().await.expect("target");
         let mut mappings = String::new();
@@ -93,11 +96,11 @@ async fn main() {
         let accepted = s.requests - throttled;
         let imposed = (accepted.saturating_sub(BURST as u64)) as f64 / RATE;
         println!(
-            "| {} | {} | {} | {:.1}% | {:.2} s | {:.2} s | {:.2} |",
+            "| {} | {round} | {} | {} | {:.1}% | {:.2} s | {:.2} s | {:.2} |",
             if configured {
-                "requests_per_second: 20"
+                "`requests_per_second: 20`"
             } else {
-                "no rate set (AIMD only)"
+                "no rate set (learned from throttles)"
             },
             s.requests,
             throttled,
