@@ -371,13 +371,15 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(kill.success());
-    while let Some(line) = lines.next_line().await.unwrap() {
-        seen.push(line);
-    }
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+    let stopped = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            seen.push(line);
+        }
+        child.wait().await.unwrap()
+    };
+    let status = tokio::time::timeout(Duration::from_secs(60), stopped)
         .await
-        .expect("watch stopped after SIGTERM")
-        .unwrap();
+        .expect("watch stopped after SIGTERM");
     assert_eq!(status.code(), Some(0), "{seen:#?}");
     assert!(seen.iter().any(|l| l.contains("stopping")), "{seen:#?}");
     // Only one run: the next was an hour away.
