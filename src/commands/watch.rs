@@ -55,7 +55,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> u8 {
             return exit::FAILED;
         }
     };
-    let local = listener.local_addr().map_or_else(|_| args.listen, |a| a);
+    let local = listener.local_addr().unwrap_or(args.listen);
     progress.eprint(&format!(
         "watch: listening on {local} (/healthz, /readyz); a sync every {}s",
         args.interval.as_secs_f64()
