@@ -131,7 +131,8 @@ pub struct RunScope {
     /// Split into N shards, this one's index from $JOB_COMPLETION_INDEX (Kubernetes Indexed Job).
     #[arg(long, value_name = "N")]
     pub shards: Option<u32>,
-    /// Lock file held for the whole run [default: <config>.lock, <config>.I-of-N.lock for a shard].
+    /// Lock file held for the whole run (a dry run takes none) [default: <config>.lock,
+    /// <config>.I-of-N.lock for a shard].
     #[arg(long, value_name = "FILE", conflicts_with = "no_lock")]
     pub lock: Option<PathBuf>,
     /// Take no lock (e.g. a read-only config directory in a container that runs alone).

@@ -184,18 +184,16 @@ async fn a_run_of_a_locked_config_exits_5_and_sends_nothing() {
     );
     assert_eq!(reg.stats().requests, 0, "nothing was sent");
 
+    // A dry run writes nothing and takes no lock.
+    let out = ferry(&["sync", "-c", config, "--dry-run"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(reg.tags("dst/app0").is_empty());
+
     // Another lock file is another run.
     let other = dir.path().join("other.lock");
-    let out = ferry(&[
-        "sync",
-        "-c",
-        config,
-        "--lock",
-        other.to_str().unwrap(),
-        "--dry-run",
-    ])
-    .await;
+    let out = ferry(&["sync", "-c", config, "--lock", other.to_str().unwrap()]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(reg.tags("dst/app0"), vec!["v1".to_string()]);
 
     drop(held);
     let out = ferry(&["sync", "-c", config]).await;

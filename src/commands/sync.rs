@@ -35,10 +35,13 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> u8 {
         Ok(c) => super::scope::apply(c, shard, args.scope.prune, progress),
         Err(code) => return code,
     };
-    // Held until this function returns: the whole run.
-    let _lock = match super::scope::lock(&args.config.config, &args.scope, shard, progress) {
-        Ok(lock) => lock,
-        Err(code) => return code,
+    // Held until this function returns: the whole run. A dry run writes nothing and takes none.
+    let _lock = match args.dry_run {
+        true => None,
+        false => match super::scope::lock(&args.config.config, &args.scope, shard, progress) {
+            Ok(lock) => lock,
+            Err(code) => return code,
+        },
     };
     let options = RunOptions {
         dry_run: args.dry_run,
