@@ -377,9 +377,16 @@ impl<'a> BlobChecker<'a> {
             .client(host)
             .await
             .map_err(|e| e.to_string())?;
-        let graph = fetch_graph(&source, repository, &image.source_digest, platforms)
-            .await
-            .map_err(|e| e.to_string())?;
+        let fetched = image.root.as_ref();
+        let graph = fetch_graph(
+            &source,
+            repository,
+            &image.source_digest,
+            platforms,
+            fetched,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for t in image.targets.iter().filter(|t| t.state.needs_copy()) {
             let missing = match (&t.target, &t.state) {

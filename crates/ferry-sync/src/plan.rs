@@ -54,6 +54,9 @@ pub struct ImagePlan {
     pub source_digest: Digest,
     /// For a referrer found through the referrers API: the manifest it refers to.
     pub subject: Option<Digest>,
+    /// The source's root manifest, when the prepare phase already fetched it (a tag no target
+    /// had): the engine does not fetch it again.
+    pub root: Option<ferry_distribution::ops::Manifest>,
     pub media_type: String,
     pub targets: Vec<TargetPlan>,
 }

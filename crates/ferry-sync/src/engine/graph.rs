@@ -36,13 +36,15 @@ impl ImageGraph {
     }
 }
 
-/// Fetches the manifest named by `digest` and everything under it. With `platforms`, an index
-/// root keeps only those platforms' children (and becomes a new index, see [`crate::platform`]).
+/// Fetches the manifest named by `digest` (unless `fetched` already holds it) and everything
+/// under it. With `platforms`, an index root keeps only those platforms' children (and becomes
+/// a new index, see [`crate::platform`]).
 pub async fn fetch_graph(
     client: &RegistryClient,
     repository: &str,
     digest: &Digest,
     platforms: &[String],
+    fetched: Option<&Manifest>,
 ) -> Result<ImageGraph, Error> {
     let mut graph = ImageGraph {
         manifests: Vec::new(),
@@ -50,7 +52,10 @@ pub async fn fetch_graph(
     };
     let mut seen = std::collections::HashSet::new();
     seen.insert(digest.clone());
-    let root = client.get_manifest(repository, &digest.to_string()).await?;
+    let root = match fetched {
+        Some(m) if m.digest == *digest => m.clone(),
+        _ => client.get_manifest(repository, &digest.to_string()).await?,
+    };
     let root = match crate::platform::filter_index(&root, platforms) {
         Ok(Some(filtered)) => filtered,
         Ok(None) => root,

@@ -367,21 +367,22 @@ async fn fetch_graphs(
     work: &[Work<'_>],
     options: &EngineOptions,
 ) -> HashMap<GraphKey, Result<ImageGraph, Error>> {
-    let mut unique: HashMap<GraphKey, (RegistryClient, String, Digest, &[String])> = HashMap::new();
+    let mut unique: HashMap<GraphKey, &Work<'_>> = HashMap::new();
     for w in work {
-        unique.entry(graph_key(w)).or_insert_with(|| {
-            (
-                w.source.clone(),
-                w.repository.clone(),
-                w.image.source_digest.clone(),
-                w.platforms,
-            )
-        });
+        unique.entry(graph_key(w)).or_insert(w);
     }
     futures::stream::iter(unique)
-        .map(|(key, (client, repo, digest, platforms))| async move {
-            let g = fetch_graph(&client, &repo, &digest, platforms).await;
-            (key, g)
+        .map(|(key, w)| async move {
+            let i = w.image;
+            let fetched = i.root.as_ref();
+            let g = fetch_graph(
+                &w.source,
+                &w.repository,
+                &i.source_digest,
+                w.platforms,
+                fetched,
+            );
+            (key, g.await)
         })
         .buffer_unordered(options.images_in_flight)
         .collect()

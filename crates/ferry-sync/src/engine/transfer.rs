@@ -251,24 +251,24 @@ async fn upload_attempt(
     };
     let mut current = session.lock().await.clone();
     let mut offset = 0;
-    if attempt > 1 {
-        if let Some(s) = &current {
-            match client.upload_status_once(s).await {
-                Ok(held) => offset = held,
-                Err(Failure::Status { status: 404, .. }) => {
-                    // The session is gone: a lost reply may hide a finished upload.
-                    if client
-                        .head_blob(repository, &blob.digest)
-                        .await
-                        .map_err(|e| Failure::Inner(Box::new(e)))?
-                        .is_some()
-                    {
-                        return Ok(());
-                    }
-                    current = None;
+    if attempt > 1
+        && let Some(s) = &current
+    {
+        match client.upload_status_once(s).await {
+            Ok(held) => offset = held,
+            Err(Failure::Status { status: 404, .. }) => {
+                // The session is gone: a lost reply may hide a finished upload.
+                if client
+                    .head_blob(repository, &blob.digest)
+                    .await
+                    .map_err(|e| Failure::Inner(Box::new(e)))?
+                    .is_some()
+                {
+                    return Ok(());
                 }
-                Err(f) => return Err(f),
+                current = None;
             }
+            Err(f) => return Err(f),
         }
     }
     let mut s = match current {

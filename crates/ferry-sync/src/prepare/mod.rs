@@ -2,6 +2,8 @@
 //! each one completes, then returns the plan in config order; one failed mapping stops no other.
 
 pub mod mapping;
+pub mod source;
+pub mod targets;
 pub mod tracker;
 
 use std::sync::Arc;

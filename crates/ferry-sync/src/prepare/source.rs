@@ -1,0 +1,97 @@
+//! What a mapping copies from its source: each wanted tag or pin resolved to a digest. A tag some
+//! target already has is HEADed (to compare digests, and HEADs are cheap); a tag no target has is
+//! fetched whole at once, since the engine needs its bytes anyway.
+
+use futures::StreamExt;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::{Operation, RegistryClient, media};
+
+use crate::plan::ImagePlan;
+use crate::prepare::PrepareOptions;
+
+/// A tag (or digest pin) to resolve, and whether its digest only is needed.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub tag: Option<String>,
+    pub reference: String,
+    /// Some target holds this tag: a HEAD tells whether it is up to date.
+    pub compare: bool,
+}
+
+/// Resolves every wanted reference; a tag deleted since the listing is skipped.
+pub async fn resolve_images(
+    client: &RegistryClient,
+    repo: &str,
+    wanted: Vec<Wanted>,
+    platforms: &[String],
+    options: &PrepareOptions,
+) -> Result<Vec<ImagePlan>, Error> {
+    let resolved: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
+        .map(|w| async move { resolve_one(client, repo, w, platforms).await })
+        .buffered(options.heads_per_mapping.max(1))
+        .collect()
+        .await;
+    let mut images = Vec::new();
+    for r in resolved {
+        if let Some(image) = r? {
+            images.push(image);
+        }
+    }
+    Ok(images)
+}
+
+async fn resolve_one(
+    client: &RegistryClient,
+    repo: &str,
+    w: Wanted,
+    platforms: &[String],
+) -> Result<Option<ImagePlan>, Error> {
+    let filtering = !platforms.is_empty();
+    // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
+    let (digest, media_type, root) = if w.compare && !filtering {
+        match client.head_manifest(repo, &w.reference).await? {
+            Some(info) => (info.digest, info.media_type, None),
+            None => return Ok(None),
+        }
+    } else {
+        match client.get_manifest(repo, &w.reference).await {
+            Ok(m) => (m.digest.clone(), m.media_type.clone(), Some(m)),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    };
+    // A platform filter rewrites an index: the target must hold the rewritten one.
+    let mut target_digest = digest.clone();
+    if let Some(m) = root.as_ref().filter(|m| media::is_index(&m.media_type))
+        && let Some(filtered) = filter(client, repo, m, platforms)?
+    {
+        target_digest = filtered.digest;
+    }
+    Ok(Some(ImagePlan {
+        tag: w.tag,
+        digest: target_digest,
+        source_digest: digest,
+        subject: None,
+        media_type,
+        root,
+        targets: Vec::new(),
+    }))
+}
+
+fn filter(
+    client: &RegistryClient,
+    repo: &str,
+    index: &Manifest,
+    platforms: &[String],
+) -> Result<Option<Manifest>, Error> {
+    crate::platform::filter_index(index, platforms).map_err(|e| {
+        Error::new(
+            client.host(),
+            Some(repo),
+            Operation::ManifestGet,
+            ErrorKind::InvalidResponse(e),
+        )
+    })
+}

@@ -1,0 +1,121 @@
+//! What each target of a mapping already holds: one tag listing per registry target (or the
+//! layout's `index.json`), then a HEAD only for a tag the target has, to compare digests.
+
+use std::collections::HashSet;
+
+use futures::StreamExt;
+
+use ferry_distribution::error::Error;
+use ferry_distribution::{Digest, RegistryClient};
+
+use crate::config::Target;
+use crate::plan::{ImagePlan, TargetState};
+use crate::prepare::PrepareOptions;
+use crate::prepare::mapping::parse_repository;
+use crate::registries::Registries;
+
+/// One target's listing, taken once and used for every image of the mapping.
+#[derive(Debug)]
+pub enum TargetListing {
+    /// A registry repository: its tags, or `None` when it does not exist yet.
+    Registry {
+        client: RegistryClient,
+        repository: String,
+        tags: Option<Vec<String>>,
+    },
+    /// An image-layout directory.
+    Layout { path: std::path::PathBuf },
+}
+
+impl TargetListing {
+    /// Lists `target` once.
+    pub async fn take(target: &Target, registries: &Registries) -> Result<Self, Error> {
+        let reference = match target {
+            Target::Registry { reference } => parse_repository(reference)?,
+            Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
+        };
+        let client = registries.client(&reference.registry).await?;
+        let tags = match client.list_tags(&reference.repository).await {
+            Ok(tags) => Some(tags),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        Ok(TargetListing::Registry {
+            client,
+            repository: reference.repository,
+            tags,
+        })
+    }
+
+    /// Whether the target holds something under `tag`, so a digest must be compared.
+    pub fn has_tag(&self, tag: &str) -> bool {
+        match self {
+            TargetListing::Registry { tags, .. } => {
+                tags.as_ref().is_some_and(|t| t.iter().any(|x| x == tag))
+            }
+            TargetListing::Layout { path } => crate::layout::read_tags(path)
+                .iter()
+                .any(|(t, _)| t.as_deref() == Some(tag)),
+        }
+    }
+
+    /// The registry repository's tags (empty for an absent repository; `None` for a layout).
+    pub fn registry_tags(&self) -> Option<Vec<String>> {
+        match self {
+            TargetListing::Registry { tags, .. } => Some(tags.clone().unwrap_or_default()),
+            TargetListing::Layout { .. } => None,
+        }
+    }
+
+    /// The state of every image on this target: a HEAD for each tag the target has (and each
+    /// pinned digest in a repository that exists), nothing for the rest.
+    pub async fn states(
+        &self,
+        images: &[ImagePlan],
+        options: &PrepareOptions,
+    ) -> Result<Vec<TargetState>, Error> {
+        let (client, repo, tags) = match self {
+            TargetListing::Layout { path } => {
+                return Ok(crate::layout::target_states(path, images));
+            }
+            TargetListing::Registry { tags: None, .. } => {
+                return Ok(vec![TargetState::NewRepository; images.len()]);
+            }
+            TargetListing::Registry {
+                client,
+                repository,
+                tags: Some(tags),
+            } => (client, repository.as_str(), tags),
+        };
+        let present: HashSet<&str> = tags.iter().map(String::as_str).collect();
+        let states: Vec<Result<TargetState, Error>> = futures::stream::iter(images)
+            .map(|image| {
+                let present = &present;
+                async move {
+                    let reference = match &image.tag {
+                        Some(tag) if !present.contains(tag.as_str()) => {
+                            return Ok(TargetState::Missing);
+                        }
+                        Some(tag) => tag.clone(),
+                        None => image.digest.to_string(),
+                    };
+                    Ok(compare(
+                        client.head_manifest(repo, &reference).await?,
+                        &image.digest,
+                    ))
+                }
+            })
+            .buffered(options.heads_per_mapping.max(1))
+            .collect()
+            .await;
+        states.into_iter().collect()
+    }
+}
+
+fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, source: &Digest) -> TargetState {
+    match info {
+        None => TargetState::Missing,
+        Some(i) if i.digest == *source => TargetState::UpToDate,
+        Some(i) => TargetState::Stale { current: i.digest },
+    }
+}
