@@ -349,7 +349,8 @@ impl Corpus {
                     let seed = rng.next_u64();
                     b.layer(seed, size)
                 };
-                let is_index = shape.index_every > 0 && tag_counter % shape.index_every == 0;
+                let is_index =
+                    shape.index_every > 0 && tag_counter.is_multiple_of(shape.index_every);
                 if is_index {
                     let amd_top = top_layer(&mut b, &mut rng);
                     let arm_top = top_layer(&mut b, &mut rng);

@@ -240,14 +240,13 @@ impl RegistryClient {
             .ready
             .get_or_try_init(|| async {
                 let result = self.ping().await;
-                if let Err(e) = &result {
-                    if matches!(
+                if let Err(e) = &result
+                    && (matches!(
                         e.kind,
                         ErrorKind::Transport(_) | ErrorKind::DeadlineExceeded
-                    ) || e.status().is_some_and(|s| s >= 500)
-                    {
-                        self.inner.gate.breaker.trip();
-                    }
+                    ) || e.status().is_some_and(|s| s >= 500))
+                {
+                    self.inner.gate.breaker.trip();
                 }
                 result
             })

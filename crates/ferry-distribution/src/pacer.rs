@@ -124,10 +124,10 @@ impl Pacer {
         {
             s.successes.pop_front();
         }
-        if !self.configured {
-            if let Some(b) = s.bucket.as_mut() {
-                b.rate += REGROWTH / b.rate.max(1.0);
-            }
+        if !self.configured
+            && let Some(b) = s.bucket.as_mut()
+        {
+            b.rate += REGROWTH / b.rate.max(1.0);
         }
     }
 

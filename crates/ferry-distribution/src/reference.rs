@@ -265,10 +265,10 @@ fn is_valid_registry(registry: &str) -> bool {
             None => (Some(registry), None),
         }
     };
-    if let Some(host) = host {
-        if host.is_empty() || !host.split('.').all(is_valid_dns_label) {
-            return false;
-        }
+    if let Some(host) = host
+        && (host.is_empty() || !host.split('.').all(is_valid_dns_label))
+    {
+        return false;
     }
     match port {
         Some(port) => {

@@ -140,10 +140,10 @@ impl AimdWindow {
         let now = Instant::now();
         let mut s = self.lock();
         s.slow_start = false;
-        if let Some(last) = s.last_decrease {
-            if now.duration_since(last) < self.settings.epoch {
-                return false;
-            }
+        if let Some(last) = s.last_decrease
+            && now.duration_since(last) < self.settings.epoch
+        {
+            return false;
         }
         let before = Self::slots(&s);
         s.limit = (s.limit / 2.0).max(1.0);

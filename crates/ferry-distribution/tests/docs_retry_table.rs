@@ -18,6 +18,11 @@ fn docs_retry_table_matches_the_code() {
             Replay::Safe => "safe",
             Replay::Unsafe => "unsafe",
         };
-        assert_eq!(documented, expected, "docs/retry.md says {documented} for {}", op.name());
+        assert_eq!(
+            documented,
+            expected,
+            "docs/retry.md says {documented} for {}",
+            op.name()
+        );
     }
 }

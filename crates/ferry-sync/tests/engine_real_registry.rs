@@ -29,11 +29,19 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
 
 async fn push_blob(c: &RegistryClient, repo: &str, bytes: &[u8]) -> (Digest, usize) {
     let d = Digest::of_bytes(Algorithm::Sha256, bytes);
-    c.push_blob_bytes(repo, &d, Bytes::copy_from_slice(bytes)).await.unwrap();
+    c.push_blob_bytes(repo, &d, Bytes::copy_from_slice(bytes))
+        .await
+        .unwrap();
     (d, bytes.len())
 }
 
-async fn push_manifest(c: &RegistryClient, repo: &str, reference: &str, media_type: &str, json: serde_json::Value) -> Manifest {
+async fn push_manifest(
+    c: &RegistryClient,
+    repo: &str,
+    reference: &str,
+    media_type: &str,
+    json: serde_json::Value,
+) -> Manifest {
     let bytes = Bytes::from(serde_json::to_vec(&json).unwrap());
     let m = Manifest {
         digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
@@ -45,8 +53,19 @@ async fn push_manifest(c: &RegistryClient, repo: &str, reference: &str, media_ty
 }
 
 /// An image manifest over a shared base layer and a layer of its own.
-async fn push_image(c: &RegistryClient, repo: &str, tag: &str, base: &[u8], own: &[u8]) -> Manifest {
-    let (cfg, cfg_len) = push_blob(c, repo, format!("{{\"architecture\":\"{tag}\"}}").as_bytes()).await;
+async fn push_image(
+    c: &RegistryClient,
+    repo: &str,
+    tag: &str,
+    base: &[u8],
+    own: &[u8],
+) -> Manifest {
+    let (cfg, cfg_len) = push_blob(
+        c,
+        repo,
+        format!("{{\"architecture\":\"{tag}\"}}").as_bytes(),
+    )
+    .await;
     let (b, b_len) = push_blob(c, repo, base).await;
     let (o, o_len) = push_blob(c, repo, own).await;
     push_manifest(c, repo, tag, media::OCI_MANIFEST, serde_json::json!({
@@ -65,16 +84,34 @@ async fn run(text: &str) -> SyncReport {
     let registries = Registries::new(&cfg);
     let mut prepare = PrepareOptions::from_config(&cfg);
     prepare.watch_interval = None;
-    let plan = resolve_all(&cfg, &registries, &prepare, Arc::new(PrepareTracker::new(cfg.mappings.len()))).await;
-    sync(&plan, &registries, &EngineOptions::from_settings(&cfg.engine), &StopSignal::default()).await
+    let plan = resolve_all(
+        &cfg,
+        &registries,
+        &prepare,
+        Arc::new(PrepareTracker::new(cfg.mappings.len())),
+    )
+    .await;
+    sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&cfg.engine),
+        &StopSignal::default(),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_nothing() {
-    let Some(src) = RealRegistry::start_for_test().await.expect("source registry") else {
+    let Some(src) = RealRegistry::start_for_test()
+        .await
+        .expect("source registry")
+    else {
         return;
     };
-    let Some(dst) = RealRegistry::start_for_test().await.expect("target registry") else {
+    let Some(dst) = RealRegistry::start_for_test()
+        .await
+        .expect("target registry")
+    else {
         return;
     };
     let c = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
@@ -110,7 +147,10 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
     assert_eq!(got.digest, index.digest);
     assert_eq!(got.bytes, index.bytes);
     for child in [&amd, &arm] {
-        let m = t.get_manifest("mirror/app", &child.digest.to_string()).await.unwrap();
+        let m = t
+            .get_manifest("mirror/app", &child.digest.to_string())
+            .await
+            .unwrap();
         assert_eq!(m.bytes, child.bytes);
         let v: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
         for layer in v["layers"].as_array().unwrap() {

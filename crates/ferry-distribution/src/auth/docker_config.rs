@@ -202,10 +202,10 @@ impl DockerConfig {
         if let Some((_, helper)) = find_entry(&self.cred_helpers, &registry) {
             return self.ask_helper(helper, &registry, helper_timeout).await;
         }
-        if let Some((key, entry)) = find_entry(&self.auths, &registry) {
-            if let Some(credential) = self.credential_from_entry(key, entry)? {
-                return Ok(Some(credential));
-            }
+        if let Some((key, entry)) = find_entry(&self.auths, &registry)
+            && let Some(credential) = self.credential_from_entry(key, entry)?
+        {
+            return Ok(Some(credential));
         }
         match &self.creds_store {
             Some(store) => self.ask_helper(store, &registry, helper_timeout).await,

@@ -140,10 +140,10 @@ impl Authenticator {
         };
         // One exchange per scope set at a time; the others wait and take its token.
         let mut cached = slot.lock().await;
-        if let Some(t) = cached.as_ref() {
-            if Instant::now() < t.refresh_at {
-                return Ok(t.value.clone());
-            }
+        if let Some(t) = cached.as_ref()
+            && Instant::now() < t.refresh_at
+        {
+            return Ok(t.value.clone());
         }
         let fresh = self
             .exchange(http, realm, service, scopes)
@@ -322,13 +322,13 @@ pub(crate) async fn read_limited(
     limit: u64,
 ) -> Result<Vec<u8>, Failure> {
     use futures::StreamExt;
-    if let Some(len) = response.content_length() {
-        if len > limit {
-            return Err(Failure::Final(ErrorKind::TooLarge {
-                what: "response body",
-                limit,
-            }));
-        }
+    if let Some(len) = response.content_length()
+        && len > limit
+    {
+        return Err(Failure::Final(ErrorKind::TooLarge {
+            what: "response body",
+            limit,
+        }));
     }
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
