@@ -20,6 +20,12 @@ pub fn needs_chunked_uploads(host: &str) -> bool {
     host.ends_with(".azurecr.io")
 }
 
+/// The largest request body a registry is known to take in one streamed request, where it is
+/// smaller than ferry's chunk size: Azure Container Registry (see `needs_chunked_uploads`).
+pub fn max_chunk(host: &str) -> Option<u64> {
+    needs_chunked_uploads(host).then_some(16 << 20)
+}
+
 /// `<account>.dkr.ecr.<region>.amazonaws.com`.
 pub fn is_ecr(host: &str) -> bool {
     let h = host.split(':').next().unwrap_or(host);
@@ -46,5 +52,7 @@ mod tests {
         assert!(single_request_uploads("europe-docker.pkg.dev"));
         assert!(!single_request_uploads("quay.io"));
         assert!(needs_chunked_uploads("x.azurecr.io"));
+        assert_eq!(max_chunk("x.azurecr.io"), Some(16 << 20));
+        assert_eq!(max_chunk("ghcr.io"), None);
     }
 }

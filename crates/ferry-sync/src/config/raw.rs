@@ -46,10 +46,11 @@ pub struct RawEngine {
     /// Blobs transferred at once across all images (default 16).
     #[serde(default)]
     pub blobs_in_flight: Option<usize>,
-    /// Chunk size for chunked uploads, e.g. "8MiB" (default "8MiB").
+    /// Bytes per PATCH of a chunked upload, e.g. "64MiB" (default "64MiB"; at most 16 MiB on
+    /// registries that fail large streamed requests).
     #[serde(default)]
     pub chunk_size: Option<String>,
-    /// Blobs up to this size are uploaded in one request, e.g. "16MiB" (default "16MiB").
+    /// Blobs up to this size are uploaded in one request, e.g. "64MiB" (default "64MiB").
     #[serde(default)]
     pub monolithic_limit: Option<String>,
 }

@@ -295,7 +295,8 @@ async fn upload_attempt(
     }
     let shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
     while offset < blob.size {
-        let n = shape.chunk_size.max(1).min(blob.size - offset);
+        let chunk = quirks::max_chunk(host).map_or(shape.chunk_size, |m| m.min(shape.chunk_size));
+        let n = chunk.max(1).min(blob.size - offset);
         let body = reqwest::Body::wrap_stream(take_bytes(Arc::clone(&shared), n));
         s = client.patch_chunk_once(&s, offset, n, body).await?;
         *session.lock().await = Some(s.clone());
