@@ -1,0 +1,123 @@
+//! TLS against a real handshake: a registry whose certificate a private CA signed is refused
+//! by default, accepted with that CA as the registry's `ca_bundle`, and skipped only when the
+//! registry is configured insecure. The server is a minimal HTTPS responder on loopback.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ferry_distribution::client::{RegistryClient, RegistryOptions};
+use ferry_distribution::error::ErrorKind;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls")
+        .join(name)
+}
+
+/// Serves `/v2/` (200) and one tag list over TLS; counts completed requests.
+async fn https_registry() -> (String, Arc<AtomicUsize>) {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fixture("server.pem"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(fixture("server.key")).unwrap();
+    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&served);
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let count = Arc::clone(&count);
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 8192];
+                let mut head = Vec::new();
+                loop {
+                    let Ok(n) = tls.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let request = String::from_utf8_lossy(&head[..end]).to_string();
+                        head.drain(..end + 4);
+                        let path = request.split_whitespace().nth(1).unwrap_or("/");
+                        let body = if path.starts_with("/v2/app/tags/list") {
+                            r#"{"name":"app","tags":["1","2"]}"#
+                        } else {
+                            "{}"
+                        };
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if tls.write_all(response.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    (format!("https://127.0.0.1:{port}"), served)
+}
+
+fn options(url: &str) -> RegistryOptions {
+    let mut o = RegistryOptions::new(url.trim_start_matches("https://"));
+    o.endpoint = Some(url.to_owned());
+    o.gate.retry.attempts = 2;
+    o.gate.retry.base = std::time::Duration::from_millis(10);
+    o
+}
+
+#[tokio::test]
+async fn a_private_ca_is_refused_by_default() {
+    let (url, served) = https_registry().await;
+    let client = RegistryClient::new(options(&url)).unwrap();
+    let err = client.list_tags("app").await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Transport(_)), "{err}");
+    assert_eq!(served.load(Ordering::SeqCst), 0, "no request completed");
+}
+
+#[tokio::test]
+async fn the_registrys_ca_bundle_makes_it_trusted() {
+    let (url, served) = https_registry().await;
+    let mut o = options(&url);
+    o.ca_bundle = Some(fixture("ca.pem"));
+    let client = RegistryClient::new(o).unwrap();
+    assert_eq!(client.list_tags("app").await.unwrap(), ["1", "2"]);
+    assert_eq!(served.load(Ordering::SeqCst), 2, "ping and one page");
+}
+
+#[tokio::test]
+async fn insecure_skips_verification_only_when_configured() {
+    let (url, _) = https_registry().await;
+    let mut o = options(&url);
+    o.insecure = true;
+    let client = RegistryClient::new(o).unwrap();
+    assert_eq!(client.list_tags("app").await.unwrap(), ["1", "2"]);
+}
