@@ -38,12 +38,29 @@ fn mapping(src: &TestRegistry, repo: &str, targets: &[String]) -> String {
     )
 }
 
-async fn run(config: &Config) -> SyncReport {
+/// The registries and the prepare phase's plan for `config`.
+async fn plan_for(config: &Config) -> (Registries, ferry_sync::plan::Plan) {
     let registries = Registries::new(config);
     let mut prepare = PrepareOptions::from_config(config);
     prepare.watch_interval = None;
     let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
     let plan = resolve_all(config, &registries, &prepare, tracker).await;
+    (registries, plan)
+}
+
+/// Every tag of `repo` points at a manifest whose config and layers are all there.
+fn assert_no_tag_on_missing_content(dst: &TestRegistry, repo: &str) {
+    for tag in dst.tags(repo) {
+        let (_, bytes) = dst.manifest(repo, &tag).unwrap();
+        let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
+            assert!(dst.has_blob(repo, d["digest"].as_str().unwrap()), "{tag}");
+        }
+    }
+}
+
+async fn run(config: &Config) -> SyncReport {
+    let (registries, plan) = plan_for(config).await;
     let options = EngineOptions::from_settings(&config.engine);
     sync(&plan, &registries, &options, &StopSignal::default()).await
 }
@@ -250,16 +267,7 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
         &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
         "images_in_flight: 1",
     );
-    let registries = Registries::new(&cfg);
-    let mut prepare = PrepareOptions::from_config(&cfg);
-    prepare.watch_interval = None;
-    let plan = resolve_all(
-        &cfg,
-        &registries,
-        &prepare,
-        Arc::new(PrepareTracker::new(1)),
-    )
-    .await;
+    let (registries, plan) = plan_for(&cfg).await;
     let stop = StopSignal::default();
     stop.stop();
     let report = sync(
@@ -275,17 +283,7 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
 
     let again = run(&cfg).await;
     assert_eq!(again.totals.images_synced, 3, "{}", again.render_text());
-    // Every tag on the target points at a manifest whose blobs are all there.
-    for tag in dst.tags("m/app") {
-        let (_, bytes) = dst.manifest("m/app", &tag).unwrap();
-        let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
-            assert!(
-                dst.has_blob("m/app", d["digest"].as_str().unwrap()),
-                "{tag}"
-            );
-        }
-    }
+    assert_no_tag_on_missing_content(&dst, "m/app");
     let _ = Duration::ZERO;
 }
 
@@ -491,24 +489,15 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
         &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
         "images_in_flight: 2",
     );
-    let registries = Registries::new(&cfg);
-    let mut prepare = PrepareOptions::from_config(&cfg);
-    prepare.watch_interval = None;
-    let plan = resolve_all(
-        &cfg,
-        &registries,
-        &prepare,
-        Arc::new(PrepareTracker::new(1)),
-    )
-    .await;
+    let (registries, plan) = plan_for(&cfg).await;
     let stop = StopSignal::default();
     let engine = EngineOptions::from_settings(&cfg.engine);
-    let run = sync(&plan, &registries, &engine, &stop);
-    tokio::pin!(run);
+    let syncing = sync(&plan, &registries, &engine, &stop);
+    tokio::pin!(syncing);
     // Stop once the first tag has landed on the target.
     let report = loop {
         tokio::select! {
-            report = &mut run => break report,
+            report = &mut syncing => break report,
             _ = tokio::time::sleep(Duration::from_millis(20)) => {
                 if !dst.tags("m/app").is_empty() {
                     stop.stop();
@@ -523,21 +512,9 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
         "{}",
         report.render_text()
     );
-    let walk = |dst: &TestRegistry| {
-        for tag in dst.tags("m/app") {
-            let (_, bytes) = dst.manifest("m/app", &tag).unwrap();
-            let m: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-            for d in std::iter::once(&m["config"]).chain(m["layers"].as_array().unwrap()) {
-                assert!(
-                    dst.has_blob("m/app", d["digest"].as_str().unwrap()),
-                    "{tag}"
-                );
-            }
-        }
-    };
-    walk(&dst);
+    assert_no_tag_on_missing_content(&dst, "m/app");
 
-    let again = run_config(&cfg).await;
+    let again = run(&cfg).await;
     assert_eq!(again.totals.images_failed, 0, "{}", again.render_text());
     assert_eq!(
         again.totals.images_synced + again.totals.images_up_to_date,
@@ -546,9 +523,5 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
         again.render_text()
     );
     assert_eq!(dst.tags("m/app").len(), 8);
-    walk(&dst);
-}
-
-async fn run_config(config: &Config) -> SyncReport {
-    run(config).await
+    assert_no_tag_on_missing_content(&dst, "m/app");
 }
