@@ -270,7 +270,8 @@ pub async fn sync(
         failed_mappings,
         registries: registries_report,
         totals,
-        elapsed: start.elapsed(),
+        // The whole run: the prepare phase and the engine.
+        elapsed: plan.elapsed + start.elapsed(),
         interrupted: stop.is_stopped(),
     }
 }
