@@ -1,4 +1,4 @@
-//! Amazon ECR credentials: a registry password from `GetAuthorizationToken` through the AWS
+//! Amazon ECR and ECR Public credentials: a password from `GetAuthorizationToken` through the AWS
 //! credential chain (aws-config), decoded to Basic `AWS:<password>` and cached until near expiry.
 
 use std::collections::HashMap;
@@ -17,6 +17,19 @@ use ferry_distribution::operation::Operation;
 
 /// A token is fetched again once less than this is left of its life (ECR tokens last 12 hours).
 pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
+
+/// The ECR Public registry host.
+pub const ECR_PUBLIC_HOST: &str = "public.ecr.aws";
+
+/// The only region that serves the ECR Public API, whatever the registry's `auth.region`.
+pub const ECR_PUBLIC_REGION: &str = "us-east-1";
+
+/// Whether `host` (a port is ignored) is the ECR Public registry.
+pub fn is_ecr_public(host: &str) -> bool {
+    host.split(':')
+        .next()
+        .is_some_and(|name| name.eq_ignore_ascii_case(ECR_PUBLIC_HOST))
+}
 
 /// How long one `GetAuthorizationToken` call (credential lookup included) may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -57,13 +70,15 @@ pub struct EcrAuth {
 
 impl EcrAuth {
     /// ECR auth for a host whose auth is not set: every ECR private registry host, since ECR
-    /// private never serves anonymous requests. `None` for other hosts.
+    /// private never serves anonymous requests. `None` for other hosts, ECR Public included
+    /// (it serves pulls anonymously; pushing there needs `type: ecr`).
     pub fn implied_by(host: &str) -> Option<EcrAuth> {
         EcrHost::parse(host).map(|_| EcrAuth::default())
     }
 
     /// The Basic `AWS:<password>` credentials for registry `host`, from `tokens`' cache or a
-    /// fresh `GetAuthorizationToken`. Errors name the registry and never carry the token.
+    /// fresh `GetAuthorizationToken` (ECR Public's, in [`ECR_PUBLIC_REGION`], for
+    /// [`ECR_PUBLIC_HOST`]). Errors name the registry and never carry the token.
     pub async fn credentials(&self, host: &str, tokens: &EcrTokens) -> Result<Credentials, Error> {
         let fail = |message: String| {
             Error::new(
@@ -73,6 +88,15 @@ impl EcrAuth {
                 ErrorKind::Auth(message),
             )
         };
+        if is_ecr_public(host) {
+            let key = TokenKey {
+                service: Service::Public,
+                region: ECR_PUBLIC_REGION.to_owned(),
+                profile: self.profile.clone(),
+                registry_id: String::new(),
+            };
+            return tokens.get(&key).await.map_err(|e| fail(e.to_string()));
+        }
         let parsed = EcrHost::parse(host);
         let region = match (&self.region, parsed) {
             (Some(region), _) => region.clone(),
@@ -82,6 +106,7 @@ impl EcrAuth {
             }
         };
         let key = TokenKey {
+            service: Service::Private,
             region,
             profile: self.profile.clone(),
             registry_id: parsed.map(|h| h.account.to_owned()).unwrap_or_default(),
@@ -97,14 +122,18 @@ pub enum EcrError {
         "the host is not `<account>.dkr.ecr.<region>.amazonaws.com`, so set `auth.region` for ECR"
     )]
     NoRegion,
-    #[error("ECR GetAuthorizationToken in {region}{} failed: {message}", profile_note(.profile))]
+    #[error(
+        "{service} GetAuthorizationToken in {region}{} failed: {message}",
+        profile_note(.profile)
+    )]
     Api {
+        service: Service,
         region: String,
         profile: Option<String>,
         message: String,
     },
-    #[error("ECR GetAuthorizationToken in {region} returned no authorization token")]
-    NoToken { region: String },
+    #[error("{service} GetAuthorizationToken in {region} returned no authorization token")]
+    NoToken { service: Service, region: String },
     #[error("the ECR authorization token is not base64 of `user:password`: {reason}")]
     BadToken { reason: &'static str },
 }
@@ -116,9 +145,28 @@ fn profile_note(profile: &Option<String>) -> String {
     }
 }
 
-/// Which token a cache entry holds: one per region, AWS profile and registry id.
+/// Which AWS API issues a registry's token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// Amazon ECR (private registries).
+    Private,
+    /// Amazon ECR Public (`public.ecr.aws`).
+    Public,
+}
+
+impl std::fmt::Display for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Service::Private => "ECR",
+            Service::Public => "ECR Public",
+        })
+    }
+}
+
+/// Which token a cache entry holds: one per service, region, AWS profile and registry id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct TokenKey {
+    service: Service,
     region: String,
     profile: Option<String>,
     registry_id: String,
@@ -220,39 +268,63 @@ impl EcrTokens {
             loader = loader.credentials_provider(credentials.clone());
         }
         let config = loader.load().await;
-        let client = aws_sdk_ecr::Client::new(&config);
-        tracing::debug!(region = %key.region, profile = ?key.profile, "ECR GetAuthorizationToken");
-        let output = client
-            .get_authorization_token()
-            .send()
-            .await
-            .map_err(|e| EcrError::Api {
-                region: key.region.clone(),
-                profile: key.profile.clone(),
-                message: match (e.code(), e.message()) {
-                    (Some(code), Some(message)) => format!("{code}: {message}"),
-                    (Some(code), None) => code.to_owned(),
-                    _ => DisplayErrorContext(&e).to_string(),
-                },
-            })?;
-        let data = output
-            .authorization_data()
-            .iter()
-            .find(|d| d.authorization_token().is_some())
-            .ok_or_else(|| EcrError::NoToken {
-                region: key.region.clone(),
-            })?;
-        let (username, password) = decode_token(data.authorization_token().unwrap_or_default())?;
+        tracing::debug!(
+            service = %key.service,
+            region = %key.region,
+            profile = ?key.profile,
+            "GetAuthorizationToken"
+        );
+        let api_error = |message: String| EcrError::Api {
+            service: key.service,
+            region: key.region.clone(),
+            profile: key.profile.clone(),
+            message,
+        };
+        let (token, expires_at) = match key.service {
+            Service::Private => {
+                let output = aws_sdk_ecr::Client::new(&config)
+                    .get_authorization_token()
+                    .send()
+                    .await
+                    .map_err(|e| api_error(sdk_error_message(&e)))?;
+                output.authorization_data().iter().find_map(|d| {
+                    Some((d.authorization_token()?.to_owned(), d.expires_at().copied()))
+                })
+            }
+            Service::Public => {
+                let output = aws_sdk_ecrpublic::Client::new(&config)
+                    .get_authorization_token()
+                    .send()
+                    .await
+                    .map_err(|e| api_error(sdk_error_message(&e)))?;
+                output.authorization_data().and_then(|d| {
+                    Some((d.authorization_token()?.to_owned(), d.expires_at().copied()))
+                })
+            }
+        }
+        .ok_or_else(|| EcrError::NoToken {
+            service: key.service,
+            region: key.region.clone(),
+        })?;
+        let (username, password) = decode_token(&token)?;
         // A token without an expiry is used for this lookup only.
-        let expires_at = data
-            .expires_at()
-            .and_then(|t| SystemTime::try_from(*t).ok())
+        let expires_at = expires_at
+            .and_then(|t| SystemTime::try_from(t).ok())
             .unwrap_or(SystemTime::UNIX_EPOCH);
         Ok(CachedToken {
             username,
             password,
             expires_at,
         })
+    }
+}
+
+/// An SDK error as `<code>: <message>` when the service sent them, else the error chain.
+fn sdk_error_message<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
+    match (error.code(), error.message()) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        (Some(code), None) => code.to_owned(),
+        _ => DisplayErrorContext(error).to_string(),
     }
 }
 

@@ -140,6 +140,7 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
     };
     match &settings.auth {
         // ECR private never serves anonymous requests: its hosts use the AWS chain unless set.
+        // ECR Public serves pulls anonymously, so it asks for a token only with `type: ecr`.
         AuthSettings::Anonymous => match EcrAuth::implied_by(&settings.host) {
             Some(ecr) => ecr.credentials(&settings.host, EcrTokens::shared()).await,
             None => Ok(Credentials::Anonymous),

@@ -1,5 +1,5 @@
-//! ECR token tests against a loopback stub of the ECR API (awsJson1.1 over HTTP): no call ever
-//! reaches AWS, and the AWS keys are given to the SDK directly, not through the environment.
+//! ECR and ECR Public token tests against a loopback stub API (awsJson1.1 over HTTP): no call
+//! ever reaches AWS, and the AWS keys are given to the SDK directly, not through the environment.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,12 +12,23 @@ use super::*;
 const HOST: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
 const PASSWORD: &str = "ecr-test-password-7f3a";
 const TARGET: &str = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken";
+const PUBLIC_TARGET: &str = "SpencerFrontendService.GetAuthorizationToken";
 
-/// One request the stub received: its `X-Amz-Target` header and `Authorization` presence.
+/// One request the stub received: its `X-Amz-Target` and `Authorization` headers.
 #[derive(Debug, Clone)]
 struct Seen {
     target: Option<String>,
-    signed_for_region: bool,
+    authorization: Option<String>,
+}
+
+impl Seen {
+    /// Whether the request was signed for this region and signing name.
+    fn signed_for(&self, region: &str, service: &str) -> bool {
+        let scope = format!("/{region}/{service}/aws4_request");
+        self.authorization
+            .as_deref()
+            .is_some_and(|a| a.contains(&scope))
+    }
 }
 
 /// A loopback ECR API that answers every request with one status and JSON body.
@@ -51,8 +62,7 @@ impl Stub {
                     };
                     log.lock().unwrap().push(Seen {
                         target: header("x-amz-target"),
-                        signed_for_region: header("authorization")
-                            .is_some_and(|a| a.contains("/eu-west-1/ecr/aws4_request")),
+                        authorization: header("authorization"),
                     });
                     let reason = match status {
                         200 => "OK",
@@ -157,7 +167,7 @@ async fn the_token_becomes_basic_aws_credentials_that_never_print() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].target.as_deref(), Some(TARGET));
     assert!(
-        requests[0].signed_for_region,
+        requests[0].signed_for("eu-west-1", "ecr"),
         "signed for the host's region"
     );
 }
@@ -245,6 +255,14 @@ fn ecr_hosts_name_their_account_and_region() {
         })
     );
     assert_eq!(EcrHost::parse("public.ecr.aws"), None);
+    assert!(
+        EcrAuth::implied_by(ECR_PUBLIC_HOST).is_none(),
+        "ECR Public pulls stay anonymous unless `type: ecr`"
+    );
+    assert!(is_ecr_public("public.ecr.aws"));
+    assert!(is_ecr_public("Public.ECR.aws:443"));
+    assert!(!is_ecr_public(HOST));
+    assert!(!is_ecr_public("public.ecr.aws.example.com"));
     assert_eq!(EcrHost::parse("ghcr.io"), None);
     assert!(EcrAuth::implied_by("docker.io").is_none());
     assert!(EcrAuth::implied_by(HOST).is_some());
@@ -278,4 +296,105 @@ async fn a_server_error_is_not_retried_by_the_sdk() {
         .unwrap_err();
     assert!(error.to_string().contains("ServerException"), "{error}");
     assert_eq!(stub.requests().len(), 1, "ferry retries in one place only");
+}
+
+/// An ECR Public `GetAuthorizationToken` answer: one `authorizationData` object, not a list.
+fn public_token_body(user_password: &str, expires_in: Duration) -> String {
+    let token = base64::engine::general_purpose::STANDARD.encode(user_password);
+    let expires = (SystemTime::now() + expires_in)
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    format!(r#"{{"authorizationData":{{"authorizationToken":"{token}","expiresAt":{expires}}}}}"#)
+}
+
+#[tokio::test]
+async fn an_ecr_public_token_becomes_basic_aws_credentials_that_never_print() {
+    let stub = Stub::start(
+        200,
+        public_token_body(&format!("AWS:{PASSWORD}"), TWELVE_HOURS),
+    )
+    .await;
+    let tokens = stub.tokens();
+    // A configured region does not move ECR Public's API out of us-east-1.
+    let auth = EcrAuth {
+        region: Some("eu-west-1".into()),
+        profile: None,
+    };
+    let credentials = auth.credentials(ECR_PUBLIC_HOST, &tokens).await.unwrap();
+    match &credentials {
+        Credentials::Basic { username, password } => {
+            assert_eq!(username, "AWS");
+            assert_eq!(password.expose(), PASSWORD);
+            assert!(!format!("{password}").contains(PASSWORD));
+        }
+        other => panic!("expected Basic credentials, got {other:?}"),
+    }
+    assert!(!format!("{credentials:?}").contains(PASSWORD));
+    assert!(!credentials.describe().contains(PASSWORD));
+    assert!(!format!("{tokens:?}").contains(PASSWORD));
+
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].target.as_deref(), Some(PUBLIC_TARGET));
+    assert!(
+        requests[0].signed_for(ECR_PUBLIC_REGION, "ecr-public"),
+        "{:?}",
+        requests[0].authorization
+    );
+}
+
+#[tokio::test]
+async fn an_ecr_public_token_is_cached() {
+    let stub = Stub::start(
+        200,
+        public_token_body(&format!("AWS:{PASSWORD}"), TWELVE_HOURS),
+    )
+    .await;
+    let tokens = stub.tokens();
+    let auth = EcrAuth::default();
+    let first = auth.credentials(ECR_PUBLIC_HOST, &tokens).await.unwrap();
+    let second = auth
+        .credentials("public.ecr.aws:443", &tokens)
+        .await
+        .unwrap();
+    assert_eq!(first, second);
+    assert_eq!(stub.requests().len(), 1, "the second lookup hit the cache");
+}
+
+#[tokio::test]
+async fn an_ecr_public_error_names_the_host_and_the_service() {
+    let stub = Stub::start(
+        400,
+        r#"{"__type":"AccessDeniedException","message":"not authorized to perform ecr-public:GetAuthorizationToken"}"#
+            .to_owned(),
+    )
+    .await;
+    let error = EcrAuth::default()
+        .credentials(ECR_PUBLIC_HOST, &stub.tokens())
+        .await
+        .unwrap_err();
+    assert!(error.is_auth());
+    let text = error.to_string();
+    assert!(text.starts_with(ECR_PUBLIC_HOST), "{text}");
+    assert!(text.contains("ECR Public GetAuthorizationToken"), "{text}");
+    assert!(text.contains("AccessDeniedException"), "{text}");
+    assert!(text.contains(ECR_PUBLIC_REGION), "{text}");
+    assert!(!text.contains("ferry-test-secret-key"), "{text}");
+    assert_eq!(stub.requests().len(), 1, "not retried by the SDK");
+}
+
+#[tokio::test]
+async fn an_ecr_public_answer_without_a_token_is_an_error() {
+    let stub = Stub::start(200, r#"{"authorizationData":{}}"#.to_owned()).await;
+    let error = EcrAuth::default()
+        .credentials(ECR_PUBLIC_HOST, &stub.tokens())
+        .await
+        .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("returned no authorization token"),
+        "{error}"
+    );
 }
