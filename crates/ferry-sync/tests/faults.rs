@@ -24,6 +24,9 @@ fn registry_entry(host: &str, url: &str, retry: &str) -> String {
 }
 
 const FAST_RETRY: &str = "attempts: 5, base: 100ms, cap: 2s";
+/// For a fault rate as high as 20% on every write: with 5 attempts one write in about 3,000
+/// exhausts them (0.2^5), and a run makes hundreds; with 10 it is one in ten million.
+const PATIENT_RETRY: &str = "attempts: 10, base: 100ms, cap: 2s";
 
 fn config_text(registries: &str, mappings: &str) -> String {
     format!(
@@ -477,8 +480,8 @@ async fn lost_replies_on_writes_lose_nothing_and_nothing_unsafe_is_replayed() {
                 OpKind::UploadMonolithic,
             ],
         });
-        let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
-            + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+        let registries = registry_entry(&src.host(), &src.url(), PATIENT_RETRY)
+            + &registry_entry(&dst.host(), &dst.url(), PATIENT_RETRY);
         let mappings: String = repos
             .iter()
             .map(|repo| mapping(&src, repo, &format!("{}/mirror/{repo}", dst.host())))
