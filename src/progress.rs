@@ -117,10 +117,12 @@ impl Progress {
                 .map(|c| c.gate().stats.snapshot().bytes_written)
                 .sum();
             let bytes = s.bytes_copied.max(written);
+            let secs = start.elapsed().as_secs_f64().max(0.001);
+            let rate = (bytes as f64 / secs) as u64;
             Sample {
                 position: s.images_done,
                 length: s.images_total,
-                message: format!("{} written", human_bytes(bytes)),
+                message: format!("{} written, {}/s", human_bytes(bytes), human_bytes(rate)),
                 plain: format!(
                     "sync images_done={} images_total={} bytes_written={bytes} elapsed_secs={}",
                     s.images_done,
