@@ -525,3 +525,28 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
     assert_eq!(dst.tags("m/app").len(), 8);
     assert_no_tag_on_missing_content(&dst, "m/app");
 }
+
+#[tokio::test(start_paused = true)]
+async fn two_tags_of_one_index_push_its_children_once_and_both_land() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder()
+        .repo_latency("m/", Duration::from_millis(50))
+        .start()
+        .await
+        .unwrap();
+    let index = seed_multi_arch(&src, "lib/app", "1.0", b"base");
+    let (mt, bytes) = src.manifest("lib/app", &index).unwrap();
+    src.seed_manifest("lib/app", "latest", &mt, &bytes);
+    let mappings = format!(
+        "  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\"]\n    tags: {{ exact: [\"1.0\", \"latest\"] }}\n",
+        src.host(),
+        dst.host()
+    );
+    let cfg = config(&[&src, &dst], &mappings, "images_in_flight: 4");
+    let report = run(&cfg).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(report.totals.images_synced, 2);
+    // Two children by digest, once each, then the index under each tag.
+    assert_eq!(dst.stats().op(OpKind::ManifestPut), 4, "{:?}", dst.stats());
+    assert_eq!(dst.manifest("m/app", "latest").unwrap().1, bytes);
+}

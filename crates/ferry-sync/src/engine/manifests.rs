@@ -1,9 +1,11 @@
 //! Manifests go last: children by digest, then the root by tag (or digest for a pin), each once
 //! per place in a run; into a layout they go as blobs with `index.json` updated atomically.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
@@ -12,18 +14,42 @@ use ferry_distribution::{Operation, RegistryClient};
 use super::graph::ImageGraph;
 
 /// Remembers which manifests this run already put where, so shared children go once.
+type PushKey = (String, String, String);
+type PushCell = Arc<OnceCell<Result<(), Error>>>;
+
 #[derive(Debug, Default)]
 pub struct ManifestPusher {
-    pushed: Mutex<HashSet<(String, String, String)>>,
+    /// One push per (registry, repository, digest) in a run; a second image that needs the
+    /// same manifest waits for that push to finish (and shares its outcome) before it goes on.
+    pushed: Mutex<HashMap<PushKey, PushCell>>,
     layout_lock: tokio::sync::Mutex<()>,
 }
 
 impl ManifestPusher {
-    fn first_time(&self, place: &str, repo: &str, digest: &str) -> bool {
-        self.pushed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((place.to_owned(), repo.to_owned(), digest.to_owned()))
+    async fn put_once(
+        &self,
+        client: &RegistryClient,
+        repository: &str,
+        manifest: &Manifest,
+    ) -> Result<(), Error> {
+        let digest = manifest.digest.to_string();
+        let key = (
+            client.host().to_owned(),
+            repository.to_owned(),
+            digest.clone(),
+        );
+        let cell = {
+            let mut pushed = self.pushed.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(pushed.entry(key).or_default())
+        };
+        cell.get_or_init(|| async {
+            client
+                .put_manifest(repository, &digest, manifest)
+                .await
+                .map(|_| ())
+        })
+        .await
+        .clone()
     }
 
     /// Pushes the graph into a registry repository: children first, root last under `tag`.
@@ -36,22 +62,14 @@ impl ManifestPusher {
     ) -> Result<(), Error> {
         let (children, root) = graph.manifests.split_at(graph.manifests.len() - 1);
         for m in children {
-            let d = m.digest.to_string();
-            if self.first_time(client.host(), repository, &d) {
-                client.put_manifest(repository, &d, m).await?;
-            }
+            self.put_once(client, repository, m).await?;
         }
         let root = &root[0];
         match tag {
             Some(tag) => {
                 client.put_manifest(repository, tag, root).await?;
             }
-            None => {
-                let d = root.digest.to_string();
-                if self.first_time(client.host(), repository, &d) {
-                    client.put_manifest(repository, &d, root).await?;
-                }
-            }
+            None => self.put_once(client, repository, root).await?,
         }
         Ok(())
     }
