@@ -34,6 +34,14 @@ fn config_text(registries: &str, mappings: &str) -> String {
     )
 }
 
+/// A status answer that names its wait in `Retry-After` seconds.
+fn status(code: u16, retry_after_secs: u64) -> FaultAction {
+    FaultAction::Status {
+        code,
+        retry_after: Some(RetryAfter::Seconds(retry_after_secs)),
+    }
+}
+
 fn parse(text: &str) -> Config {
     config::parse(text, Path::new("faults.yaml"), &|_| None).expect("test config parses")
 }
@@ -233,12 +241,9 @@ async fn a_persistently_throttled_repository_gets_bounded_attempts_and_a_clear_e
     src.seed_image("lib/cool", "1", &[b"cool layer"]);
     src.seed_image("lib/cool", "2", &[b"cool layer two"]);
     src.faults().push(
-        FaultRule::any(FaultAction::Status {
-            code: 429,
-            retry_after: Some(RetryAfter::Seconds(2)),
-        })
-        .repo("lib/hot")
-        .times(100_000),
+        FaultRule::any(status(429, 2))
+            .repo("lib/hot")
+            .times(100_000),
     );
     let attempts = 4u64;
     let retry = format!("attempts: {attempts}, base: 100ms, cap: 2s");
@@ -380,16 +385,8 @@ async fn a_shed_with_retry_after_is_waited_out_and_then_succeeds() {
     let src = TestRegistry::builder().start().await.unwrap();
     let dst = TestRegistry::builder().start().await.unwrap();
     src.seed_image("lib/app", "1", &[b"one"]);
-    src.faults().push(
-        FaultRule::on(
-            OpKind::ManifestGet,
-            FaultAction::Status {
-                code: 503,
-                retry_after: Some(RetryAfter::Seconds(7)),
-            },
-        )
-        .times(2),
-    );
+    src.faults()
+        .push(FaultRule::on(OpKind::ManifestGet, status(503, 7)).times(2));
     let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
         + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
     let cfg = parse(&config_text(
@@ -418,15 +415,9 @@ async fn a_retry_after_beyond_the_deadline_is_a_throttled_error_at_once() {
     src.seed_image("lib/app", "1", &[b"one"]);
     other.seed_image("lib/other", "1", &[b"other"]);
     src.faults().push(
-        FaultRule::on(
-            OpKind::ManifestGet,
-            FaultAction::Status {
-                code: 503,
-                retry_after: Some(RetryAfter::Seconds(120)),
-            },
-        )
-        .repo("lib/app")
-        .times(1000),
+        FaultRule::on(OpKind::ManifestGet, status(503, 120))
+            .repo("lib/app")
+            .times(1000),
     );
     let retry = "attempts: 5, base: 100ms, cap: 2s, deadline: 30s";
     let registries = registry_entry(&src.host(), &src.url(), retry)
@@ -519,24 +510,18 @@ async fn lost_replies_on_writes_lose_nothing_and_nothing_unsafe_is_replayed() {
 
 #[tokio::test(start_paused = true)]
 async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_another() {
-    // The source answers one repository's manifest GET with 503 + Retry-After 120. The pacer
-    // pauses the whole source registry for 120 s; a blob of another image already being
-    // streamed to the target stalls, and the target's PATCH fails on its 30 s read timeout,
-    // counted against the target (a transport fault toward its breaker).
+    // The source answers one repository's manifest GET with 503 + Retry-After 120, beyond the
+    // 30 s deadline. That operation gives up at once (Throttled); the wait must not pause the
+    // whole source (it once did, stalling another image's stream until the target's PATCH timed
+    // out and was blamed on the target).
     let src = TestRegistry::builder().start().await.unwrap();
     let dst = TestRegistry::builder().start().await.unwrap();
     src.seed_image("lib/app", "1", &[b"one"]);
     src.seed_image("lib/other", "1", &[b"other"]);
     src.faults().push(
-        FaultRule::on(
-            OpKind::ManifestGet,
-            FaultAction::Status {
-                code: 503,
-                retry_after: Some(RetryAfter::Seconds(120)),
-            },
-        )
-        .repo("lib/app")
-        .times(1000),
+        FaultRule::on(OpKind::ManifestGet, status(503, 120))
+            .repo("lib/app")
+            .times(1000),
     );
     let retry = "attempts: 5, base: 100ms, cap: 2s, deadline: 30s";
     let registries = registry_entry(&src.host(), &src.url(), retry)
@@ -562,16 +547,8 @@ async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
     let src = TestRegistry::builder().start().await.unwrap();
     let dst = TestRegistry::builder().start().await.unwrap();
     src.seed_image("lib/app", "1", &[b"one"]);
-    src.faults().push(
-        FaultRule::on(
-            OpKind::Ping,
-            FaultAction::Status {
-                code: 429,
-                retry_after: Some(RetryAfter::Seconds(1)),
-            },
-        )
-        .times(2),
-    );
+    src.faults()
+        .push(FaultRule::on(OpKind::Ping, status(429, 1)).times(2));
     let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
         + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
     let cfg = parse(&config_text(
