@@ -106,35 +106,61 @@ impl Progress {
         self.watch("resolving", "mappings", line)
     }
 
-    /// Shows the copy phase until the returned watch is finished.
+    /// Shows the copy phase until the returned watch is finished: images done of total, source
+    /// bytes read of those expected with rate and ETA, and a bar per large blob in flight.
     pub fn watch_sync(&self, progress: Arc<SyncProgress>, registries: Registries) -> Watch {
         let start = tokio::time::Instant::now();
+        let counters = Arc::clone(&progress);
         let line = move || {
-            let s = progress.snapshot();
+            let s = counters.snapshot();
             let written: u64 = registries
                 .built()
                 .iter()
                 .map(|c| c.gate().stats.snapshot().bytes_written)
                 .sum();
-            let bytes = s.bytes_copied.max(written);
             let secs = start.elapsed().as_secs_f64().max(0.001);
-            let rate = (bytes as f64 / secs) as u64;
+            let rate = (s.bytes_copied as f64 / secs) as u64;
+            let left = s.bytes_total.saturating_sub(s.bytes_copied);
+            let eta = (rate > 0 && left > 0).then(|| left / rate.max(1));
+            let eta_text = eta.map_or(String::from("-"), |e| format!("{}:{:02}", e / 60, e % 60));
             Sample {
                 position: s.images_done,
                 length: s.images_total,
-                message: format!("{} written, {}/s", human_bytes(bytes), human_bytes(rate)),
+                message: format!(
+                    "{} of {} read, {}/s, ETA {eta_text}",
+                    human_bytes(s.bytes_copied),
+                    human_bytes(s.bytes_total),
+                    human_bytes(rate)
+                ),
                 plain: format!(
-                    "sync images_done={} images_total={} bytes_written={bytes} elapsed_secs={}",
+                    "sync images_done={} images_total={} bytes_read={} bytes_total={} bytes_written={written} eta_secs={} elapsed_secs={}",
                     s.images_done,
                     s.images_total,
+                    s.bytes_copied,
+                    s.bytes_total,
+                    eta.map_or(String::from("-"), |e| e.to_string()),
                     start.elapsed().as_secs()
                 ),
             }
         };
-        self.watch("copying", "images", line)
+        let blobs: BlobsInFlight = Arc::new(move || progress.large_blobs());
+        self.watch_with("copying", "images", line, Some(blobs))
     }
 
     fn watch<F>(&self, prefix: &'static str, unit: &'static str, sample: F) -> Watch
+    where
+        F: Fn() -> Sample + Send + Sync + 'static,
+    {
+        self.watch_with(prefix, unit, sample, None)
+    }
+
+    fn watch_with<F>(
+        &self,
+        prefix: &'static str,
+        unit: &'static str,
+        sample: F,
+        blobs: Option<BlobsInFlight>,
+    ) -> Watch
     where
         F: Fn() -> Sample + Send + Sync + 'static,
     {
@@ -160,12 +186,17 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
                 let bar = multi.add(ProgressBar::new(0).with_style(style).with_prefix(prefix));
+                let multi = multi.clone();
                 tokio::spawn(async move {
-                    let draw = |bar: &ProgressBar| {
+                    let mut blob_bars = BlobBars::default();
+                    let mut draw = |bar: &ProgressBar| {
                         let s = sample();
                         bar.set_length(s.length);
                         bar.set_position(s.position);
                         bar.set_message(s.message);
+                        if let Some(blobs) = &blobs {
+                            blob_bars.update(&multi, blobs());
+                        }
                     };
                     draw(&bar);
                     let mut ticker = tokio::time::interval(BAR_TICK);
@@ -176,6 +207,7 @@ impl Progress {
                         }
                     }
                     draw(&bar);
+                    blob_bars.clear();
                     bar.finish();
                 })
             }
@@ -183,6 +215,45 @@ impl Progress {
         Watch {
             done: Some(done_tx),
             task,
+        }
+    }
+}
+
+/// The large blobs being copied now: (digest, size, bytes read).
+type BlobsInFlight = Arc<dyn Fn() -> Vec<(String, u64, u64)> + Send + Sync>;
+
+/// A bar per large blob in flight, added when its transfer starts, removed when it ends.
+#[derive(Default)]
+struct BlobBars(std::collections::HashMap<String, ProgressBar>);
+
+impl BlobBars {
+    fn update(&mut self, multi: &MultiProgress, blobs: Vec<(String, u64, u64)>) {
+        let live: std::collections::HashSet<&str> =
+            blobs.iter().map(|(d, _, _)| d.as_str()).collect();
+        self.0.retain(|digest, bar| {
+            let keep = live.contains(digest.as_str());
+            if !keep {
+                bar.finish_and_clear();
+            }
+            keep
+        });
+        for (digest, size, done) in &blobs {
+            let bar = self.0.entry(digest.clone()).or_insert_with(|| {
+                let style = ProgressStyle::with_template(
+                    "{prefix:>10} [{bar:30.green/blue}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+                let short = digest.split(':').nth(1).unwrap_or(digest).get(..12).unwrap_or(digest);
+                multi.add(ProgressBar::new(*size).with_style(style).with_prefix(short.to_owned()))
+            });
+            bar.set_position(*done);
+        }
+    }
+
+    fn clear(&mut self) {
+        for (_, bar) in self.0.drain() {
+            bar.finish_and_clear();
         }
     }
 }

@@ -270,6 +270,23 @@ async fn without_a_terminal_progress_is_plain_lines_with_no_escape_codes() {
         stderr.lines().any(|l| l.starts_with("sync images_done=")),
         "{stderr}"
     );
+    // The final line: everything expected was read, nothing left to wait for.
+    let last = stderr
+        .lines()
+        .rfind(|l| l.starts_with("sync images_done="))
+        .unwrap_or_default();
+    let field = |name: &str| {
+        last.split(' ')
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        field("bytes_total").parse::<u64>().unwrap_or(0) > 0,
+        "{last}"
+    );
+    assert_eq!(field("bytes_read"), field("bytes_total"), "{last}");
+    assert_eq!(field("eta_secs"), "-", "{last}");
     assert!(!out.stderr.contains(&0x1b), "escape code in: {stderr:?}");
     assert!(!out.stdout.contains(&0x1b));
 }

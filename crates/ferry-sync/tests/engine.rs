@@ -550,3 +550,33 @@ async fn two_tags_of_one_index_push_its_children_once_and_both_land() {
     assert_eq!(dst.stats().op(OpKind::ManifestPut), 4, "{:?}", dst.stats());
     assert_eq!(dst.manifest("m/app", "latest").unwrap().1, bytes);
 }
+
+#[tokio::test(start_paused = true)]
+async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let base = vec![3u8; 50_000];
+    seed_multi_arch(&src, "lib/one", "1", &base);
+    seed_multi_arch(&src, "lib/two", "1", &base);
+    let cfg = config(
+        &[&src, &dst],
+        &(mapping(&src, "lib/one", &[format!("{}/m/one", dst.host())])
+            + &mapping(&src, "lib/two", &[format!("{}/m/two", dst.host())])),
+        "images_in_flight: 4",
+    );
+    let (registries, plan) = plan_for(&cfg).await;
+    let mut options = EngineOptions::from_settings(&cfg.engine);
+    options.progress = Arc::new(ferry_sync::progress::SyncProgress::for_plan(&plan));
+    let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    let s = options.progress.snapshot();
+    // Every unique blob once: what the source served is what progress expected and counted.
+    let served: u64 = src.stats().blob_bytes_served.values().sum();
+    assert_eq!(s.bytes_total, served);
+    assert_eq!(s.bytes_copied, served);
+    assert_eq!((s.images_done, s.images_total), (6, 6));
+    assert!(
+        options.progress.large_blobs().is_empty(),
+        "nothing left in flight"
+    );
+}

@@ -58,16 +58,33 @@ pub struct BlobScheduler {
     limit: Arc<Semaphore>,
     shape: UploadShape,
     pub counters: Arc<BlobCounters>,
+    progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl BlobScheduler {
-    pub fn new(blobs_in_flight: usize, shape: UploadShape) -> Self {
+    pub fn new(
+        blobs_in_flight: usize,
+        shape: UploadShape,
+        progress: Arc<crate::progress::SyncProgress>,
+    ) -> Self {
         BlobScheduler {
             cells: HashMap::new(),
             limit: Arc::new(Semaphore::new(blobs_in_flight.max(1))),
             shape,
             counters: Arc::new(BlobCounters::default()),
+            progress,
         }
+    }
+
+    /// Bytes the planned transfers will read from sources: every blob once.
+    pub fn planned_bytes(&self) -> u64 {
+        self.cells
+            .values()
+            .filter_map(|c| {
+                let job = c.job.lock().unwrap_or_else(|p| p.into_inner());
+                job.as_ref().map(|j| j.blob.size)
+            })
+            .sum()
     }
 
     /// Records that `blob` (read from `source`/`source_repo`) must be at `place`.
@@ -116,7 +133,7 @@ impl BlobScheduler {
                 match job {
                     Some(job) => {
                         let _permit = self.limit.acquire().await;
-                        run_job(job, self.shape, &self.counters).await
+                        run_job(job, self.shape, &self.counters, &self.progress).await
                     }
                     None => HashMap::new(),
                 }
@@ -129,7 +146,12 @@ impl BlobScheduler {
     }
 }
 
-async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outcome {
+async fn run_job(
+    job: Job,
+    shape: UploadShape,
+    counters: &BlobCounters,
+    progress: &crate::progress::SyncProgress,
+) -> Outcome {
     let mut outcome: Outcome = HashMap::new();
     let digest = &job.blob.digest;
 
@@ -156,6 +178,10 @@ async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outco
         }
     }
 
+    if needed.is_empty() {
+        progress.bytes_not_needed(job.blob.size);
+    }
+
     // 2. One upload per registry (the first repository needing it) plus every layout, all fed
     //    by one read of the source; the other repositories of a registry mount from it.
     let mut primaries: Vec<Place> = Vec::new();
@@ -174,7 +200,15 @@ async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outco
             }
         }
     }
-    let results = copy_to(&job, primaries.clone(), &HashMap::new(), shape, counters).await;
+    let results = copy_to(
+        &job,
+        primaries.clone(),
+        &HashMap::new(),
+        shape,
+        counters,
+        progress,
+    )
+    .await;
     outcome.extend(results);
 
     // 3. Mount into the other repositories; a refused mount hands over an upload session.
@@ -214,7 +248,7 @@ async fn run_job(job: Job, shape: UploadShape, counters: &BlobCounters) -> Outco
         }
     }
     if !fallbacks.is_empty() {
-        let results = copy_to(&job, fallbacks, &sessions, shape, counters).await;
+        let results = copy_to(&job, fallbacks, &sessions, shape, counters, progress).await;
         outcome.extend(results);
     }
     outcome
@@ -227,6 +261,7 @@ async fn copy_to(
     sessions: &HashMap<Place, ferry_distribution::ops::UploadSession>,
     shape: UploadShape,
     counters: &BlobCounters,
+    progress: &crate::progress::SyncProgress,
 ) -> Outcome {
     let mut outcome = HashMap::new();
     if places.is_empty() {
@@ -260,7 +295,15 @@ async fn copy_to(
         sinks.push(sink);
         order.push(place);
     }
-    let results = transfer(&job.source, &job.source_repo, &job.blob, sinks, shape).await;
+    let results = transfer(
+        &job.source,
+        &job.source_repo,
+        &job.blob,
+        sinks,
+        shape,
+        progress,
+    )
+    .await;
     for (place, result) in order.into_iter().zip(results) {
         if result.is_ok() {
             counters.copied.fetch_add(1, Ordering::Relaxed);

@@ -147,7 +147,11 @@ pub async fn sync(
     let graphs = fetch_graphs(&work, options).await;
 
     // Stage 2: every place every blob must reach, known before any transfer starts.
-    let mut scheduler = BlobScheduler::new(options.blobs_in_flight, options.shape);
+    let mut scheduler = BlobScheduler::new(
+        options.blobs_in_flight,
+        options.shape,
+        Arc::clone(&options.progress),
+    );
     let mut clients: HashMap<String, Result<RegistryClient, Error>> = HashMap::new();
     for w in &work {
         let Some(Ok(graph)) = graphs.get(&graph_key(w)) else {
@@ -170,6 +174,7 @@ pub async fn sync(
             }
         }
     }
+    options.progress.expect_bytes(scheduler.planned_bytes());
     let scheduler = Arc::new(scheduler);
     let pusher = Arc::new(ManifestPusher::default());
 

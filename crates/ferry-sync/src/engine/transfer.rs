@@ -49,6 +49,7 @@ pub async fn transfer(
     blob: &BlobRef,
     sinks: Vec<Sink>,
     shape: UploadShape,
+    progress: &crate::progress::SyncProgress,
 ) -> Vec<Result<(), Error>> {
     let poisoned: Arc<OnceLock<ErrorKind>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
@@ -58,7 +59,14 @@ pub async fn transfer(
         senders.push(tx);
         receivers.push(rx);
     }
-    let reader = read_once(source, source_repo, blob, senders, Arc::clone(&poisoned));
+    let reader = read_once(
+        source,
+        source_repo,
+        blob,
+        senders,
+        Arc::clone(&poisoned),
+        progress,
+    );
     let writers = futures::future::join_all(sinks.into_iter().zip(receivers).map(|(sink, rx)| {
         write_sink(
             source,
@@ -82,7 +90,18 @@ async fn read_once(
     blob: &BlobRef,
     senders: Vec<mpsc::Sender<Result<Bytes, Failure>>>,
     poisoned: Arc<OnceLock<ErrorKind>>,
+    progress: &crate::progress::SyncProgress,
 ) {
+    let name = blob.digest.to_string();
+    progress.blob_started(&name, blob.size);
+    // Ends the blob's progress whichever way the read ends.
+    struct Finished<'a>(&'a crate::progress::SyncProgress, &'a str);
+    impl Drop for Finished<'_> {
+        fn drop(&mut self) {
+            self.0.blob_finished(self.1);
+        }
+    }
+    let _finished = Finished(progress, &name);
     let mut live: Vec<_> = senders.into_iter().map(Some).collect();
     let broadcast = |live: &mut Vec<Option<mpsc::Sender<_>>>, item: Result<Bytes, Failure>| {
         let live = std::mem::take(live);
@@ -111,6 +130,7 @@ async fn read_once(
         match item {
             Ok(chunk) => {
                 digester.update(&chunk);
+                progress.blob_read(&name, chunk.len() as u64);
                 if let Some(prev) = held.replace(chunk) {
                     live = broadcast(&mut live, Ok(prev)).await;
                     if live.iter().all(Option::is_none) {
