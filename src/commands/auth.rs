@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use ferry_distribution::Reference;
 
-use ferry_sync::config::{Config, Target};
+use ferry_sync::config::{Config, Origin, Target};
 use ferry_sync::registries::{Registries, resolve_credentials};
 
 use crate::cli::ConfigArg;
@@ -57,8 +57,8 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
 fn hosts(config: &Config) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = config.registries.iter().map(|r| r.host.clone()).collect();
     for m in &config.mappings {
-        if let Ok(r) = Reference::parse(&m.source) {
-            out.insert(r.registry);
+        if let Origin::Registry { registry, .. } = &m.origin {
+            out.insert(registry.clone());
         }
         for t in &m.targets {
             if let Target::Registry { reference } = t
@@ -73,10 +73,11 @@ fn hosts(config: &Config) -> BTreeSet<String> {
 
 /// A source repository on `host`, to check the credentials can read something.
 fn pull_probe(config: &Config, host: &str) -> Option<String> {
-    config
-        .mappings
-        .iter()
-        .filter_map(|m| Reference::parse(&m.source).ok())
-        .find(|r| r.registry == host)
-        .map(|r| r.repository)
+    config.mappings.iter().find_map(|m| match &m.origin {
+        Origin::Registry {
+            registry,
+            repository,
+        } if registry == host => Some(repository.clone()),
+        _ => None,
+    })
 }

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use ferry_distribution::Reference;
-use ferry_sync::config::{Config, Mapping, Target};
+use ferry_distribution::{Digest, Reference};
+use ferry_sync::config::{Config, Mapping, Origin, Target};
 use ferry_sync::filter::{TagFilter, TagFilterSpec};
 
 use crate::cli::CopyArgs;
@@ -46,8 +46,8 @@ fn one_mapping(
     config: &mut Config,
     insecure: bool,
 ) -> Result<Mapping, String> {
-    let src = Reference::parse(source).map_err(|e| e.to_string())?;
-    let (tags, digests) = match (&src.tag, &src.digest) {
+    let (origin, tag, digest) = parse_source(source)?;
+    let (tags, digests) = match (&tag, &digest) {
         (Some(tag), _) => {
             let spec = TagFilterSpec {
                 exact: vec![tag.clone()],
@@ -56,7 +56,7 @@ fn one_mapping(
             let filter = TagFilter::compile(&spec).map_err(|e| format!("tag {tag}: {e}"))?;
             (filter, Vec::new())
         }
-        (None, Some(digest)) => (TagFilter::none(), vec![digest.to_string()]),
+        (None, Some(digest)) => (TagFilter::none(), vec![digest.clone()]),
         (None, None) => {
             return Err(format!(
                 "{source} names no tag or digest: say which image to copy (e.g. {source}:latest)"
@@ -70,7 +70,7 @@ fn one_mapping(
         Some(_) => return Err("oci: names no directory".into()),
         None => {
             let dst = Reference::parse(target).map_err(|e| e.to_string())?;
-            if dst.digest.is_some() || (dst.tag.is_some() && dst.tag != src.tag) {
+            if dst.digest.is_some() || (dst.tag.is_some() && dst.tag != tag) {
                 return Err(format!(
                     "{target}: the copy keeps the source's tag; name the target repository only"
                 ));
@@ -83,12 +83,22 @@ fn one_mapping(
             }
         }
     };
-    if insecure {
-        super::allow_insecure(config, &src.registry);
-    }
+    let source = match &origin {
+        Origin::Registry {
+            registry,
+            repository,
+        } => {
+            if insecure {
+                super::allow_insecure(config, registry);
+            }
+            format!("{registry}/{repository}")
+        }
+        Origin::OciLayout { path } => format!("oci:{}", path.display()),
+    };
     Ok(Mapping {
         index: 0,
-        source: format!("{}/{}", src.registry, src.repository),
+        source,
+        origin,
         targets: vec![target],
         tags,
         digests,
@@ -97,4 +107,64 @@ fn one_mapping(
         prune: false,
         line: 0,
     })
+}
+
+/// The source of a copy and the image in it: `host/repo:tag`, `host/repo@digest`, or (as skopeo
+/// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`.
+fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>), String> {
+    let Some(rest) = source.strip_prefix("oci:") else {
+        let src = Reference::parse(source).map_err(|e| e.to_string())?;
+        let origin = Origin::Registry {
+            registry: src.registry,
+            repository: src.repository,
+        };
+        return Ok((origin, src.tag, src.digest.map(|d| d.to_string())));
+    };
+    let layout = |dir: &str| Origin::OciLayout {
+        path: PathBuf::from(dir),
+    };
+    if let Some((dir, digest)) = rest.rsplit_once('@') {
+        let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
+        return Ok((layout(dir), None, Some(digest.to_string())));
+    }
+    match rest.rsplit_once(':') {
+        // A tag holds no `/`; a colon before a path separator belongs to the directory.
+        Some((dir, tag)) if !dir.is_empty() && !tag.is_empty() && !tag.contains('/') => {
+            Ok((layout(dir), Some(tag.to_owned()), None))
+        }
+        _ if rest.is_empty() => Err("oci: names no directory".into()),
+        _ => Ok((layout(rest), None, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layout_source_names_its_image_as_skopeo_does() {
+        let (origin, tag, digest) = parse_source("oci:./images/app:v1").unwrap();
+        assert_eq!(
+            origin,
+            Origin::OciLayout {
+                path: PathBuf::from("./images/app")
+            }
+        );
+        assert_eq!((tag.as_deref(), digest), (Some("v1"), None));
+        let hex = "a".repeat(64);
+        let (_, tag, digest) = parse_source(&format!("oci:/srv/app@sha256:{hex}")).unwrap();
+        assert_eq!((tag, digest), (None, Some(format!("sha256:{hex}"))));
+        let (origin, tag, _) = parse_source("oci:/srv/app").unwrap();
+        assert_eq!(tag, None);
+        assert_eq!(
+            origin,
+            Origin::OciLayout {
+                path: PathBuf::from("/srv/app")
+            }
+        );
+        assert!(parse_source("oci:").is_err());
+        assert!(parse_source("oci:/srv/app@sha256:zz").is_err());
+        let (_, tag, _) = parse_source("docker.io/library/alpine:3.20").unwrap();
+        assert_eq!(tag.as_deref(), Some("3.20"));
+    }
 }

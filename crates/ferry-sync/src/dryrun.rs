@@ -13,12 +13,13 @@ use serde::Serialize;
 
 use ferry_distribution::{Digest, RegistryClient};
 
-use crate::config::Target;
+use crate::config::{Origin, Target};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
 use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::human_bytes;
+use crate::source::Source;
 
 /// Stale images measured at once.
 const IMAGES_AT_ONCE: usize = 8;
@@ -194,7 +195,7 @@ impl DryRun {
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
         let mut out = DryRun::from_plan(plan);
         let checker = BlobChecker::new(registries);
-        type Job<'a> = (usize, usize, &'a str, &'a str, &'a [String], &'a ImagePlan);
+        type Job<'a> = (usize, usize, &'a Origin, &'a [String], &'a ImagePlan);
         let jobs: Vec<Job<'_>> = plan
             .mappings
             .iter()
@@ -207,23 +208,16 @@ impl DryRun {
                     .enumerate()
                     .map(move |(ii, image)| {
                         let platforms = r.platforms.as_slice();
-                        (
-                            mi,
-                            ii,
-                            r.registry.as_str(),
-                            r.repository.as_str(),
-                            platforms,
-                            image,
-                        )
+                        (mi, ii, &r.origin, platforms, image)
                     })
             })
             .collect();
         let measured: Vec<(usize, usize, Result<Vec<TargetSize>, String>)> =
             futures::stream::iter(jobs)
-                .map(|(mi, ii, host, repo, platforms, image)| {
+                .map(|(mi, ii, origin, platforms, image)| {
                     let checker = &checker;
                     async move {
-                        let sizes = checker.measure_image(host, repo, platforms, image).await;
+                        let sizes = checker.measure_image(origin, platforms, image).await;
                         (mi, ii, sizes)
                     }
                 })
@@ -367,26 +361,17 @@ impl<'a> BlobChecker<'a> {
 
     async fn measure_image(
         &self,
-        host: &str,
-        repository: &str,
+        origin: &Origin,
         platforms: &[String],
         image: &ImagePlan,
     ) -> Result<Vec<TargetSize>, String> {
-        let source = self
-            .registries
-            .client(host)
+        let source = Source::open(origin, self.registries)
             .await
             .map_err(|e| e.to_string())?;
         let fetched = image.root.as_ref();
-        let graph = fetch_graph(
-            &source,
-            repository,
-            &image.source_digest,
-            platforms,
-            fetched,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let graph = fetch_graph(&source, &image.source_digest, platforms, fetched)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for t in image.targets.iter().filter(|t| t.state.needs_copy()) {
             let missing = match (&t.target, &t.state) {

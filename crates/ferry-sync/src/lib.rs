@@ -15,3 +15,4 @@ pub mod prune;
 pub mod registries;
 pub mod report;
 pub mod shard;
+pub mod source;

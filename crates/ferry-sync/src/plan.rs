@@ -27,9 +27,8 @@ pub struct MappingPlan {
 
 #[derive(Debug, Clone)]
 pub struct ResolvedMapping {
-    /// Registry host and repository of the source.
-    pub registry: String,
-    pub repository: String,
+    /// Where the source is read from.
+    pub origin: crate::config::Origin,
     pub images: Vec<ImagePlan>,
     /// Listed tags the filter left out, each with why.
     pub filtered_out: Vec<(String, Reason)>,
@@ -37,8 +36,8 @@ pub struct ResolvedMapping {
     pub missing_exact: Vec<String>,
     pub platforms: Vec<String>,
     pub referrers: bool,
-    /// For a mapping with `prune` on: each registry target's tags as the prepare phase listed
-    /// them (none for a repository that does not exist). Empty otherwise; see `crate::prune`.
+    /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
+    /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
     pub target_tags: Vec<(Target, Vec<String>)>,
 }
 

@@ -4,11 +4,12 @@
 //! Candidates come from the plan alone ([`candidates`]: the target listings the prepare phase
 //! kept for pruning mappings), so `--dry-run` shows them without a request. A tag is deleted
 //! with a tag DELETE, never by digest: deleting the manifest would remove every tag pointing at
-//! it. A registry that cannot delete tags (distribution 2.x answers 405 UNSUPPORTED, or 400
+//! it. In a layout target the tag leaves `index.json`, then the blobs nothing else reaches are
+//! deleted (see `crate::layout::prune`). A registry that cannot delete tags (distribution 2.x answers 405 UNSUPPORTED, or 400
 //! DIGEST_INVALID with deletes enabled; see docs/registries.md) is reported as such once, and
 //! is sent no further deletes in the run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -72,6 +73,9 @@ pub struct PruneReport {
     pub unsupported: u64,
     pub failed: u64,
     pub interrupted: u64,
+    /// Blobs deleted from layout targets because no remaining tag reaches them, and their bytes.
+    pub layout_blobs_removed: u64,
+    pub layout_bytes_freed: u64,
 }
 
 impl PruneReport {
@@ -129,9 +133,18 @@ impl PruneReport {
                 PruneStatus::Interrupted => writeln!(out, "not pruned  {name} (interrupted)"),
             };
         }
+        let freed = if self.layout_blobs_removed > 0 {
+            format!(
+                "; {} unreferenced layout blobs removed ({})",
+                self.layout_blobs_removed,
+                crate::report::human_bytes(self.layout_bytes_freed)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "prune: {} deleted, {} would be deleted, {} unsupported, {} failed, {} interrupted",
+            "prune: {} deleted, {} would be deleted, {} unsupported, {} failed, {} interrupted{freed}",
             self.deleted, self.would_delete, self.unsupported, self.failed, self.interrupted
         );
         out
@@ -139,7 +152,7 @@ impl PruneReport {
 }
 
 /// The tags to prune, in config order: for each resolved mapping with `prune` on and each
-/// registry target the prepare phase listed, the tags that the mapping's filter selects from
+/// target the prepare phase listed, the tags that the mapping's filter selects from
 /// that listing and that the source did not list. Referrer tags (`sha256-<hex>[.sig|.att|
 /// .sbom]`) are never candidates: they follow their image, and ferry writes some itself. A
 /// source that listed no tags at all prunes nothing (an empty listing is more likely a
@@ -217,14 +230,29 @@ pub async fn execute(
     let mut report = PruneReport::default();
     // Registry host -> why it cannot delete tags.
     let mut unsupported: BTreeMap<String, PruneStatus> = BTreeMap::new();
+    let mut pruned_layouts: BTreeSet<std::path::PathBuf> = BTreeSet::new();
     for c in candidates {
         if stop.is_stopped() {
             report.push(c, PruneStatus::Interrupted);
             continue;
         }
-        let Target::Registry { reference } = &c.target else {
-            // candidates() only yields registry targets: layouts keep no listing.
-            continue;
+        let reference = match &c.target {
+            Target::Registry { reference } => reference,
+            Target::OciLayout { path } => {
+                let status = match crate::layout::prune::remove_tag(path, &c.tag).await {
+                    Ok(_) => {
+                        pruned_layouts.insert(path.clone());
+                        PruneStatus::Deleted
+                    }
+                    Err(e) => PruneStatus::Failed {
+                        registry: c.target.to_string(),
+                        http_status: None,
+                        error: e,
+                    },
+                };
+                report.push(c, status);
+                continue;
+            }
         };
         let status = match parse_repository(reference) {
             Err(e) => failed(&e),
@@ -246,6 +274,19 @@ pub async fn execute(
             },
         };
         report.push(c, status);
+    }
+    // Blobs only the pruned tags reached go once every tag of the layout is out of its index.
+    for dir in pruned_layouts {
+        match crate::layout::prune::collect_garbage(&dir).await {
+            Ok(collected) => {
+                report.layout_blobs_removed += collected.blobs;
+                report.layout_bytes_freed += collected.bytes;
+            }
+            Err(e) => tracing::warn!(
+                layout = %dir.display(),
+                "unreferenced blobs left in place: {e}"
+            ),
+        }
     }
     report
 }

@@ -7,6 +7,7 @@ use ferry_distribution::Digest;
 use ferry_distribution::client::{RegistryClient, RegistryOptions};
 use ferry_sync::config;
 use ferry_sync::engine::graph::fetch_graph;
+use ferry_sync::source::Source;
 use ferry_testkit::registry::{OCI_INDEX, OCI_MANIFEST, TestRegistry};
 use proptest::prelude::*;
 
@@ -239,6 +240,13 @@ fn document() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+fn source(client: RegistryClient) -> Source {
+    Source::Registry {
+        client,
+        repository: "app".into(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
@@ -251,7 +259,7 @@ proptest! {
             let digest = reg.seed_manifest("app", "v1", media_type, &bytes);
             let client = RegistryClient::new(RegistryOptions::insecure_at(&reg.url())).unwrap();
             let digest = Digest::parse(&digest).unwrap();
-            match fetch_graph(&client, "app", &digest, &[], None).await {
+            match fetch_graph(&source(client.clone()), &digest, &[], None).await {
                 Ok(graph) => prop_assert_eq!(&graph.root().digest, &digest),
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
             }
@@ -270,9 +278,14 @@ async fn an_index_chain_deeper_than_any_real_image_is_refused() {
         child = reg.seed_index("app", &format!("i{depth}"), &[child]);
     }
     let client = RegistryClient::new(RegistryOptions::insecure_at(&reg.url())).unwrap();
-    let error = fetch_graph(&client, "app", &Digest::parse(&child).unwrap(), &[], None)
-        .await
-        .unwrap_err();
+    let error = fetch_graph(
+        &source(client.clone()),
+        &Digest::parse(&child).unwrap(),
+        &[],
+        None,
+    )
+    .await
+    .unwrap_err();
     assert!(error.to_string().contains("too deep"), "{error}");
 }
 
@@ -291,7 +304,7 @@ async fn a_manifest_served_with_a_wrong_media_type_is_refused_clearly() {
     for tag in ["as-index", "as-image"] {
         let (_, served) = reg.manifest("app", tag).unwrap();
         let digest = Digest::of_bytes(ferry_distribution::Algorithm::Sha256, &served);
-        match fetch_graph(&client, "app", &digest, &[], None).await {
+        match fetch_graph(&source(client.clone()), &digest, &[], None).await {
             Err(e) => {
                 let text = e.to_string();
                 assert!(

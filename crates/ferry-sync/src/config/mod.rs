@@ -133,8 +133,11 @@ pub enum AuthSettings {
 pub struct Mapping {
     /// Position in `mappings` (0-based).
     pub index: usize,
-    /// Normalised source repository without tag (`docker.io/library/alpine`).
+    /// The source as reports name it: a normalised repository without tag
+    /// (`docker.io/library/alpine`), or `oci:<directory>`.
     pub source: String,
+    /// Where the source is read from.
+    pub origin: Origin,
     pub targets: Vec<Target>,
     pub tags: TagFilter,
     /// Digests to copy besides the selected tags, normalised (`sha256:…`).
@@ -146,6 +149,33 @@ pub struct Mapping {
     pub prune: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
+}
+
+/// Where a mapping reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// A registry repository (`docker.io` + `library/alpine`).
+    Registry {
+        registry: String,
+        repository: String,
+    },
+    /// An OCI image layout directory (`oci:./images/alpine`).
+    OciLayout { path: PathBuf },
+}
+
+impl Origin {
+    /// The repository path a `target_group` appends: a registry source's path, or a layout
+    /// directory's last component when that is a valid repository name.
+    fn repository_name(&self) -> Option<String> {
+        match self {
+            Origin::Registry { repository, .. } => Some(repository.clone()),
+            Origin::OciLayout { path } => {
+                let last = path.file_name()?.to_str()?;
+                let r = Reference::parse(&format!("rename.invalid/{last}")).ok()?;
+                (r.repository == last).then(|| last.to_owned())
+            }
+        }
+    }
 }
 
 /// Where a mapping writes.
@@ -481,8 +511,8 @@ impl Checker<'_> {
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
             let path = root.key("mappings").index(index);
             let line = self.locator.value(&path).line;
-            let source = match parse_repository(&mapping.source) {
-                Ok(reference) => Some(reference),
+            let source = match parse_origin(&mapping.source) {
+                Ok(origin) => Some(origin),
                 Err(message) => {
                     self.fail(&path.key("source"), message);
                     None
@@ -508,7 +538,24 @@ impl Checker<'_> {
             let (Some(source), Some(tags)) = (source, tags) else {
                 continue;
             };
-            let source = format!("{}/{}", source.registry, source.repository);
+            let origin = source;
+            let source = match &origin {
+                Origin::Registry {
+                    registry,
+                    repository,
+                } => format!("{registry}/{repository}"),
+                Origin::OciLayout { path } => format!("oci:{}", path.display()),
+            };
+            if let Origin::OciLayout { path: dir } = &origin
+                && targets
+                    .iter()
+                    .any(|(t, _)| *t == Target::OciLayout { path: dir.clone() })
+            {
+                self.fail(
+                    &path.key("source"),
+                    format!("{source} is both the source and a target"),
+                );
+            }
             for (target, target_path) in &targets {
                 match writers.get(target) {
                     Some((other, other_source)) if *other_source != source => {
@@ -526,6 +573,7 @@ impl Checker<'_> {
             mappings.push(Mapping {
                 index,
                 source,
+                origin,
                 targets: targets.into_iter().map(|(t, _)| t).collect(),
                 tags,
                 digests,
@@ -698,7 +746,7 @@ impl Checker<'_> {
         &mut self,
         path: &FieldPath,
         mapping: &raw::RawMapping,
-        source: Option<&Reference>,
+        source: Option<&Origin>,
         groups: &BTreeMap<String, Vec<TargetPrefix>>,
     ) -> Vec<(Target, FieldPath)> {
         let mut out: Vec<(Target, FieldPath)> = Vec::new();
@@ -757,8 +805,15 @@ impl Checker<'_> {
                             return out;
                         }
                     },
-                    None => match source {
-                        Some(source) => source.repository.clone(),
+                    None => match source.map(Origin::repository_name) {
+                        Some(Some(name)) => name,
+                        Some(None) => {
+                            self.fail(
+                                &path.key("rename"),
+                                "a layout source whose directory name is not a repository path needs rename with target_group",
+                            );
+                            return out;
+                        }
                         None => return out,
                     },
                 };
@@ -851,6 +906,23 @@ fn parse_target(text: &str) -> Result<Target, String> {
     let reference = parse_repository(text)?;
     Ok(Target::Registry {
         reference: format!("{}/{}", reference.registry, reference.repository),
+    })
+}
+
+/// A mapping's source: `oci:<directory>`, or a repository reference without tag or digest.
+fn parse_origin(text: &str) -> Result<Origin, String> {
+    if let Some(dir) = text.strip_prefix("oci:") {
+        if dir.is_empty() {
+            return Err(format!("source \"{text}\" names no directory after oci:"));
+        }
+        return Ok(Origin::OciLayout {
+            path: PathBuf::from(dir),
+        });
+    }
+    let r = parse_repository(text)?;
+    Ok(Origin::Registry {
+        registry: r.registry,
+        repository: r.repository,
     })
 }
 

@@ -14,6 +14,7 @@ use ferry_distribution::{Digest, Operation, RegistryClient};
 
 use super::graph::BlobRef;
 use super::transfer::{Sink, UploadShape, transfer};
+use crate::source::Source;
 
 /// A place a blob must be: a registry repository or a layout directory.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,8 +35,7 @@ pub struct BlobCounters {
 #[derive(Debug)]
 struct Job {
     blob: BlobRef,
-    source: RegistryClient,
-    source_repo: String,
+    source: Source,
     /// Every place, and whether it is a repository that did not exist before this run.
     places: BTreeMap<Place, bool>,
     /// Clients for the registry places, by host.
@@ -87,12 +87,11 @@ impl BlobScheduler {
             .sum()
     }
 
-    /// Records that `blob` (read from `source`/`source_repo`) must be at `place`.
+    /// Records that `blob` (read from `source`) must be at `place`.
     pub fn need(
         &mut self,
         blob: &BlobRef,
-        source: &RegistryClient,
-        source_repo: &str,
+        source: &Source,
         place: Place,
         new_repository: bool,
         target_client: Option<&RegistryClient>,
@@ -102,7 +101,6 @@ impl BlobScheduler {
                 job: std::sync::Mutex::new(Some(Job {
                     blob: blob.clone(),
                     source: source.clone(),
-                    source_repo: source_repo.to_owned(),
                     places: BTreeMap::new(),
                     clients: HashMap::new(),
                 })),
@@ -295,15 +293,7 @@ async fn copy_to(
         sinks.push(sink);
         order.push(place);
     }
-    let results = transfer(
-        &job.source,
-        &job.source_repo,
-        &job.blob,
-        sinks,
-        shape,
-        progress,
-    )
-    .await;
+    let results = transfer(&job.source, &job.blob, sinks, shape, progress).await;
     for (place, result) in order.into_iter().zip(results) {
         if result.is_ok() {
             counters.copied.fetch_add(1, Ordering::Relaxed);

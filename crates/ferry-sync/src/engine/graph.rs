@@ -4,8 +4,10 @@
 use bytes::Bytes;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
-use ferry_distribution::{Digest, Operation, RegistryClient, media};
+use ferry_distribution::{Digest, Operation, media};
 use oci_spec::image::{ImageIndex, ImageManifest};
+
+use crate::source::Source;
 
 /// Deeper than this, an index of indexes is refused (a loop or an attack).
 const MAX_DEPTH: usize = 4;
@@ -40,8 +42,7 @@ impl ImageGraph {
 /// under it. With `platforms`, an index root keeps only those platforms' children (and becomes
 /// a new index, see [`crate::platform`]).
 pub async fn fetch_graph(
-    client: &RegistryClient,
-    repository: &str,
+    source: &Source,
     digest: &Digest,
     platforms: &[String],
     fetched: Option<&Manifest>,
@@ -54,29 +55,23 @@ pub async fn fetch_graph(
     seen.insert(digest.clone());
     let root = match fetched {
         Some(m) if m.digest == *digest => m.clone(),
-        _ => client.get_manifest(repository, &digest.to_string()).await?,
+        _ => source.get_manifest(&digest.to_string()).await?,
     };
     let root = match crate::platform::filter_index(&root, platforms) {
         Ok(Some(filtered)) => filtered,
         Ok(None) => root,
-        Err(message) => return Err(invalid(client, repository, message)),
+        Err(message) => return Err(invalid(source, message)),
     };
-    expand(client, repository, root, 0, &mut graph, &mut seen).await?;
+    expand(source, root, 0, &mut graph, &mut seen).await?;
     Ok(graph)
 }
 
-fn invalid(client: &RegistryClient, repository: &str, message: String) -> Error {
-    Error::new(
-        client.host(),
-        Some(repository),
-        Operation::ManifestGet,
-        ErrorKind::InvalidResponse(message),
-    )
+fn invalid(source: &Source, message: String) -> Error {
+    source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(message))
 }
 
 fn walk<'a>(
-    client: &'a RegistryClient,
-    repository: &'a str,
+    source: &'a Source,
     digest: &'a Digest,
     depth: usize,
     graph: &'a mut ImageGraph,
@@ -85,23 +80,21 @@ fn walk<'a>(
     Box::pin(async move {
         if depth > MAX_DEPTH || graph.manifests.len() >= MAX_MANIFESTS {
             return Err(invalid(
-                client,
-                repository,
+                source,
                 format!("manifest graph under {digest} is too deep or too large"),
             ));
         }
         if !seen.insert(digest.clone()) {
             return Ok(());
         }
-        let manifest = client.get_manifest(repository, &digest.to_string()).await?;
-        expand(client, repository, manifest, depth, graph, seen).await
+        let manifest = source.get_manifest(&digest.to_string()).await?;
+        expand(source, manifest, depth, graph, seen).await
     })
 }
 
 /// Walks what `manifest` references, then records it (children before parents).
 fn expand<'a>(
-    client: &'a RegistryClient,
-    repository: &'a str,
+    source: &'a Source,
     manifest: Manifest,
     depth: usize,
     graph: &'a mut ImageGraph,
@@ -111,7 +104,7 @@ fn expand<'a>(
         match references(&manifest) {
             Ok(Refs::Children(children)) => {
                 for child in children {
-                    walk(client, repository, &child, depth + 1, graph, seen).await?;
+                    walk(source, &child, depth + 1, graph, seen).await?;
                 }
             }
             Ok(Refs::Blobs(blobs)) => {
@@ -121,7 +114,7 @@ fn expand<'a>(
                     }
                 }
             }
-            Err(message) => return Err(invalid(client, repository, message)),
+            Err(message) => return Err(invalid(source, message)),
         }
         graph.manifests.push(manifest);
         Ok(())

@@ -2,7 +2,7 @@
 //! per place in a run; into a layout they go as blobs with `index.json` updated atomically.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
@@ -98,25 +98,12 @@ fn layout_error(dir: &Path, e: impl std::fmt::Display) -> Error {
     )
 }
 
-async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let parent = path.parent().unwrap_or(Path::new("."));
-    tokio::fs::create_dir_all(parent).await?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp: PathBuf = parent.join(format!(".{name}.{}.partial", std::process::id()));
-    let mut f = tokio::fs::File::create(&tmp).await?;
-    f.write_all(bytes).await?;
-    f.sync_all().await?;
-    drop(f);
-    tokio::fs::rename(&tmp, path).await
-}
-
 async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<(), Error> {
     let path = dir.join(crate::layout::blob_path(&m.digest));
     if path.exists() {
         return Ok(());
     }
-    write_atomic(&path, &m.bytes)
+    crate::layout::write_atomic(&path, &m.bytes)
         .await
         .map_err(|e| layout_error(dir, e))
 }
@@ -124,7 +111,7 @@ async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<(), Error> {
 async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), Error> {
     let layout = dir.join("oci-layout");
     if !layout.exists() {
-        write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
+        crate::layout::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
             .await
             .map_err(|e| layout_error(dir, e))?;
     }
@@ -159,6 +146,8 @@ async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<
                 crate::layout::REF_NAME.replace('/', "~1")
             ))
             .and_then(|v| v.as_str())
+            .and_then(crate::layout::tag_of_ref_name)
+            .as_deref()
                 == tag;
         let same_untagged = tag.is_none()
             && m.get("annotations").is_none()
@@ -167,7 +156,7 @@ async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<
     });
     manifests.push(entry);
     let bytes = serde_json::to_vec_pretty(&index).map_err(|e| layout_error(dir, e))?;
-    write_atomic(&index_path, &bytes)
+    crate::layout::write_atomic(&index_path, &bytes)
         .await
         .map_err(|e| layout_error(dir, e))
 }

@@ -22,6 +22,7 @@ use crate::plan::{ImagePlan, Plan, TargetState};
 use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::{ImageReport, ImageStatus, MappingFailure, RegistryReport, SyncReport, Totals};
+use crate::source::Source;
 
 use blobs::{BlobScheduler, Place};
 use graph::{ImageGraph, fetch_graph};
@@ -69,8 +70,7 @@ impl StopSignal {
 struct Work<'a> {
     mapping: usize,
     source_name: &'a str,
-    source: RegistryClient,
-    repository: String,
+    source: Source,
     image: &'a ImagePlan,
     platforms: &'a [String],
     targets: Vec<(Target, TargetState)>,
@@ -118,12 +118,11 @@ pub async fn sync(
             if stale.is_empty() {
                 continue;
             }
-            match registries.client(&resolved.registry).await {
+            match Source::open(&resolved.origin, registries).await {
                 Ok(source) => work.push(Work {
                     mapping: m.index,
                     source_name: &m.source,
                     source,
-                    repository: resolved.repository.clone(),
                     image,
                     platforms: &resolved.platforms,
                     targets: stale,
@@ -166,7 +165,6 @@ pub async fn sync(
                 scheduler.need(
                     blob,
                     &w.source,
-                    &w.repository,
                     place.clone(),
                     *state == TargetState::NewRepository,
                     client.as_ref(),
@@ -359,14 +357,10 @@ fn report(
     }
 }
 
-type GraphKey = (String, String, Digest);
+type GraphKey = (String, Digest);
 
 fn graph_key(w: &Work<'_>) -> GraphKey {
-    (
-        w.source.host().to_owned(),
-        w.repository.clone(),
-        w.image.digest.clone(),
-    )
+    (w.source.name(), w.image.digest.clone())
 }
 
 async fn fetch_graphs(
@@ -381,13 +375,7 @@ async fn fetch_graphs(
         .map(|(key, w)| async move {
             let i = w.image;
             let fetched = i.root.as_ref();
-            let g = fetch_graph(
-                &w.source,
-                &w.repository,
-                &i.source_digest,
-                w.platforms,
-                fetched,
-            );
+            let g = fetch_graph(&w.source, &i.source_digest, w.platforms, fetched);
             (key, g.await)
         })
         .buffer_unordered(options.images_in_flight)

@@ -2,7 +2,6 @@
 //! (a tee whose slowest sink sets the pace), verifying the digest before the last byte goes out.
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -15,8 +14,7 @@ use ferry_distribution::retry::{Call, Failure};
 use ferry_distribution::{Operation, RegistryClient, quirks};
 
 use super::graph::BlobRef;
-
-type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+use crate::source::{ByteStream, Source};
 
 /// Chunks buffered between the source and each sink: the backpressure window.
 const TEE_DEPTH: usize = 4;
@@ -44,14 +42,15 @@ pub struct UploadShape {
 /// Reads `blob` from `source` once and writes it to every sink, each retried and resumed on
 /// its own. The result for sink `i` is at position `i`.
 pub async fn transfer(
-    source: &RegistryClient,
-    source_repo: &str,
+    source: &Source,
     blob: &BlobRef,
     sinks: Vec<Sink>,
     shape: UploadShape,
     progress: &crate::progress::SyncProgress,
 ) -> Vec<Result<(), Error>> {
-    let poisoned: Arc<OnceLock<ErrorKind>> = Arc::new(OnceLock::new());
+    // Set when the source's bytes do not match their digest: every sink fails with the
+    // source's error (it names the source, not the target that refused to finish).
+    let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
     for _ in &sinks {
@@ -59,25 +58,13 @@ pub async fn transfer(
         senders.push(tx);
         receivers.push(rx);
     }
-    let reader = read_once(
-        source,
-        source_repo,
-        blob,
-        senders,
-        Arc::clone(&poisoned),
-        progress,
+    let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
+    let writers = futures::future::join_all(
+        sinks
+            .into_iter()
+            .zip(receivers)
+            .map(|(sink, rx)| write_sink(source, blob, sink, rx, shape, Arc::clone(&poisoned))),
     );
-    let writers = futures::future::join_all(sinks.into_iter().zip(receivers).map(|(sink, rx)| {
-        write_sink(
-            source,
-            source_repo,
-            blob,
-            sink,
-            rx,
-            shape,
-            Arc::clone(&poisoned),
-        )
-    }));
     let ((), results) = futures::join!(reader, writers);
     results
 }
@@ -85,11 +72,10 @@ pub async fn transfer(
 /// The tee: one source read, each chunk handed to every live sink. The last chunk is held back
 /// until the digest is checked, so a sink never completes bytes that do not match.
 async fn read_once(
-    source: &RegistryClient,
-    repo: &str,
+    source: &Source,
     blob: &BlobRef,
     senders: Vec<mpsc::Sender<Result<Bytes, Failure>>>,
-    poisoned: Arc<OnceLock<ErrorKind>>,
+    poisoned: Arc<OnceLock<Error>>,
     progress: &crate::progress::SyncProgress,
 ) {
     let name = blob.digest.to_string();
@@ -116,7 +102,7 @@ async fn read_once(
             kept
         }
     };
-    let mut stream = match source.get_blob(repo, &blob.digest, 0).await {
+    let mut stream = match source.open_blob(&blob.digest, 0).await {
         Ok(s) => s,
         Err(e) => {
             live = broadcast(&mut live, Err(Failure::Inner(Box::new(e)))).await;
@@ -151,7 +137,7 @@ async fn read_once(
             expected: format!("{} ({} bytes)", blob.digest, blob.size),
             actual: format!("{actual} ({seen} bytes)"),
         };
-        let _ = poisoned.set(kind.clone());
+        let _ = poisoned.set(source.error(Operation::BlobGet, kind.clone()));
         let _ = broadcast(&mut live, Err(Failure::Final(kind))).await;
         return;
     }
@@ -168,17 +154,16 @@ fn receiver_stream(rx: mpsc::Receiver<Result<Bytes, Failure>>) -> ByteStream {
 }
 
 async fn write_sink(
-    source: &RegistryClient,
-    source_repo: &str,
+    source: &Source,
     blob: &BlobRef,
     sink: Sink,
     rx: mpsc::Receiver<Result<Bytes, Failure>>,
     shape: UploadShape,
-    poisoned: Arc<OnceLock<ErrorKind>>,
+    poisoned: Arc<OnceLock<Error>>,
 ) -> Result<(), Error> {
     let first = std::sync::Mutex::new(Some(rx));
     let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
-    match sink {
+    let result = match sink {
         Sink::Registry {
             client,
             repository,
@@ -198,7 +183,6 @@ async fn write_sink(
                             client,
                             repository,
                             source,
-                            source_repo,
                             blob,
                             rx,
                             session,
@@ -207,7 +191,7 @@ async fn write_sink(
                         )
                         .await;
                         result.map_err(|f| match poisoned.get() {
-                            Some(kind) => Failure::Final(kind.clone()),
+                            Some(e) => Failure::Final(e.kind.clone()),
                             None => f,
                         })
                     }
@@ -215,36 +199,30 @@ async fn write_sink(
                 .await
         }
         Sink::Layout { dir } => {
-            let call = Call::new(Operation::BlobGet, Some(source_repo));
             source
-                .run(call, |_| {
+                .read_with_retry(|| {
                     let rx = take_first();
                     let dir = &dir;
                     async move {
                         let stream = match rx {
                             Some(rx) => receiver_stream(rx),
-                            None => reopen(source, source_repo, blob, 0).await?,
+                            None => reopen(source, blob, 0).await?,
                         };
                         write_layout_blob(dir, blob, stream).await
                     }
                 })
                 .await
         }
-    }
+    };
+    result.map_err(|e| poisoned.get().cloned().unwrap_or(e))
 }
 
 /// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
-async fn reopen(
-    source: &RegistryClient,
-    repo: &str,
-    blob: &BlobRef,
-    offset: u64,
-) -> Result<ByteStream, Failure> {
-    let s = source
-        .get_blob(repo, &blob.digest, offset)
+async fn reopen(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Failure> {
+    source
+        .open_blob(&blob.digest, offset)
         .await
-        .map_err(|e| Failure::Inner(Box::new(e)))?;
-    Ok(Box::pin(s))
+        .map_err(|e| Failure::Inner(Box::new(e)))
 }
 
 /// One attempt at getting the blob into a registry repository. The first attempt streams from
@@ -254,8 +232,7 @@ async fn reopen(
 async fn upload_attempt(
     client: &RegistryClient,
     repository: &str,
-    source: &RegistryClient,
-    source_repo: &str,
+    source: &Source,
     blob: &BlobRef,
     tee: Option<mpsc::Receiver<Result<Bytes, Failure>>>,
     session: &Mutex<Option<UploadSession>>,
@@ -301,7 +278,7 @@ async fn upload_attempt(
     };
     let stream = match tee {
         Some(stream) if offset == 0 => stream,
-        _ => reopen(source, source_repo, blob, offset).await?,
+        _ => reopen(source, blob, offset).await?,
     };
     let host = client.host();
     let monolithic = offset == 0

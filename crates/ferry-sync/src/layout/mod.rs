@@ -1,5 +1,8 @@
-//! OCI image-layout directories as targets: reading `index.json` to learn which tags a layout
-//! already holds (by `org.opencontainers.image.ref.name`), for the prepare phase.
+//! OCI image-layout directories: `index.json` and blob paths shared by reading a layout as a
+//! source ([`reader`]), writing one as a target (the engine) and pruning one ([`prune`]).
+
+pub mod prune;
+pub mod reader;
 
 use std::path::Path;
 
@@ -7,38 +10,74 @@ use ferry_distribution::Digest;
 
 use crate::plan::{ImagePlan, TargetState};
 
+pub use reader::LayoutReader;
+
 /// The annotation an image layout's index uses for a tag.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 
 #[derive(serde::Deserialize)]
-struct Index {
+struct RawIndex {
     #[serde(default)]
-    manifests: Vec<Entry>,
+    manifests: Vec<RawEntry>,
 }
 
 #[derive(serde::Deserialize)]
-struct Entry {
+struct RawEntry {
     digest: String,
+    #[serde(rename = "mediaType", default)]
+    media_type: Option<String>,
     #[serde(default)]
     annotations: std::collections::BTreeMap<String, String>,
 }
 
-/// The (tag, digest) pairs a layout's `index.json` lists; empty when there is no layout yet.
-pub fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
-    let Ok(text) = std::fs::read(dir.join("index.json")) else {
-        return Vec::new();
-    };
-    let Ok(index) = serde_json::from_slice::<Index>(&text) else {
-        return Vec::new();
-    };
+/// One manifest an image layout's `index.json` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub digest: Digest,
+    pub media_type: Option<String>,
+    /// The tag, from `org.opencontainers.image.ref.name`.
+    pub tag: Option<String>,
+}
+
+/// The tag in a `ref.name` annotation: the value itself, or the tag of a full reference
+/// (`docker.io/library/alpine:3.20`, as some tools write it); `None` for a reference without one.
+pub fn tag_of_ref_name(value: &str) -> Option<String> {
+    if !value.contains(['/', ':', '@']) {
+        return (!value.is_empty()).then(|| value.to_owned());
+    }
+    let name = value.split('@').next().unwrap_or(value);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.rsplit_once(':')
+        .map(|(_, tag)| tag.to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+/// Every entry of the layout's `index.json`, or why it cannot be read.
+pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
+    let path = dir.join("index.json");
+    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let index: RawIndex = serde_json::from_slice(&text)
+        .map_err(|e| format!("{} does not parse: {e}", path.display()))?;
     index
         .manifests
         .into_iter()
-        .filter_map(|e| {
-            let d = Digest::parse(&e.digest).ok()?;
-            Some((e.annotations.get(REF_NAME).cloned(), d))
+        .map(|e| {
+            let digest = Digest::parse(&e.digest)
+                .map_err(|err| format!("{}: bad digest {:?}: {err}", path.display(), e.digest))?;
+            Ok(IndexEntry {
+                digest,
+                media_type: e.media_type,
+                tag: e.annotations.get(REF_NAME).and_then(|v| tag_of_ref_name(v)),
+            })
         })
         .collect()
+}
+
+/// The (tag, digest) pairs a layout's `index.json` lists; empty when there is no layout yet.
+pub fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
+    read_index(dir)
+        .map(|entries| entries.into_iter().map(|e| (e.tag, e.digest)).collect())
+        .unwrap_or_default()
 }
 
 /// The state of each image in the layout at `dir`.
@@ -71,4 +110,19 @@ pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
     Path::new("blobs")
         .join(digest.algorithm().name())
         .join(digest.hex())
+}
+
+/// Writes `bytes` to `path` through a temporary name in the same directory, synced, then
+/// renamed: a reader never sees a half-written file under the final name.
+pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let parent = path.parent().unwrap_or(Path::new("."));
+    tokio::fs::create_dir_all(parent).await?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = parent.join(format!(".{name}.{}.partial", std::process::id()));
+    let mut f = tokio::fs::File::create(&tmp).await?;
+    f.write_all(bytes).await?;
+    f.sync_all().await?;
+    drop(f);
+    tokio::fs::rename(&tmp, path).await
 }

@@ -11,6 +11,7 @@ use crate::prepare::PrepareOptions;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
+use crate::source::Source;
 
 pub(crate) fn parse_repository(reference: &str) -> Result<Reference, Error> {
     Reference::parse(reference).map_err(|e| {
@@ -29,11 +30,9 @@ pub async fn resolve_mapping(
     registries: &Registries,
     options: &PrepareOptions,
 ) -> Result<ResolvedMapping, Error> {
-    let source = parse_repository(&mapping.source)?;
-    let client = registries.client(&source.registry).await?;
-    let repo = source.repository.as_str();
+    let source = Source::open(&mapping.origin, registries).await?;
 
-    let tags = client.list_tags(repo).await?;
+    let tags = source.list_tags().await?;
     let selection = mapping.tags.select(&tags);
     if selection.selected.is_empty() && mapping.digests.is_empty() {
         tracing::warn!(mapping = mapping.index, source = %mapping.source, "the tag filter selected nothing");
@@ -65,7 +64,7 @@ pub async fn resolve_mapping(
         });
     }
     let platforms = mapping.platforms.as_slice();
-    let mut images = resolve_images(&client, repo, wanted, platforms, options).await?;
+    let mut images = resolve_images(&source, wanted, platforms, options).await?;
 
     // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
     // (`sha256-<hex>`, an index of the referrers) and cosign's `sha256-<hex>.sig/.att/.sbom`.
@@ -96,7 +95,7 @@ pub async fn resolve_mapping(
         // per registry). An image rewritten by a platform filter has no referrers of its own.
         let mut found: Vec<ImagePlan> = Vec::new();
         for image in images.iter().filter(|i| i.digest == i.source_digest) {
-            let Some(list) = client.list_referrers(repo, &image.source_digest).await? else {
+            let Some(list) = source.list_referrers(&image.source_digest).await? else {
                 break;
             };
             for r in list {
@@ -118,17 +117,17 @@ pub async fn resolve_mapping(
             }
         }
         // Referrers keep their bytes: a platform filter never applies to them.
-        images.extend(resolve_images(&client, repo, extra, &[], options).await?);
+        images.extend(resolve_images(&source, extra, &[], options).await?);
         images.extend(found);
     }
 
-    // Pruning (crate::prune) reuses each registry target's listing instead of listing again;
+    // Pruning (crate::prune) reuses each target's listing instead of listing again;
     // it is kept only for a mapping that prunes.
     let mut target_tags = Vec::new();
     for (target, listing) in mapping.targets.iter().zip(&listings) {
         let states = listing.states(&images, options).await?;
-        if let (true, Some(listed)) = (mapping.prune, listing.registry_tags()) {
-            target_tags.push((target.clone(), listed));
+        if mapping.prune {
+            target_tags.push((target.clone(), listing.listed_tags()));
         }
         for (image, state) in images.iter_mut().zip(states) {
             image.targets.push(TargetPlan {
@@ -139,8 +138,7 @@ pub async fn resolve_mapping(
     }
 
     Ok(ResolvedMapping {
-        registry: source.registry.clone(),
-        repository: source.repository.clone(),
+        origin: mapping.origin.clone(),
         images,
         filtered_out,
         missing_exact: selection.missing_exact,

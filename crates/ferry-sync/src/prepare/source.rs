@@ -6,10 +6,11 @@ use futures::StreamExt;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
-use ferry_distribution::{Operation, RegistryClient, media};
+use ferry_distribution::{Operation, media};
 
 use crate::plan::ImagePlan;
 use crate::prepare::PrepareOptions;
+use crate::source::Source;
 
 /// A tag (or digest pin) to resolve, and whether its digest only is needed.
 #[derive(Debug, Clone)]
@@ -22,14 +23,13 @@ pub struct Wanted {
 
 /// Resolves every wanted reference; a tag deleted since the listing is skipped.
 pub async fn resolve_images(
-    client: &RegistryClient,
-    repo: &str,
+    source: &Source,
     wanted: Vec<Wanted>,
     platforms: &[String],
     options: &PrepareOptions,
 ) -> Result<Vec<ImagePlan>, Error> {
     let resolved: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
-        .map(|w| async move { resolve_one(client, repo, w, platforms).await })
+        .map(|w| async move { resolve_one(source, w, platforms).await })
         .buffered(options.heads_per_mapping.max(1))
         .collect()
         .await;
@@ -43,29 +43,27 @@ pub async fn resolve_images(
 }
 
 async fn resolve_one(
-    client: &RegistryClient,
-    repo: &str,
+    source: &Source,
     w: Wanted,
     platforms: &[String],
 ) -> Result<Option<ImagePlan>, Error> {
     let filtering = !platforms.is_empty();
     // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
     let (digest, media_type, root) = if w.compare && !filtering {
-        match client.head_manifest(repo, &w.reference).await? {
+        match source.head_manifest(&w.reference).await? {
             Some(info) => (info.digest, info.media_type, None),
             None => return Ok(None),
         }
     } else {
-        match client.get_manifest(repo, &w.reference).await {
-            Ok(m) => (m.digest.clone(), m.media_type.clone(), Some(m)),
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(e),
+        match source.find_manifest(&w.reference).await? {
+            Some(m) => (m.digest.clone(), m.media_type.clone(), Some(m)),
+            None => return Ok(None),
         }
     };
     // A platform filter rewrites an index: the target must hold the rewritten one.
     let mut target_digest = digest.clone();
     if let Some(m) = root.as_ref().filter(|m| media::is_index(&m.media_type))
-        && let Some(filtered) = filter(client, repo, m, platforms)?
+        && let Some(filtered) = filter(source, m, platforms)?
     {
         target_digest = filtered.digest;
     }
@@ -81,17 +79,10 @@ async fn resolve_one(
 }
 
 fn filter(
-    client: &RegistryClient,
-    repo: &str,
+    source: &Source,
     index: &Manifest,
     platforms: &[String],
 ) -> Result<Option<Manifest>, Error> {
-    crate::platform::filter_index(index, platforms).map_err(|e| {
-        Error::new(
-            client.host(),
-            Some(repo),
-            Operation::ManifestGet,
-            ErrorKind::InvalidResponse(e),
-        )
-    })
+    crate::platform::filter_index(index, platforms)
+        .map_err(|e| source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(e)))
 }

@@ -59,11 +59,20 @@ impl TargetListing {
         }
     }
 
-    /// The registry repository's tags (empty for an absent repository; `None` for a layout).
-    pub fn registry_tags(&self) -> Option<Vec<String>> {
+    /// The target's tags: a registry repository's listing (empty for an absent repository),
+    /// or the tags a layout's `index.json` names.
+    pub fn listed_tags(&self) -> Vec<String> {
         match self {
-            TargetListing::Registry { tags, .. } => Some(tags.clone().unwrap_or_default()),
-            TargetListing::Layout { .. } => None,
+            TargetListing::Registry { tags, .. } => tags.clone().unwrap_or_default(),
+            TargetListing::Layout { path } => {
+                let mut tags: Vec<String> = crate::layout::read_tags(path)
+                    .into_iter()
+                    .filter_map(|(t, _)| t)
+                    .collect();
+                tags.sort();
+                tags.dedup();
+                tags
+            }
         }
     }
 

@@ -1,0 +1,164 @@
+//! Where a mapping's images are read from: a registry repository (through its client, under the
+//! one retry shape) or an OCI image-layout directory on disk; the prepare phase and engine see one.
+
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures::Stream;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
+use ferry_distribution::retry::{Call, Failure};
+use ferry_distribution::{Digest, Operation, RegistryClient};
+
+use crate::config::Origin;
+use crate::layout::LayoutReader;
+use crate::registries::Registries;
+
+/// A blob's bytes as they are read.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+
+/// An opened source repository.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Registry {
+        client: RegistryClient,
+        repository: String,
+    },
+    Layout(LayoutReader),
+}
+
+impl Source {
+    /// Opens `origin`: a registry's client (built once per run by `registries`), or a layout
+    /// directory, which must exist.
+    pub async fn open(origin: &Origin, registries: &Registries) -> Result<Source, Error> {
+        match origin {
+            Origin::Registry {
+                registry,
+                repository,
+            } => Ok(Source::Registry {
+                client: registries.client(registry).await?,
+                repository: repository.clone(),
+            }),
+            Origin::OciLayout { path } => Ok(Source::Layout(LayoutReader::open(path)?)),
+        }
+    }
+
+    /// `host/repository`, or `oci:<dir>`: unique per source within a run.
+    pub fn name(&self) -> String {
+        match self {
+            Source::Registry { client, repository } => format!("{}/{repository}", client.host()),
+            Source::Layout(l) => l.name().to_owned(),
+        }
+    }
+
+    /// An error about this source: naming the registry and repository, or the layout.
+    pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
+        match self {
+            Source::Registry { client, repository } => {
+                Error::new(client.host(), Some(repository), operation, kind)
+            }
+            Source::Layout(l) => Error::new(l.name(), None, operation, kind),
+        }
+    }
+
+    /// The registry client, for a registry source.
+    pub fn client(&self) -> Option<&RegistryClient> {
+        match self {
+            Source::Registry { client, .. } => Some(client),
+            Source::Layout(_) => None,
+        }
+    }
+
+    /// Every tag (all pages of a registry's listing under one retry budget).
+    pub async fn list_tags(&self) -> Result<Vec<String>, Error> {
+        match self {
+            Source::Registry { client, repository } => client.list_tags(repository).await,
+            Source::Layout(l) => l.list_tags(),
+        }
+    }
+
+    /// Digest and type of what `reference` names, or `None`.
+    pub async fn head_manifest(&self, reference: &str) -> Result<Option<ManifestInfo>, Error> {
+        match self {
+            Source::Registry { client, repository } => {
+                client.head_manifest(repository, reference).await
+            }
+            Source::Layout(l) => l.head_manifest(reference).await,
+        }
+    }
+
+    /// The manifest `reference` names, verified, or `None` when there is no such thing.
+    pub async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
+        match self {
+            Source::Registry { client, repository } => {
+                match client.get_manifest(repository, reference).await {
+                    Ok(m) => Ok(Some(m)),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Source::Layout(l) => l.find_manifest(reference).await,
+        }
+    }
+
+    /// The manifest `reference` names, verified; its absence is an error.
+    pub async fn get_manifest(&self, reference: &str) -> Result<Manifest, Error> {
+        match self {
+            Source::Registry { client, repository } => {
+                client.get_manifest(repository, reference).await
+            }
+            Source::Layout(l) => l.find_manifest(reference).await?.ok_or_else(|| {
+                self.error(
+                    Operation::ManifestGet,
+                    ErrorKind::Local(format!("the layout has no manifest {reference}")),
+                )
+            }),
+        }
+    }
+
+    /// The blob's bytes from `offset` on (a registry's open retried until the body starts).
+    pub async fn open_blob(&self, digest: &Digest, offset: u64) -> Result<ByteStream, Error> {
+        match self {
+            Source::Registry { client, repository } => {
+                let s = client.get_blob(repository, digest, offset).await?;
+                Ok(Box::pin(s))
+            }
+            Source::Layout(l) => l.open_blob(digest, offset).await,
+        }
+    }
+
+    /// Referrers of `digest`: the registry's referrers API (`None` where it has none), or the
+    /// layout's index entries whose subject is `digest`.
+    pub async fn list_referrers(&self, digest: &Digest) -> Result<Option<Vec<Referrer>>, Error> {
+        match self {
+            Source::Registry { client, repository } => {
+                client.list_referrers(repository, digest).await
+            }
+            Source::Layout(l) => l.list_referrers(digest).await.map(Some),
+        }
+    }
+
+    /// Runs `attempt` as one read of this source: under the registry's retry shape, or once for
+    /// a layout (a local file fails the same way twice).
+    pub async fn read_with_retry<T, F, Fut>(&self, attempt: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let mut attempt = attempt;
+        match self {
+            Source::Registry { client, repository } => {
+                client
+                    .run(Call::new(Operation::BlobGet, Some(repository)), |_| {
+                        attempt()
+                    })
+                    .await
+            }
+            Source::Layout(l) => attempt().await.map_err(|f| match f.into_kind() {
+                Ok(kind) => Error::new(l.name(), None, Operation::BlobGet, kind).with_attempts(1),
+                Err(inner) => *inner,
+            }),
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! OCI image-layout directories as sources and as pruned targets: a layout built by hand (as
+//! skopeo or buildkit write one) mirrors to a real registry byte-identical, a corrupt blob is
+//! caught, platforms are filtered, referrers follow, and pruning frees only what nothing reaches.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
+use ferry_sync::config::{self, Config};
+use ferry_sync::engine::{EngineOptions, StopSignal, sync};
+use ferry_sync::plan::Plan;
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::prune::{self, PruneReport, PruneStatus};
+use ferry_sync::registries::Registries;
+use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::registry::TestRegistry;
+use serde_json::json;
+
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A layout written by hand, the way other tools write one.
+struct HandLayout {
+    dir: PathBuf,
+    /// (descriptor, ref.name) of each index entry.
+    entries: Vec<(serde_json::Value, Option<String>)>,
+}
+
+impl HandLayout {
+    fn new(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        let layout = HandLayout {
+            dir: dir.to_path_buf(),
+            entries: Vec::new(),
+        };
+        layout.write_index();
+        layout
+    }
+
+    fn blob(&self, bytes: &[u8]) -> serde_json::Value {
+        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
+        let path = self.dir.join("blobs/sha256").join(d.hex());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        json!({"digest": d.to_string(), "size": bytes.len()})
+    }
+
+    /// An image manifest over `layers` (its config names `arch`); returns its descriptor.
+    fn image(&self, arch: &str, layers: &[&[u8]]) -> serde_json::Value {
+        let mut config =
+            self.blob(format!(r#"{{"architecture":"{arch}","os":"linux"}}"#).as_bytes());
+        config["mediaType"] = json!(media::OCI_CONFIG);
+        let layers: Vec<_> = layers
+            .iter()
+            .map(|l| {
+                let mut d = self.blob(l);
+                d["mediaType"] = json!(media::OCI_LAYER_TAR);
+                d
+            })
+            .collect();
+        let manifest = json!({"schemaVersion": 2, "mediaType": media::OCI_MANIFEST, "config": config, "layers": layers});
+        let mut d = self.blob(&serde_json::to_vec(&manifest).unwrap());
+        d["mediaType"] = json!(media::OCI_MANIFEST);
+        d
+    }
+
+    /// An index over `children` with linux platforms in order amd64, arm64.
+    fn index(&self, children: &[serde_json::Value]) -> serde_json::Value {
+        let manifests: Vec<_> = children
+            .iter()
+            .zip(["amd64", "arm64"])
+            .map(|(c, arch)| {
+                let mut c = c.clone();
+                c["platform"] = json!({"os": "linux", "architecture": arch});
+                c
+            })
+            .collect();
+        // No mediaType field: it is optional in an OCI index.
+        let index = json!({"schemaVersion": 2, "manifests": manifests});
+        let mut d = self.blob(&serde_json::to_vec(&index).unwrap());
+        d["mediaType"] = json!(media::OCI_INDEX);
+        d
+    }
+
+    fn tag(&mut self, descriptor: &serde_json::Value, ref_name: Option<&str>) {
+        self.entries
+            .push((descriptor.clone(), ref_name.map(str::to_owned)));
+        self.write_index();
+    }
+
+    fn untag(&mut self, ref_name: &str) {
+        self.entries.retain(|(_, r)| r.as_deref() != Some(ref_name));
+        self.write_index();
+    }
+
+    fn write_index(&self) {
+        let manifests: Vec<_> = self
+            .entries
+            .iter()
+            .map(|(d, r)| {
+                let mut d = d.clone();
+                if let Some(r) = r {
+                    d["annotations"] = json!({"org.opencontainers.image.ref.name": r});
+                }
+                d
+            })
+            .collect();
+        let index =
+            json!({"schemaVersion": 2, "mediaType": media::OCI_INDEX, "manifests": manifests});
+        std::fs::write(
+            self.dir.join("index.json"),
+            serde_json::to_vec(&index).unwrap(),
+        )
+        .unwrap();
+    }
+}
+
+fn digest_of(d: &serde_json::Value) -> String {
+    d["digest"].as_str().unwrap().to_owned()
+}
+
+fn read_blob(dir: &Path, digest: &str) -> Vec<u8> {
+    let d = Digest::parse(digest).unwrap();
+    std::fs::read(dir.join("blobs/sha256").join(d.hex())).unwrap()
+}
+
+fn layout_tags(dir: &Path) -> Vec<(String, String)> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    let mut out: Vec<(String, String)> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| {
+            let tag = m["annotations"]["org.opencontainers.image.ref.name"].as_str()?;
+            Some((tag.to_owned(), digest_of(m)))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn parse(text: &str) -> Config {
+    config::parse(text, Path::new("layout.yaml"), &|_| None).expect("test config parses")
+}
+
+async fn prepare(config: &Config, registries: &Registries) -> Plan {
+    let mut options = PrepareOptions::from_config(config);
+    options.watch_interval = None;
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    resolve_all(config, registries, &options, tracker).await
+}
+
+async fn run(config: &Config) -> SyncReport {
+    let registries = Registries::new(config);
+    let plan = prepare(config, &registries).await;
+    sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&config.engine),
+        &StopSignal::default(),
+    )
+    .await
+}
+
+/// Prepare, then either the prune dry run (no sync report) or sync and prune.
+async fn run_with_prune(config: &Config, dry_run: bool) -> (Option<SyncReport>, PruneReport) {
+    let registries = Registries::new(config);
+    let plan = prepare(config, &registries).await;
+    let candidates = prune::candidates(&plan, config);
+    if dry_run {
+        return (None, prune::dry_run(candidates));
+    }
+    let report = sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&config.engine),
+        &StopSignal::default(),
+    )
+    .await;
+    let pruned = prune::execute(candidates, &registries, &StopSignal::default()).await;
+    (Some(report), pruned)
+}
+
+fn registry_yaml(host: &str, url: &str) -> String {
+    format!(
+        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_mirrors_to_a_real_registry_byte_identical_and_a_warm_rerun_writes_nothing() {
+    let Some(dst) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("app");
+    let mut layout = HandLayout::new(&src);
+    let base = noise(1, 700_000);
+    let amd = layout.image("amd64", &[&base, &noise(2, 200_000)]);
+    let arm = layout.image("arm64", &[&base, &noise(3, 200_000)]);
+    let index = layout.index(&[amd.clone(), arm.clone()]);
+    layout.tag(&index, Some("1.0"));
+    // Some tools write the full reference in ref.name; its tag is what counts.
+    let plain = layout.image("amd64", &[&noise(4, 5000)]);
+    layout.tag(&plain, Some("example.com/lib/app:2"));
+
+    let text = format!(
+        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        registry_yaml(&dst.host(), &dst.url()),
+        src.display(),
+        dst.host(),
+    );
+    let config = parse(&text);
+    let cold = run(&config).await;
+    assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
+    assert_eq!(cold.totals.images_synced, 2, "{}", cold.render_text());
+
+    let t = RegistryClient::new(RegistryOptions::insecure_at(&dst.url())).unwrap();
+    let got = t.get_manifest("mirror/app", "1.0").await.unwrap();
+    assert_eq!(got.digest.to_string(), digest_of(&index));
+    assert_eq!(got.bytes.to_vec(), read_blob(&src, &digest_of(&index)));
+    let got = t.get_manifest("mirror/app", "2").await.unwrap();
+    assert_eq!(got.digest.to_string(), digest_of(&plain));
+    for child in [&amd, &arm] {
+        let m = t
+            .get_manifest("mirror/app", &digest_of(child))
+            .await
+            .unwrap();
+        assert_eq!(m.bytes.to_vec(), read_blob(&src, &digest_of(child)));
+        let v: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+        for layer in v["layers"].as_array().unwrap() {
+            let d = Digest::parse(layer["digest"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                t.head_blob("mirror/app", &d).await.unwrap(),
+                layer["size"].as_u64(),
+                "{d}"
+            );
+        }
+    }
+    // The 700 kB base went up in chunks, read from the file as it went.
+    let log = dst.access_log().await.unwrap();
+    assert!(log.count("PATCH", "/v2/mirror/app/blobs/uploads/") > 0);
+
+    let before = dst.access_log().await.unwrap();
+    let warm = run(&config).await;
+    assert_eq!(warm.totals.images_up_to_date, 2, "{}", warm.render_text());
+    let after = dst.access_log().await.unwrap();
+    for method in ["PUT", "POST", "PATCH"] {
+        assert_eq!(
+            after.count(method, "/v2/") - before.count(method, "/v2/"),
+            0,
+            "a warm re-run sent {method}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("app");
+    let mut layout = HandLayout::new(&src);
+    let good = layout.image("amd64", &[b"good layer"]);
+    layout.tag(&good, Some("good"));
+    let bad_layer = b"a layer that will rot".to_vec();
+    let bad = layout.image("amd64", &[&bad_layer]);
+    layout.tag(&bad, Some("bad"));
+    // Same size, one byte changed: only the digest can tell.
+    let rotten = Digest::of_bytes(Algorithm::Sha256, &bad_layer);
+    let mut bytes = bad_layer.clone();
+    bytes[0] ^= 1;
+    std::fs::write(src.join("blobs/sha256").join(rotten.hex()), bytes).unwrap();
+
+    let config = parse(&format!(
+        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        registry_yaml(&dst.host(), &dst.url()),
+        src.display(),
+        dst.host(),
+    ));
+    let report = run(&config).await;
+    let status = |tag: &str| {
+        report
+            .images
+            .iter()
+            .find(|i| i.image == tag)
+            .map(|i| i.status.clone())
+            .unwrap()
+    };
+    assert_eq!(status("good"), ImageStatus::Synced);
+    match status("bad") {
+        ImageStatus::Failed { error, .. } => {
+            assert!(error.contains("digest mismatch"), "{error}");
+            assert!(error.contains(&format!("oci:{}", src.display())), "{error}");
+        }
+        other => panic!("a rotten blob went through: {other:?}"),
+    }
+    assert_eq!(dst.tags("mirror/app"), vec!["good".to_string()]);
+    assert!(!dst.has_blob("mirror/app", &rotten.to_string()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_missing_layout_fails_its_mapping_naming_the_directory() {
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nowhere");
+    let config = parse(&format!(
+        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n",
+        registry_yaml(&dst.host(), &dst.url()),
+        missing.display(),
+        dst.host(),
+    ));
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let error = plan.mappings[0].outcome.as_ref().unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("oci:{}", missing.display()))
+            && error.contains("not an OCI image layout"),
+        "{error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_platform_filter_applies_to_a_layout_source_and_referrers_follow_their_subject() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let amd = layout.image("amd64", &[b"amd layer"]);
+    let arm = layout.image("arm64", &[b"arm layer"]);
+    let index = layout.index(&[amd.clone(), arm.clone()]);
+    layout.tag(&index, Some("1.0"));
+    // A signature of the plain image, stored untagged with a subject (as oras writes one).
+    let plain = layout.image("amd64", &[b"plain layer"]);
+    layout.tag(&plain, Some("plain"));
+    let empty = layout.blob(b"{}");
+    let sig_layer = layout.blob(b"signature bytes");
+    let signature = json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_MANIFEST,
+        "artifactType": "application/vnd.example.signature",
+        "config": {"mediaType": media::OCI_EMPTY_JSON, "digest": empty["digest"], "size": 2},
+        "layers": [{"mediaType": "application/octet-stream", "digest": sig_layer["digest"], "size": sig_layer["size"]}],
+        "subject": {"mediaType": media::OCI_MANIFEST, "digest": plain["digest"], "size": plain["size"]},
+    });
+    let mut sig = layout.blob(&serde_json::to_vec(&signature).unwrap());
+    sig["mediaType"] = json!(media::OCI_MANIFEST);
+    layout.tag(&sig, None);
+
+    let config = parse(&format!(
+        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    platforms: [linux/arm64]\n",
+        src.display(),
+        dst.display(),
+    ));
+    let report = run(&config).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    let has = |d: &str| {
+        let d = Digest::parse(d).unwrap();
+        dst.join("blobs/sha256").join(d.hex()).is_file()
+    };
+    let amd_layer = Digest::of_bytes(Algorithm::Sha256, b"amd layer").to_string();
+    let arm_layer = Digest::of_bytes(Algorithm::Sha256, b"arm layer").to_string();
+    assert!(has(&arm_layer) && has(&digest_of(&arm)));
+    assert!(
+        !has(&amd_layer) && !has(&digest_of(&amd)),
+        "amd64 was copied"
+    );
+    // The tag now names an index of the arm64 image alone (rewritten, so a new digest).
+    let tags = layout_tags(&dst);
+    let (_, filtered) = tags.iter().find(|(t, _)| t == "1.0").unwrap();
+    assert_ne!(*filtered, digest_of(&index));
+    let rewritten: serde_json::Value = serde_json::from_slice(&read_blob(&dst, filtered)).unwrap();
+    assert_eq!(rewritten["manifests"].as_array().unwrap().len(), 1);
+    // The signature came along with the image it signs.
+    assert!(has(&digest_of(&sig)), "the referrer was left behind");
+    assert!(has(sig_layer["digest"].as_str().unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reaches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let shared: &[u8] = b"shared base layer";
+    let v1 = layout.image("amd64", &[shared, b"v1 only"]);
+    let v2 = layout.image("amd64", &[shared, b"v2 only"]);
+    let keep = layout.image("amd64", &[b"outside the filter"]);
+    layout.tag(&v1, Some("v1"));
+    layout.tag(&v2, Some("v2"));
+    layout.tag(&keep, Some("keep-me"));
+    let text = format!(
+        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    prune: true\n",
+        src.display(),
+        dst.display(),
+    );
+    let (first, _) = run_with_prune(&parse(&text), false).await;
+    let first = first.unwrap();
+    assert_eq!(first.totals.images_synced, 3, "{}", first.render_text());
+
+    // The source loses v1; keep-me leaves the filter (and the source).
+    layout.untag("v1");
+    layout.untag("keep-me");
+    let narrowed = text.replace("include: [\"*\"]", "include: [\"v*\"]");
+    let blob_count = || std::fs::read_dir(dst.join("blobs/sha256")).unwrap().count();
+    let before = blob_count();
+
+    let (_, dry) = run_with_prune(&parse(&narrowed), true).await;
+    assert_eq!(dry.would_delete, 1);
+    assert_eq!(dry.tags[0].tag, "v1");
+    assert_eq!(blob_count(), before, "a dry run removed blobs");
+    assert_eq!(layout_tags(&dst).len(), 3, "a dry run changed the index");
+
+    let (_, pruned) = run_with_prune(&parse(&narrowed), false).await;
+    assert_eq!(pruned.deleted, 1, "{}", pruned.render_text());
+    assert!(matches!(pruned.tags[0].status, PruneStatus::Deleted));
+    let tags: Vec<String> = layout_tags(&dst).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tags, vec!["keep-me".to_string(), "v2".to_string()]);
+    let has = |bytes: &[u8]| {
+        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
+        dst.join("blobs/sha256").join(d.hex()).is_file()
+    };
+    // v1's manifest and its own layer are gone (its config is v2's too: same arch); the shared
+    // base, v2 and the tag outside the filter stay.
+    assert!(!has(b"v1 only"), "an unreferenced layer was kept");
+    assert!(
+        !has(&read_blob(&src, &digest_of(&v1))),
+        "v1's manifest was kept"
+    );
+    assert!(has(shared) && has(b"v2 only") && has(b"outside the filter"));
+    assert_eq!(pruned.layout_blobs_removed, 2, "{}", pruned.render_text());
+    assert_eq!(blob_count(), before - 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_whose_manifest_cannot_be_read_is_not_garbage_collected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&dir);
+    let a = layout.image("amd64", &[b"a layer"]);
+    let b = layout.image("amd64", &[b"b layer"]);
+    layout.tag(&a, Some("a"));
+    layout.tag(&b, Some("b"));
+    // b's manifest is lost: what it referenced cannot be known, so nothing may go.
+    let b_digest = Digest::parse(&digest_of(&b)).unwrap();
+    std::fs::remove_file(dir.join("blobs/sha256").join(b_digest.hex())).unwrap();
+    assert!(
+        ferry_sync::layout::prune::remove_tag(&dir, "a")
+            .await
+            .unwrap()
+    );
+    let before = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
+    let error = ferry_sync::layout::prune::collect_garbage(&dir)
+        .await
+        .unwrap_err();
+    assert!(error.contains(&b_digest.to_string()), "{error}");
+    assert_eq!(
+        std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count(),
+        before
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upload_from_a_layout_whose_reply_was_lost_resumes_at_the_registrys_offset() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("big");
+    let mut layout = HandLayout::new(&src);
+    let big = noise(7, 3_000_000);
+    let image = layout.image("amd64", &[&big]);
+    layout.tag(&image, Some("1"));
+    // The first 1 MiB chunk lands but its reply is lost: the session then holds 1 MiB, and the
+    // rest must be read from the file at that offset.
+    dst.faults().push(FaultRule::on(
+        OpKind::UploadPatch,
+        FaultAction::AfterCommit { code: 502 },
+    ));
+    let config = parse(&format!(
+        "version: 1\nengine: {{ chunk_size: \"1MiB\", monolithic_limit: \"1MiB\" }}\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/big\"]\n    tags: {{ include: [\"*\"] }}\n",
+        registry_yaml(&dst.host(), &dst.url()),
+        src.display(),
+        dst.host(),
+    ));
+    let report = run(&config).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    let digest = Digest::of_bytes(Algorithm::Sha256, &big).to_string();
+    assert_eq!(dst.blob(&digest).as_deref(), Some(&big[..]));
+    let stats = dst.stats();
+    assert_eq!(stats.op(OpKind::UploadStatus), 1, "{stats:?}");
+    // Three chunks and one replayed after the status check said 1 MiB was held: never four
+    // full chunks from offset zero.
+    assert_eq!(stats.op(OpKind::UploadPatch), 3, "{stats:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rotten_manifest_in_a_layout_fails_its_mapping_with_a_digest_mismatch() {
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("app");
+    let mut layout = HandLayout::new(&src);
+    let image = layout.image("amd64", &[b"layer"]);
+    layout.tag(&image, Some("1"));
+    let d = Digest::parse(&digest_of(&image)).unwrap();
+    let path = src.join("blobs/sha256").join(d.hex());
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("\"schemaVersion\":2", "\"schemaVersion\":3"),
+    )
+    .unwrap();
+    let config = parse(&format!(
+        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        registry_yaml(&dst.host(), &dst.url()),
+        src.display(),
+        dst.host(),
+    ));
+    let report = run(&config).await;
+    assert_eq!(report.failed_mappings.len(), 1, "{}", report.render_text());
+    let text = report.render_text();
+    assert!(text.contains("digest mismatch"), "{text}");
+    assert!(dst.tags("mirror/app").is_empty());
+}
