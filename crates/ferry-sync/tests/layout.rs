@@ -400,6 +400,11 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
     layout.tag(&v1, Some("v1"));
     layout.tag(&v2, Some("v2"));
     layout.tag(&keep, Some("keep-me"));
+    // A multi-arch tag: its layers are reached only through the index's children.
+    let v3_amd = layout.image("amd64", &[shared, b"v3 amd"]);
+    let v3_arm = layout.image("arm64", &[b"v3 arm"]);
+    let v3 = layout.index(&[v3_amd, v3_arm]);
+    layout.tag(&v3, Some("v3"));
     let text = format!(
         "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    prune: true\n",
         src.display(),
@@ -407,7 +412,7 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
     );
     let (first, _) = run_with_prune(&parse(&text), false).await;
     let first = first.unwrap();
-    assert_eq!(first.totals.images_synced, 3, "{}", first.render_text());
+    assert_eq!(first.totals.images_synced, 4, "{}", first.render_text());
 
     // The source loses v1; keep-me leaves the filter (and the source).
     layout.untag("v1");
@@ -420,13 +425,13 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
     assert_eq!(dry.would_delete, 1);
     assert_eq!(dry.tags[0].tag, "v1");
     assert_eq!(blob_count(), before, "a dry run removed blobs");
-    assert_eq!(layout_tags(&dst).len(), 3, "a dry run changed the index");
+    assert_eq!(layout_tags(&dst).len(), 4, "a dry run changed the index");
 
     let (_, pruned) = run_with_prune(&parse(&narrowed), false).await;
     assert_eq!(pruned.deleted, 1, "{}", pruned.render_text());
     assert!(matches!(pruned.tags[0].status, PruneStatus::Deleted));
     let tags: Vec<String> = layout_tags(&dst).into_iter().map(|(t, _)| t).collect();
-    assert_eq!(tags, vec!["keep-me".to_string(), "v2".to_string()]);
+    assert_eq!(tags, ["keep-me", "v2", "v3"]);
     let has = |bytes: &[u8]| {
         let d = Digest::of_bytes(Algorithm::Sha256, bytes);
         dst.join("blobs/sha256").join(d.hex()).is_file()
@@ -439,6 +444,7 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
         "v1's manifest was kept"
     );
     assert!(has(shared) && has(b"v2 only") && has(b"outside the filter"));
+    assert!(has(b"v3 amd") && has(b"v3 arm"), "an index's children were collected");
     assert_eq!(pruned.layout_blobs_removed, 2, "{}", pruned.render_text());
     assert_eq!(blob_count(), before - 2);
 }
