@@ -474,3 +474,65 @@ async fn a_second_signal_exits_at_once_with_code_2_and_says_what_is_known() {
         "{seen:#?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_is_a_source_for_copy_tags_and_sync() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("src/app", "v2", &[b"two"]);
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    for tag in ["v1", "v2"] {
+        let source = format!("{}/src/app:{tag}", reg.host());
+        let out = ferry(&[
+            "copy",
+            &source,
+            &format!("oci:{}", first.display()),
+            "--insecure",
+        ])
+        .await;
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    // `tags` lists a layout as it lists a repository.
+    let out = ferry(&["tags", &format!("oci:{}", first.display()), "--json"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["selected"], serde_json::json!(["v1", "v2"]));
+
+    // skopeo's spelling: oci:<dir>:<tag>.
+    let out = ferry(&[
+        "copy",
+        &format!("oci:{}:v2", first.display()),
+        &format!("{}/copied/app", reg.host()),
+        "--insecure",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(reg.tags("copied/app"), ["v2"]);
+    assert_eq!(
+        reg.manifest("copied/app", "v2"),
+        reg.manifest("src/app", "v2"),
+        "the layout round trip changed the manifest"
+    );
+
+    // A sync from the layout: the dry run says what would go, the run copies it.
+    let mappings = format!(
+        "  - source: \"oci:{}\"\n    targets: [\"{}/synced/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        first.display(),
+        reg.host()
+    );
+    let config = write_config(dir.path(), &registry_entry(&reg, ""), &mappings);
+    let config = config.to_str().unwrap();
+    let out = ferry(&["sync", "-c", config, "--dry-run"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!("mapping 0 oci:{}", first.display())),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 to copy"), "{stdout}");
+    assert!(reg.tags("synced/app").is_empty(), "a dry run wrote");
+    let out = ferry(&["sync", "-c", config, "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(reg.tags("synced/app"), ["v1", "v2"]);
+}

@@ -355,3 +355,54 @@ fn load_names_unreadable_files() {
     assert!(matches!(err, ConfigError::Read { .. }));
     assert!(err.to_string().contains("/nonexistent/mirror.yaml"));
 }
+
+#[test]
+fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() {
+    let c = load(&format!(
+        "{HEAD}  - source: oci:./images/app\n    target_group: mirrors\ntarget_groups:\n  mirrors: [registry.local/mirror]\n"
+    ))
+    .unwrap();
+    let m = &c.mappings[0];
+    assert_eq!(m.source, "oci:./images/app");
+    assert_eq!(
+        m.origin,
+        ferry_sync::config::Origin::OciLayout {
+            path: "./images/app".into()
+        }
+    );
+    assert_eq!(
+        m.targets,
+        vec![Target::Registry {
+            reference: "registry.local/mirror/app".into()
+        }]
+    );
+    let e = error(&format!("{HEAD}  - source: 'oci:'\n    targets: [x]\n"));
+    assert!(
+        e.starts_with(
+            "3:13: mappings[0] (source oci:): source: source \"oci:\" names no directory"
+        ),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - source: oci:./same\n    targets: ['oci:./same']\n"
+    ));
+    assert!(
+        e.contains("oci:./same is both the source and a target"),
+        "{e}"
+    );
+    // A directory name that is not a repository path cannot name a group's path by itself.
+    let e = error(&format!(
+        "{HEAD}  - source: oci:./Images_UPPER\n    target_group: g\ntarget_groups: {{ g: [r.local] }}\n"
+    ));
+    assert!(e.contains("rename: a layout source"), "{e}");
+    let c = load(&format!(
+        "{HEAD}  - source: oci:./Images_UPPER\n    target_group: g\n    rename: lib/app\ntarget_groups: {{ g: [r.local] }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.mappings[0].targets,
+        vec![Target::Registry {
+            reference: "r.local/lib/app".into()
+        }]
+    );
+}

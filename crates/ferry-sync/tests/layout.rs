@@ -444,7 +444,10 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
         "v1's manifest was kept"
     );
     assert!(has(shared) && has(b"v2 only") && has(b"outside the filter"));
-    assert!(has(b"v3 amd") && has(b"v3 arm"), "an index's children were collected");
+    assert!(
+        has(b"v3 amd") && has(b"v3 arm"),
+        "an index's children were collected"
+    );
     assert_eq!(pruned.layout_blobs_removed, 2, "{}", pruned.render_text());
     assert_eq!(blob_count(), before - 2);
 }

@@ -164,6 +164,11 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// `oci:<directory>`, or a repository reference without tag or digest.
+    pub fn parse(text: &str) -> Result<Origin, String> {
+        parse_origin(text)
+    }
+
     /// The repository path a `target_group` appends: a registry source's path, or a layout
     /// directory's last component when that is a valid repository name.
     fn repository_name(&self) -> Option<String> {
@@ -174,6 +179,18 @@ impl Origin {
                 let r = Reference::parse(&format!("rename.invalid/{last}")).ok()?;
                 (r.repository == last).then(|| last.to_owned())
             }
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Registry {
+                registry,
+                repository,
+            } => write!(f, "{registry}/{repository}"),
+            Origin::OciLayout { path } => write!(f, "oci:{}", path.display()),
         }
     }
 }
@@ -539,13 +556,7 @@ impl Checker<'_> {
                 continue;
             };
             let origin = source;
-            let source = match &origin {
-                Origin::Registry {
-                    registry,
-                    repository,
-                } => format!("{registry}/{repository}"),
-                Origin::OciLayout { path } => format!("oci:{}", path.display()),
-            };
+            let source = origin.to_string();
             if let Origin::OciLayout { path: dir } = &origin
                 && targets
                     .iter()
