@@ -155,7 +155,8 @@ pub struct RawRetry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMapping {
-    /// Source repository, e.g. "docker.io/library/alpine" (no tag or digest).
+    /// Source repository, e.g. "docker.io/library/alpine" (no tag or digest), or
+    /// "oci:<directory>" (an OCI image layout).
     pub source: String,
     /// Target repositories: "host[:port]/path" or "oci:<directory>".
     #[serde(default)]
