@@ -14,18 +14,7 @@ use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
 use ferry_testkit::distribution::RealRegistry;
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+use ferry_testkit::noise;
 
 async fn push_blob(c: &RegistryClient, repo: &str, bytes: &[u8]) -> (Digest, usize) {
     let d = Digest::of_bytes(Algorithm::Sha256, bytes);

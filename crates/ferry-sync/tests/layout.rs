@@ -14,20 +14,9 @@ use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::noise;
 use ferry_testkit::registry::TestRegistry;
 use serde_json::json;
-
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// A layout written by hand, the way other tools write one.
 struct HandLayout {
@@ -193,10 +182,13 @@ async fn run_with_prune(config: &Config, dry_run: bool) -> (Option<SyncReport>, 
     (Some(report), pruned)
 }
 
-fn registry_yaml(host: &str, url: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
-    )
+/// A config copying every tag of the layout at `src` to `host/repository`; `engine` holds the
+/// engine settings' fields, if any.
+fn layout_to_registry(src: &Path, host: &str, url: &str, repository: &str, engine: &str) -> Config {
+    parse(&format!(
+        "version: 1\nengine: {{ {engine} }}\nregistries:\n  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"{host}/{repository}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.display()
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,13 +208,8 @@ async fn a_layout_mirrors_to_a_real_registry_byte_identical_and_a_warm_rerun_wri
     let plain = layout.image("amd64", &[&noise(4, 5000)]);
     layout.tag(&plain, Some("example.com/lib/app:2"));
 
-    let text = format!(
-        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        registry_yaml(&dst.host(), &dst.url()),
-        src.display(),
-        dst.host(),
-    );
-    let config = parse(&text);
+    let engine = r#"chunk_size: "256KiB", monolithic_limit: "400KiB""#;
+    let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", engine);
     let cold = run(&config).await;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
     assert_eq!(cold.totals.images_synced, 2, "{}", cold.render_text());
@@ -283,12 +270,7 @@ async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
     bytes[0] ^= 1;
     std::fs::write(src.join("blobs/sha256").join(rotten.hex()), bytes).unwrap();
 
-    let config = parse(&format!(
-        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        registry_yaml(&dst.host(), &dst.url()),
-        src.display(),
-        dst.host(),
-    ));
+    let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", "");
     let report = run(&config).await;
     let status = |tag: &str| {
         report
@@ -315,12 +297,7 @@ async fn a_missing_layout_fails_its_mapping_naming_the_directory() {
     let dst = TestRegistry::builder().start().await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nowhere");
-    let config = parse(&format!(
-        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n",
-        registry_yaml(&dst.host(), &dst.url()),
-        missing.display(),
-        dst.host(),
-    ));
+    let config = layout_to_registry(&missing, &dst.host(), &dst.url(), "mirror/app", "");
     let registries = Registries::new(&config);
     let plan = prepare(&config, &registries).await;
     let error = plan.mappings[0].outcome.as_ref().unwrap_err().to_string();
@@ -496,12 +473,13 @@ async fn an_upload_from_a_layout_whose_reply_was_lost_resumes_at_the_registrys_o
         OpKind::UploadPatch,
         FaultAction::AfterCommit { code: 502 },
     ));
-    let config = parse(&format!(
-        "version: 1\nengine: {{ chunk_size: \"1MiB\", monolithic_limit: \"1MiB\" }}\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/big\"]\n    tags: {{ include: [\"*\"] }}\n",
-        registry_yaml(&dst.host(), &dst.url()),
-        src.display(),
-        dst.host(),
-    ));
+    let config = layout_to_registry(
+        &src,
+        &dst.host(),
+        &dst.url(),
+        "mirror/big",
+        r#"chunk_size: "1MiB", monolithic_limit: "1MiB""#,
+    );
     let report = run(&config).await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let digest = Digest::of_bytes(Algorithm::Sha256, &big).to_string();
@@ -529,12 +507,7 @@ async fn a_rotten_manifest_in_a_layout_fails_its_mapping_with_a_digest_mismatch(
         text.replace("\"schemaVersion\":2", "\"schemaVersion\":3"),
     )
     .unwrap();
-    let config = parse(&format!(
-        "version: 1\nregistries:\n{}mappings:\n  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        registry_yaml(&dst.host(), &dst.url()),
-        src.display(),
-        dst.host(),
-    ));
+    let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", "");
     let report = run(&config).await;
     assert_eq!(report.failed_mappings.len(), 1, "{}", report.render_text());
     let text = report.render_text();

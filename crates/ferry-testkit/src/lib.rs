@@ -3,3 +3,16 @@
 
 pub mod distribution;
 pub mod registry;
+
+/// Deterministic pseudo-random bytes (xorshift) for test blobs that neither compress nor repeat.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}

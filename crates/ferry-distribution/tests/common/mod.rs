@@ -40,18 +40,7 @@ pub fn client_at(url: &str, attempts: u32) -> RegistryClient {
     RegistryClient::new(options_at(url, fast_policy(attempts))).unwrap()
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so blobs do not compress or repeat.
-pub fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
+pub use ferry_testkit::noise;
 
 pub fn sha256(bytes: &[u8]) -> Digest {
     Digest::of_bytes(Algorithm::Sha256, bytes)

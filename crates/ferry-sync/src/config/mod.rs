@@ -905,14 +905,19 @@ fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
         })
 }
 
+/// The directory of an `oci:<directory>` source or target (`what`); `None` for anything else.
+fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
+    let dir = text.strip_prefix("oci:")?;
+    Some(if dir.is_empty() {
+        Err(format!("{what} \"{text}\" names no directory after oci:"))
+    } else {
+        Ok(PathBuf::from(dir))
+    })
+}
+
 fn parse_target(text: &str) -> Result<Target, String> {
-    if let Some(dir) = text.strip_prefix("oci:") {
-        if dir.is_empty() {
-            return Err(format!("target \"{text}\" names no directory after oci:"));
-        }
-        return Ok(Target::OciLayout {
-            path: PathBuf::from(dir),
-        });
+    if let Some(dir) = layout_dir(text, "target") {
+        return dir.map(|path| Target::OciLayout { path });
     }
     let reference = parse_repository(text)?;
     Ok(Target::Registry {
@@ -922,13 +927,8 @@ fn parse_target(text: &str) -> Result<Target, String> {
 
 /// A mapping's source: `oci:<directory>`, or a repository reference without tag or digest.
 fn parse_origin(text: &str) -> Result<Origin, String> {
-    if let Some(dir) = text.strip_prefix("oci:") {
-        if dir.is_empty() {
-            return Err(format!("source \"{text}\" names no directory after oci:"));
-        }
-        return Ok(Origin::OciLayout {
-            path: PathBuf::from(dir),
-        });
+    if let Some(dir) = layout_dir(text, "source") {
+        return dir.map(|path| Origin::OciLayout { path });
     }
     let r = parse_repository(text)?;
     Ok(Origin::Registry {
