@@ -83,21 +83,12 @@ fn one_mapping(
             }
         }
     };
-    let source = match &origin {
-        Origin::Registry {
-            registry,
-            repository,
-        } => {
-            if insecure {
-                super::allow_insecure(config, registry);
-            }
-            format!("{registry}/{repository}")
-        }
-        Origin::OciLayout { path } => format!("oci:{}", path.display()),
-    };
+    if let (true, Origin::Registry { registry, .. }) = (insecure, &origin) {
+        super::allow_insecure(config, registry);
+    }
     Ok(Mapping {
         index: 0,
-        source,
+        source: origin.to_string(),
         origin,
         targets: vec![target],
         tags,

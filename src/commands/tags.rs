@@ -2,15 +2,27 @@
 //! selects, what it leaves out and why, and which exact tags are missing.
 
 use ferry_distribution::Reference;
+use ferry_sync::config::Origin;
 use ferry_sync::filter::{TagFilter, TagFilterSpec, TagSort};
 use ferry_sync::registries::Registries;
+use ferry_sync::source::Source;
 
 use crate::cli::{SortArg, TagsArgs};
 use crate::exit;
 use crate::progress::Progress;
 
 pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
-    let reference = match Reference::parse(&args.reference) {
+    // A tag or digest on a registry reference is ignored; a layout is `oci:<dir>`.
+    let origin = match args.reference.strip_prefix("oci:") {
+        Some(_) => Origin::parse(&args.reference),
+        None => Reference::parse(&args.reference)
+            .map(|r| Origin::Registry {
+                registry: r.registry,
+                repository: r.repository,
+            })
+            .map_err(|e| e.to_string()),
+    };
+    let origin = match origin {
         Ok(r) => r,
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
@@ -43,12 +55,12 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         },
         None => super::empty_config(),
     };
-    if args.access.insecure {
-        super::allow_insecure(&mut config, &reference.registry);
+    if let (true, Origin::Registry { registry, .. }) = (args.access.insecure, &origin) {
+        super::allow_insecure(&mut config, registry);
     }
     let registries = Registries::new(&config);
-    let listed = match registries.client(&reference.registry).await {
-        Ok(client) => client.list_tags(&reference.repository).await,
+    let listed = match Source::open(&origin, &registries).await {
+        Ok(source) => source.list_tags().await,
         Err(e) => Err(e),
     };
     let tags = match listed {
@@ -61,7 +73,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
     let selection = filter.select(&tags);
     if args.json {
         let value = serde_json::json!({
-            "repository": format!("{}/{}", reference.registry, reference.repository),
+            "repository": origin.to_string(),
             "listed": tags.len(),
             "selected": selection.selected,
             "filtered_out": selection.filtered_out.iter()
