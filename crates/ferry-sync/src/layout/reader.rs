@@ -1,12 +1,15 @@
 //! An OCI image-layout directory as a source: its tags (from `index.json`), manifests and blobs
 //! read from `blobs/<alg>/<hex>`, each verified against its digest, blobs streamed from disk.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio::io::AsyncSeekExt;
+use tokio::sync::OnceCell;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
@@ -22,12 +25,17 @@ const READ_CHUNK: usize = 256 * 1024;
 
 pub type LayoutStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
 
+/// Referrers by subject digest, gathered from the index in one pass.
+type ReferrerMap = HashMap<Digest, Vec<Referrer>>;
+
 /// A layout directory opened for reading.
 #[derive(Debug, Clone)]
 pub struct LayoutReader {
     dir: PathBuf,
     /// `oci:<dir>`, as errors and reports name it.
     name: String,
+    /// Every manifest's subject, read once per opened layout (not once per image asked about).
+    referrers: Arc<OnceCell<ReferrerMap>>,
 }
 
 impl LayoutReader {
@@ -36,6 +44,7 @@ impl LayoutReader {
         let reader = LayoutReader {
             dir: dir.to_path_buf(),
             name: format!("oci:{}", dir.display()),
+            referrers: Arc::default(),
         };
         for file in ["oci-layout", "index.json"] {
             if !dir.join(file).is_file() {
@@ -176,21 +185,28 @@ impl LayoutReader {
 
     /// Manifests in the index whose `subject` is `digest` (how a layout holds referrers).
     pub async fn list_referrers(&self, digest: &Digest) -> Result<Vec<Referrer>, Error> {
-        let mut out = Vec::new();
+        let map = self
+            .referrers
+            .get_or_try_init(|| self.read_referrers())
+            .await?;
+        Ok(map.get(digest).cloned().unwrap_or_default())
+    }
+
+    async fn read_referrers(&self) -> Result<ReferrerMap, Error> {
+        let mut map = ReferrerMap::new();
         for entry in self.entries(Operation::ReferrersList)? {
-            if entry.digest == *digest {
-                continue;
-            }
             let Some(m) = self.find_manifest(&entry.digest.to_string()).await? else {
                 continue;
             };
             let Ok(parsed) = serde_json::from_slice::<Subjected>(&m.bytes) else {
                 continue;
             };
-            if parsed.subject.map(|s| s.digest) == Some(digest.to_string())
-                && !out.iter().any(|r: &Referrer| r.digest == m.digest)
-            {
-                out.push(Referrer {
+            let Some(subject) = parsed.subject.and_then(|s| Digest::parse(&s.digest).ok()) else {
+                continue;
+            };
+            let list = map.entry(subject).or_default();
+            if !list.iter().any(|r| r.digest == m.digest) {
+                list.push(Referrer {
                     media_type: m.media_type,
                     size: m.bytes.len() as u64,
                     digest: m.digest,
@@ -198,7 +214,7 @@ impl LayoutReader {
                 });
             }
         }
-        Ok(out)
+        Ok(map)
     }
 }
 
