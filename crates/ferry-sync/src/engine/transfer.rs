@@ -393,7 +393,8 @@ pub async fn write_layout_blob(
             }));
         }
         file.sync_all().await.map_err(local)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(local)
+        tokio::fs::rename(&tmp, &path).await.map_err(local)?;
+        crate::layout::sync_dir(parent).await.map_err(local)
     }
     .await;
     if result.is_err() {

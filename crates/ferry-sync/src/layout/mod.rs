@@ -113,7 +113,8 @@ pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
 }
 
 /// Writes `bytes` to `path` through a temporary name in the same directory, synced, then
-/// renamed: a reader never sees a half-written file under the final name.
+/// renamed (and the directory synced): a reader never sees a half-written file under the final
+/// name, and a crash after the call returns does not lose it.
 pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let parent = path.parent().unwrap_or(Path::new("."));
@@ -124,5 +125,11 @@ pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes).await?;
     f.sync_all().await?;
     drop(f);
-    tokio::fs::rename(&tmp, path).await
+    tokio::fs::rename(&tmp, path).await?;
+    sync_dir(parent).await
+}
+
+/// Makes a rename in `dir` durable: the directory entry reaches the disk, not only the file.
+pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    tokio::fs::File::open(dir).await?.sync_all().await
 }
