@@ -3,7 +3,8 @@
 //! 1 GiB layer. Run: `scripts/bench` (writes docs/performance.md) or `cargo bench --bench compare`.
 //!
 //! Options (after `--`): `--runs N` (default 3), `--shapes a,b` (`none` for none), `--tools ferry,skopeo`,
-//! `--memory-mib M` (default 1024, 0 skips it), `--write-doc` (update docs/performance.md).
+//! `--memory-mib M` (default 1024, 0 skips it), `--no-layouts` (skips the OCI layout export and
+//! import of each corpus), `--write-doc` (update docs/performance.md).
 //! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
 //! `FERRY_BENCH_ENGINE` (e.g. `blobs_in_flight: 4`) adds engine settings to ferry's config, for
 //! investigations only (the documented figures use ferry's defaults);
@@ -11,6 +12,8 @@
 
 #[path = "compare/corpus.rs"]
 mod corpus;
+#[path = "compare/layouts.rs"]
+mod layouts;
 #[path = "compare/measure.rs"]
 mod measure;
 #[path = "compare/report.rs"]
@@ -65,6 +68,7 @@ struct Options {
     shapes: Vec<Shape>,
     tools: Vec<Tool>,
     memory_mib: u64,
+    layouts: bool,
     write_doc: bool,
 }
 
@@ -74,6 +78,7 @@ fn parse_options() -> Result<Options, String> {
         shapes: vec![Shape::many_small(), Shape::few_large()],
         tools: vec![Tool::Ferry, Tool::Skopeo],
         memory_mib: 1024,
+        layouts: true,
         write_doc: false,
     };
     let mut args = std::env::args().skip(1);
@@ -112,6 +117,7 @@ fn parse_options() -> Result<Options, String> {
                     .parse()
                     .map_err(|e| format!("--memory-mib: {e}"))?;
             }
+            "--no-layouts" => options.layouts = false,
             "--write-doc" => options.write_doc = true,
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
@@ -378,6 +384,8 @@ async fn cold_and_warm(
 pub struct ShapeResult {
     pub corpus: Corpus,
     pub runs: Vec<(Tool, ToolRuns)>,
+    /// The export into OCI layouts and import from them, unless `--no-layouts`.
+    pub layouts: Option<layouts::LayoutResult>,
 }
 
 async fn bench_shape(options: &Options, shape: &Shape) -> Result<ShapeResult, String> {
@@ -427,11 +435,22 @@ async fn bench_shape(options: &Options, shape: &Shape) -> Result<ShapeResult, St
             runs[i].1.warm.push(warm);
         }
     }
+    let layouts = if options.layouts {
+        let result =
+            layouts::bench_layouts(&options.tools, options.runs, corpus.clone(), &source).await?;
+        Some(result)
+    } else {
+        None
+    };
     source
         .stop()
         .await
         .map_err(|e| format!("stopping the source registry: {e}"))?;
-    Ok(ShapeResult { corpus, runs })
+    Ok(ShapeResult {
+        corpus,
+        runs,
+        layouts,
+    })
 }
 
 /// One copy of the large layer: peak RSS and wall time.
@@ -560,8 +579,16 @@ async fn run_all(options: Options) -> Result<(), String> {
     let memory_md = large
         .as_ref()
         .map(|(size, copies)| report::memory_section(&machine, &command, *size, copies));
+    let layout_results: Vec<&layouts::LayoutResult> =
+        shapes.iter().filter_map(|s| s.layouts.as_ref()).collect();
+    let layouts_md = (!layout_results.is_empty()).then(|| {
+        layouts::layouts_section(&machine.describe(&command), options.runs, &layout_results)
+    });
     println!("{compare_md}");
     if let Some(text) = &memory_md {
+        println!("{text}");
+    }
+    if let Some(text) = &layouts_md {
         println!("{text}");
     }
     eprintln!(
@@ -571,6 +598,14 @@ async fn run_all(options: Options) -> Result<(), String> {
     if options.write_doc {
         let path = repo_root().join("docs/performance.md");
         report::write_doc(&path, &compare_md, memory_md.as_deref())?;
+        if let Some(text) = &layouts_md {
+            report::write_section(
+                &path,
+                layouts::LAYOUTS_HEADING,
+                layouts::LAYOUTS_MARKERS,
+                text,
+            )?;
+        }
         eprintln!("compare: wrote {}", path.display());
     }
     Ok(())

@@ -64,7 +64,7 @@ impl Machine {
         }
     }
 
-    fn describe(&self, command: &str) -> String {
+    pub fn describe(&self, command: &str) -> String {
         format!(
             "Measured {date} on {cpus} CPUs ({model}), {memory} memory, with `{command}`; \
              load average {load} when the bench started.\n\
@@ -449,4 +449,16 @@ pub fn write_doc(path: &Path, compare: &str, memory: Option<&str>) -> Result<(),
         doc = splice(&doc, MEMORY_HEADING, MEMORY_MARKERS, memory);
     }
     std::fs::write(path, doc).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// Writes one generated section (`body` between `markers` under `heading`) into `path`.
+pub fn write_section(
+    path: &Path,
+    heading: &str,
+    markers: (&str, &str),
+    body: &str,
+) -> Result<(), String> {
+    let doc = std::fs::read_to_string(path).unwrap_or_else(|_| "# Performance\n".to_owned());
+    std::fs::write(path, splice(&doc, heading, markers, body))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
 }
