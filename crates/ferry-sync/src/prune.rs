@@ -5,9 +5,9 @@
 //! kept for pruning mappings), so `--dry-run` shows them without a request. A tag is deleted
 //! with a tag DELETE, never by digest: deleting the manifest would remove every tag pointing at
 //! it. In a layout target the tag leaves `index.json`, then the blobs nothing else reaches are
-//! deleted (see `crate::layout::prune`). A registry that cannot delete tags (distribution 2.x answers 405 UNSUPPORTED, or 400
-//! DIGEST_INVALID with deletes enabled; see docs/registries.md) is reported as such once, and
-//! is sent no further deletes in the run.
+//! deleted (see `crate::layout::prune`). A registry that cannot delete tags (distribution 2.x
+//! answers 405 UNSUPPORTED, or 400 DIGEST_INVALID with deletes enabled; see
+//! docs/registries.md) is reported as such once, and is sent no further deletes in the run.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
