@@ -514,3 +514,42 @@ async fn a_rotten_manifest_in_a_layout_fails_its_mapping_with_a_digest_mismatch(
     assert!(text.contains("digest mismatch"), "{text}");
     assert!(dst.tags("mirror/app").is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mut layout = HandLayout::new(&src);
+    // "a" sorts first and has no referrers; "b" is signed.
+    let a = layout.image("amd64", &[b"a layer"]);
+    let b = layout.image("amd64", &[b"b layer"]);
+    layout.tag(&a, Some("a"));
+    layout.tag(&b, Some("b"));
+    let empty = layout.blob(b"{}");
+    let signature = json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_MANIFEST,
+        "artifactType": "application/vnd.example.signature",
+        "config": {"mediaType": media::OCI_EMPTY_JSON, "digest": empty["digest"], "size": 2},
+        "layers": [],
+        "subject": {"mediaType": media::OCI_MANIFEST, "digest": b["digest"], "size": b["size"]},
+    });
+    let mut sig = layout.blob(&serde_json::to_vec(&signature).unwrap());
+    sig["mediaType"] = json!(media::OCI_MANIFEST);
+    layout.tag(&sig, None);
+    let config = parse(&format!(
+        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.display(),
+        tmp.path().join("dst").display(),
+    ));
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let resolved = plan.mappings[0].outcome.as_ref().unwrap();
+    let referrers: Vec<_> = resolved
+        .images
+        .iter()
+        .filter(|i| i.subject.is_some())
+        .map(|i| (i.digest.to_string(), i.subject.as_ref().unwrap().to_string()))
+        .collect();
+    assert_eq!(referrers, [(digest_of(&sig), digest_of(&b))]);
+}
