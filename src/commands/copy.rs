@@ -114,7 +114,10 @@ fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>)
     let layout = |dir: &str| Origin::OciLayout {
         path: PathBuf::from(dir),
     };
-    if let Some((dir, digest)) = rest.rsplit_once('@') {
+    // `@` starts a digest only when an algorithm follows it; otherwise it is part of the path.
+    if let Some((dir, digest)) = rest.rsplit_once('@')
+        && digest.split_once(':').is_some_and(|(alg, _)| ["sha256", "sha512"].contains(&alg))
+    {
         let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
         return Ok((layout(dir), None, Some(digest.to_string())));
     }
@@ -155,6 +158,14 @@ mod tests {
         );
         assert!(parse_source("oci:").is_err());
         assert!(parse_source("oci:/srv/app@sha256:zz").is_err());
+        let (origin, tag, _) = parse_source("oci:/home/me@work/app:v2").unwrap();
+        assert_eq!(tag.as_deref(), Some("v2"));
+        assert_eq!(
+            origin,
+            Origin::OciLayout {
+                path: PathBuf::from("/home/me@work/app")
+            }
+        );
         let (_, tag, _) = parse_source("docker.io/library/alpine:3.20").unwrap();
         assert_eq!(tag.as_deref(), Some("3.20"));
     }
