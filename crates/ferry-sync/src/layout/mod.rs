@@ -133,3 +133,24 @@ pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
     tokio::fs::File::open(dir).await?.sync_all().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_name_is_a_tag_or_a_reference_that_may_carry_one() {
+        for (value, tag) in [
+            ("3.20", Some("3.20")),
+            ("docker.io/library/alpine:3.20", Some("3.20")),
+            ("alpine:latest", Some("latest")),
+            ("localhost:5000/app:v1", Some("v1")),
+            ("localhost:5000/app", None),
+            ("localhost:5000/app@sha256:abc", None),
+            ("app:v2@sha256:abc", Some("v2")),
+            ("", None),
+        ] {
+            assert_eq!(tag_of_ref_name(value).as_deref(), tag, "{value}");
+        }
+    }
+}
