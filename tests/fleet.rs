@@ -388,3 +388,112 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
         1
     );
 }
+
+/// Pushes a one-layer image to `repo:v1` on a real registry.
+async fn push_app(client: &ferry_distribution::RegistryClient, repo: &str, layer: &[u8]) {
+    use ferry_distribution::{Algorithm, Digest, ops::Manifest};
+    let mut descriptors = Vec::new();
+    let config = format!(r#"{{"architecture":"amd64","os":"linux","repo":"{repo}"}}"#);
+    for bytes in [config.as_bytes(), layer] {
+        let digest = Digest::of_bytes(Algorithm::Sha256, bytes);
+        client
+            .push_blob_bytes(repo, &digest, bytes.to_vec().into())
+            .await
+            .unwrap();
+        descriptors.push(serde_json::json!({"digest": digest.to_string(), "size": bytes.len()}));
+    }
+    let mut config_descriptor = descriptors.remove(0);
+    config_descriptor["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+    descriptors[0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+    let bytes = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": config_descriptor,
+        "layers": descriptors,
+    }))
+    .unwrap();
+    let manifest = Manifest {
+        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
+        bytes: bytes.into(),
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+    };
+    client.put_manifest(repo, "v1", &manifest).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_against_a_real_registry_write_disjoint_halves_that_cover_the_config() {
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = ferry_distribution::RegistryClient::new(
+        ferry_distribution::RegistryOptions::insecure_at(&real.url()),
+    )
+    .unwrap();
+    for i in 0..8 {
+        push_app(
+            &client,
+            &format!("src/app{i}"),
+            format!("app{i}").as_bytes(),
+        )
+        .await;
+    }
+    let mappings: String = (0..8)
+        .map(|i| {
+            format!(
+                "  - source: \"{h}/src/app{i}\"\n    targets: [\"{h}/dst/app{i}\"]\n",
+                h = real.host()
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&real.host(), &real.url()),
+        &mappings,
+    );
+    let config = config.to_str().unwrap();
+    // Which target repositories a run wrote a manifest into, from the registry's own log.
+    let written = |log: &ferry_testkit::distribution::AccessLog, skip: usize| -> BTreeSet<String> {
+        log.entries[skip..]
+            .iter()
+            .filter(|e| e.method == "PUT" && e.path.starts_with("/v2/dst/"))
+            .filter_map(|e| {
+                e.path
+                    .split_once("/manifests/")
+                    .map(|(repo, _)| repo.to_owned())
+            })
+            .collect()
+    };
+
+    let before = real.access_log().await.unwrap().len();
+    let first = ferry(&["sync", "-c", config, "--shard", "0/2"]).await;
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let log = real.access_log().await.unwrap();
+    let first_half = written(&log, before);
+    assert!(
+        !first_half.is_empty() && first_half.len() < 8,
+        "shard 0/2 wrote {first_half:?}"
+    );
+
+    let before = log.len();
+    let second = ferry_env(
+        &["sync", "-c", config, "--shards", "2"],
+        &[("JOB_COMPLETION_INDEX", "1")],
+    )
+    .await;
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    let second_half = written(&real.access_log().await.unwrap(), before);
+    assert!(
+        first_half.is_disjoint(&second_half),
+        "{first_half:?} vs {second_half:?}"
+    );
+    assert_eq!(first_half.len() + second_half.len(), 8);
+    // Every mapping landed: the real registry serves each target tag.
+    for i in 0..8 {
+        let held = client
+            .head_manifest(&format!("dst/app{i}"), "v1")
+            .await
+            .unwrap();
+        assert!(held.is_some(), "dst/app{i} is missing");
+    }
+}
