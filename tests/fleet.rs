@@ -51,14 +51,11 @@ fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
     path
 }
 
-/// `src/appN` → `dst/appN` on one registry, for N in 0..count.
-fn app_mappings(reg: &TestRegistry, count: usize) -> String {
+/// `src/appN` → `dst/appN` on the registry at `host`, for N in 0..count.
+fn app_mappings(host: &str, count: usize) -> String {
     (0..count)
         .map(|i| {
-            format!(
-                "  - source: \"{h}/src/app{i}\"\n    targets: [\"{h}/dst/app{i}\"]\n",
-                h = reg.host()
-            )
+            format!("  - source: \"{host}/src/app{i}\"\n    targets: [\"{host}/dst/app{i}\"]\n")
         })
         .collect()
 }
@@ -82,7 +79,7 @@ async fn shards_split_the_mappings_disjointly_and_together_cover_them() {
     }
     let dir = tempfile::tempdir().unwrap();
     let registries = registry_entry(&reg.host(), &reg.url());
-    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 8));
+    let config = write_config(dir.path(), &registries, &app_mappings(&reg.host(), 8));
     let config = config.to_str().unwrap();
 
     let first = ferry(&["sync", "-c", config, "--shard", "0/2"]).await;
@@ -170,7 +167,7 @@ async fn a_run_of_a_locked_config_exits_5_and_sends_nothing() {
     reg.seed_image("src/app0", "v1", &[b"one"]);
     let dir = tempfile::tempdir().unwrap();
     let registries = registry_entry(&reg.host(), &reg.url());
-    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 1));
+    let config = write_config(dir.path(), &registries, &app_mappings(&reg.host(), 1));
     let config = config.to_str().unwrap();
 
     let held = std::fs::File::create(format!("{config}.lock")).unwrap();
@@ -308,11 +305,17 @@ async fn http_get(addr: &str, path: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
-    let reg = TestRegistry::builder().start().await.unwrap();
-    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = ferry_distribution::RegistryClient::new(
+        ferry_distribution::RegistryOptions::insecure_at(&real.url()),
+    )
+    .unwrap();
+    push_app(&client, "src/app0", b"one").await;
     let dir = tempfile::tempdir().unwrap();
-    let registries = registry_entry(&reg.host(), &reg.url());
-    let config = write_config(dir.path(), &registries, &app_mappings(&reg, 1));
+    let registries = registry_entry(&real.host(), &real.url());
+    let config = write_config(dir.path(), &registries, &app_mappings(&real.host(), 1));
     let config = config.to_str().unwrap();
 
     let mut child = tokio::process::Command::new(FERRY)
@@ -351,7 +354,8 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
             .any(|l| l == "watch: run finished with exit code 0"),
         "{seen:#?}"
     );
-    assert_eq!(reg.tags("dst/app0"), vec!["v1".to_string()]);
+    let held = client.head_manifest("dst/app0", "v1").await.unwrap();
+    assert!(held.is_some(), "the first run did not copy dst/app0:v1");
 
     let health = http_get(&addr, "/healthz").await;
     assert!(health.starts_with("HTTP/1.1 200 OK"), "{health}");
@@ -380,6 +384,9 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
         .expect("watch stopped after SIGTERM");
     assert_eq!(status.code(), Some(0), "{seen:#?}");
     assert!(seen.iter().any(|l| l.contains("stopping")), "{seen:#?}");
+    // Nothing was written after the first run: the lock turned the cron run away.
+    let log = real.access_log().await.unwrap();
+    assert_eq!(log.count("PUT", "/v2/dst/app0/manifests/"), 1, "{log:?}");
     // Only one run: the next was an hour away.
     assert_eq!(
         seen.iter()
@@ -437,19 +444,11 @@ async fn shards_against_a_real_registry_write_disjoint_halves_that_cover_the_con
         )
         .await;
     }
-    let mappings: String = (0..8)
-        .map(|i| {
-            format!(
-                "  - source: \"{h}/src/app{i}\"\n    targets: [\"{h}/dst/app{i}\"]\n",
-                h = real.host()
-            )
-        })
-        .collect();
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(
         dir.path(),
         &registry_entry(&real.host(), &real.url()),
-        &mappings,
+        &app_mappings(&real.host(), 8),
     );
     let config = config.to_str().unwrap();
     // Which target repositories a run wrote a manifest into, from the registry's own log.

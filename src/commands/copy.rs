@@ -116,7 +116,9 @@ fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>)
     };
     // `@` starts a digest only when an algorithm follows it; otherwise it is part of the path.
     if let Some((dir, digest)) = rest.rsplit_once('@')
-        && digest.split_once(':').is_some_and(|(alg, _)| ["sha256", "sha512"].contains(&alg))
+        && digest
+            .split_once(':')
+            .is_some_and(|(alg, _)| ["sha256", "sha512"].contains(&alg))
     {
         let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
         return Ok((layout(dir), None, Some(digest.to_string())));

@@ -549,7 +549,12 @@ async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
         .images
         .iter()
         .filter(|i| i.subject.is_some())
-        .map(|i| (i.digest.to_string(), i.subject.as_ref().unwrap().to_string()))
+        .map(|i| {
+            (
+                i.digest.to_string(),
+                i.subject.as_ref().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(referrers, [(digest_of(&sig), digest_of(&b))]);
 }
