@@ -1,6 +1,7 @@
 //! The binary beyond one run on one machine: shards split a config disjointly (also from
 //! JOB_COMPLETION_INDEX), the run lock turns a second run away with exit 5, `--prune` deletes
-//! (or shows) stale tags, and `ferry watch` serves /healthz and /readyz and stops on SIGTERM.
+//! (or shows) stale tags, and `ferry watch` serves /healthz and /readyz and stops on SIGTERM;
+//! shards, prune and watch also run against the real distribution registry.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
