@@ -558,3 +558,57 @@ async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
         .collect();
     assert_eq!(referrers, [(digest_of(&sig), digest_of(&b))]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_completes() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
+    let src = TestRegistry::builder().start().await.unwrap();
+    let layer = noise(9, 300_000);
+    src.seed_image("lib/app", "v1", &[&layer]);
+    // Every read of a blob breaks after 100 kB, more often than the retries allow.
+    src.faults().push(
+        FaultRule::on(
+            OpKind::BlobGet,
+            FaultAction::ResetBody {
+                after_bytes: 100_000,
+            },
+        )
+        .times(20),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join("mirror");
+    let config = parse(&format!(
+        "version: 1\nregistries:\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\nmappings:\n  - source: \"{}/lib/app\"\n    targets: [\"oci:{}\"]\n",
+        src.host(),
+        src.url(),
+        src.host(),
+        dst.display(),
+    ));
+    let broken = run(&config).await;
+    assert_eq!(broken.totals.images_failed, 1, "{}", broken.render_text());
+    let digest = Digest::of_bytes(Algorithm::Sha256, &layer);
+    let blobs = dst.join("blobs/sha256");
+    assert!(
+        !blobs.join(digest.hex()).exists(),
+        "a partial blob sits under its digest"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&blobs)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        leftovers
+            .iter()
+            .all(|n| !n.to_string_lossy().ends_with(".partial")),
+        "temporary files left: {leftovers:?}"
+    );
+    assert!(
+        !dst.join("index.json").exists() || layout_tags(&dst).is_empty(),
+        "the image was tagged without its layer"
+    );
+
+    src.faults().clear_rules();
+    let rerun = run(&config).await;
+    assert_eq!(rerun.totals.images_synced, 1, "{}", rerun.render_text());
+    assert_eq!(std::fs::read(blobs.join(digest.hex())).unwrap(), layer);
+    assert_eq!(layout_tags(&dst).len(), 1);
+}
