@@ -612,3 +612,33 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
     assert_eq!(std::fs::read(blobs.join(digest.hex())).unwrap(), layer);
     assert_eq!(layout_tags(&dst).len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_digest() {
+    use ferry_sync::engine::graph::BlobRef;
+    use ferry_sync::engine::transfer::write_layout_blob;
+    use futures::StreamExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let bytes = noise(11, 200_000);
+    let blob = BlobRef {
+        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
+        size: bytes.len() as u64,
+    };
+    // Half the blob arrives, then the source goes silent; the write is dropped where it stands
+    // (no error path runs, as when the process is killed).
+    let first = bytes::Bytes::copy_from_slice(&bytes[..100_000]);
+    let stream = futures::stream::once(async move { Ok(first) }).chain(futures::stream::pending());
+    let cut = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        write_layout_blob(tmp.path(), &blob, Box::pin(stream)),
+    )
+    .await;
+    assert!(cut.is_err(), "the write finished without its bytes");
+    assert!(
+        !tmp.path()
+            .join("blobs/sha256")
+            .join(blob.digest.hex())
+            .exists(),
+        "a cut-off write left bytes under the blob's digest"
+    );
+}
