@@ -83,90 +83,71 @@ fn ferry_config(
     Ok((ferry_binary().display().to_string(), args, Vec::new()))
 }
 
-/// registry → one layout per repository.
-fn export(
-    tool: Tool,
-    corpus: &Corpus,
-    source: &RealRegistry,
-    layouts: &Path,
-    work: &Path,
-    cache: &Path,
-) -> Result<Invocation, String> {
-    match tool {
-        Tool::Ferry => {
-            let mappings: String = corpus
-                .repos
-                .iter()
-                .map(|r| {
-                    format!(
-                        "  - source: \"{}/{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
-                        source.host(),
-                        r.name,
-                        layout_dir(layouts, &r.name).display()
-                    )
-                })
-                .collect();
-            ferry_config(&work.join("export.yaml"), source, &mappings)
-        }
-        Tool::Skopeo => {
-            let commands: Vec<String> = corpus
-                .repos
-                .iter()
-                .flat_map(|r| r.tags.iter().map(move |t| (r, t)))
-                .map(|(r, t)| {
-                    format!(
-                        "skopeo copy -q --all --preserve-digests --src-tls-verify=false docker://{}/{}:{} oci:{}:{}",
-                        source.host(),
-                        r.name,
-                        t.tag,
-                        layout_dir(layouts, &r.name).display(),
-                        t.tag
-                    )
-                })
-                .collect();
-            skopeo_script(&commands, cache)
-        }
-    }
+/// Which way a step copies: registry → layouts, or layouts → registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Export,
+    Import,
 }
 
-/// The layouts → `mirror/<name>` in `target`.
-fn import(
+/// One step of the round trip for `tool`: the export from `registry` into one layout per
+/// repository, or the import of those layouts into `mirror/<name>` on `registry`.
+fn step(
     tool: Tool,
+    direction: Direction,
     corpus: &Corpus,
-    target: &RealRegistry,
+    registry: &RealRegistry,
     layouts: &Path,
     work: &Path,
     cache: &Path,
 ) -> Result<Invocation, String> {
+    // (from, to) for a repository: a registry repository or a layout directory, each written
+    // as ferry's config takes it; skopeo's spelling adds a transport and the tag.
+    let ends = |name: &str| {
+        let layout = format!("oci:{}", layout_dir(layouts, name).display());
+        match direction {
+            Direction::Export => (format!("{}/{name}", registry.host()), layout),
+            Direction::Import => (
+                layout,
+                format!("{}/{}", registry.host(), target_repository(name)),
+            ),
+        }
+    };
     match tool {
         Tool::Ferry => {
             let mappings: String = corpus
                 .repos
                 .iter()
                 .map(|r| {
-                    format!(
-                        "  - source: \"oci:{}\"\n    targets: [\"{}/{}\"]\n    tags: {{ include: [\"*\"] }}\n",
-                        layout_dir(layouts, &r.name).display(),
-                        target.host(),
-                        target_repository(&r.name)
-                    )
+                    let (from, to) = ends(&r.name);
+                    format!("  - source: \"{from}\"\n    targets: [\"{to}\"]\n    tags: {{ include: [\"*\"] }}\n")
                 })
                 .collect();
-            ferry_config(&work.join("import.yaml"), target, &mappings)
+            let file = match direction {
+                Direction::Export => "export.yaml",
+                Direction::Import => "import.yaml",
+            };
+            ferry_config(&work.join(file), registry, &mappings)
         }
         Tool::Skopeo => {
+            let skopeo_ref = |end: &str, tag: &str| match end.strip_prefix("oci:") {
+                Some(_) => format!("{end}:{tag}"),
+                None => format!("docker://{end}:{tag}"),
+            };
+            let tls = match direction {
+                Direction::Export => "--src-tls-verify=false",
+                Direction::Import => "--dest-tls-verify=false",
+            };
             let commands: Vec<String> = corpus
                 .repos
                 .iter()
                 .flat_map(|r| r.tags.iter().map(move |t| (r, t)))
                 .map(|(r, t)| {
+                    let (from, to) = ends(&r.name);
                     format!(
-                        "skopeo copy -q --all --preserve-digests --dest-tls-verify=false oci:{}:{} docker://{}/{}:{}",
-                        layout_dir(layouts, &r.name).display(),
-                        t.tag,
-                        target.host(),
-                        target_repository(&r.name),
-                        t.tag
+                        "skopeo copy -q --all --preserve-digests {tls} {} {}",
+                        skopeo_ref(&from, &t.tag),
+                        skopeo_ref(&to, &t.tag)
                     )
                 })
                 .collect();
@@ -210,7 +191,15 @@ async fn round_trip(
     let log = |step: &str| root.join(format!("{step}.log"));
 
     let before = measure::requests(source).await?.len();
-    let invocation = export(tool, corpus, source, &layouts, &root, &cache)?;
+    let invocation = step(
+        tool,
+        Direction::Export,
+        corpus,
+        source,
+        &layouts,
+        &root,
+        &cache,
+    )?;
     let export_cold = measured(invocation.clone(), &log("export-cold")).await?;
     let export_requests = (measure::requests(source).await?.len() - before) as u64;
     let layout_bytes = bytes_under(&layouts);
@@ -219,7 +208,15 @@ async fn round_trip(
     let target = RealRegistry::start()
         .await
         .map_err(|e| format!("starting a target registry: {e}"))?;
-    let invocation = import(tool, corpus, &target, &layouts, &root, &cache)?;
+    let invocation = step(
+        tool,
+        Direction::Import,
+        corpus,
+        &target,
+        &layouts,
+        &root,
+        &cache,
+    )?;
     let import_cold = measured(invocation.clone(), &log("import-cold")).await?;
     let import_requests = measure::requests(&target).await?.len() as u64;
     crate::verify_target(corpus, &target).await?;
