@@ -642,3 +642,34 @@ async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_d
         "a cut-off write left bytes under the blob's digest"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_index_and_its_children_tagged_too_land_in_one_layout_target() {
+    // The index and each child are separate images of the run, writing the same manifest
+    // files into one layout at the same time.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let amd = layout.image("amd64", &[b"amd layer"]);
+    let arm = layout.image("arm64", &[b"arm layer"]);
+    let index = layout.index(&[amd.clone(), arm.clone()]);
+    layout.tag(&index, Some("1.0"));
+    layout.tag(&amd, Some("1.0-amd64"));
+    layout.tag(&arm, Some("1.0-arm64"));
+    let config = parse(&format!(
+        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.display(),
+        dst.display(),
+    ));
+    let report = run(&config).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(
+        layout_tags(&dst),
+        [
+            ("1.0".to_string(), digest_of(&index)),
+            ("1.0-amd64".to_string(), digest_of(&amd)),
+            ("1.0-arm64".to_string(), digest_of(&arm)),
+        ]
+    );
+}

@@ -371,11 +371,7 @@ pub async fn write_layout_blob(
     }
     let parent = path.parent().unwrap_or(dir);
     tokio::fs::create_dir_all(parent).await.map_err(local)?;
-    let tmp = parent.join(format!(
-        ".{}.{}.partial",
-        blob.digest.hex(),
-        std::process::id()
-    ));
+    let tmp = parent.join(crate::layout::temp_name(blob.digest.hex()));
     let mut file = tokio::fs::File::create(&tmp).await.map_err(local)?;
     let mut digester = blob.digest.digester();
     let result = async {

@@ -120,13 +120,21 @@ pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
     tokio::fs::create_dir_all(parent).await?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = parent.join(format!(".{name}.{}.partial", std::process::id()));
+    let tmp = parent.join(temp_name(name));
     let mut f = tokio::fs::File::create(&tmp).await?;
     f.write_all(bytes).await?;
     f.sync_all().await?;
     drop(f);
     tokio::fs::rename(&tmp, path).await?;
     sync_dir(parent).await
+}
+
+/// A temporary name for a file on its way to `name`, unique to this write: two writes of the same
+/// file (two images sharing a manifest) never share one, so neither renames the other's away.
+pub fn temp_name(name: &str) -> String {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}.{n}.partial", std::process::id())
 }
 
 /// Makes a rename in `dir` durable: the directory entry reaches the disk, not only the file.
