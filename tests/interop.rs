@@ -1,0 +1,168 @@
+//! ferry's OCI layouts against another implementation: a layout skopeo wrote is a ferry source,
+//! and a layout ferry wrote is read by skopeo, both around the real distribution registry.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions};
+use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::noise;
+use serde_json::json;
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+
+async fn run(program: &str, args: &[&str]) -> Output {
+    let command = tokio::process::Command::new(program)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), command)
+        .await
+        .unwrap_or_else(|_| panic!("{program} finished within two minutes"))
+        .unwrap_or_else(|e| {
+            panic!("{program} could not run ({e}); scripts/test installs skopeo when missing")
+        });
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+async fn put_manifest(
+    c: &RegistryClient,
+    repo: &str,
+    reference: &str,
+    kind: &str,
+    doc: &serde_json::Value,
+) -> Manifest {
+    let bytes = serde_json::to_vec(doc).unwrap();
+    let m = Manifest {
+        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
+        bytes: bytes.into(),
+        media_type: kind.to_owned(),
+    };
+    c.put_manifest(repo, reference, &m).await.unwrap();
+    m
+}
+
+/// A two-platform index at `repo:1.0` over images with a 300 kB layer each.
+async fn push_index(c: &RegistryClient, repo: &str) -> Manifest {
+    let mut children = Vec::new();
+    for (seed, arch) in [(1, "amd64"), (2, "arm64")] {
+        let mut descriptors = Vec::new();
+        let config = format!(r#"{{"architecture":"{arch}","os":"linux"}}"#).into_bytes();
+        for bytes in [config, noise(seed, 300_000)] {
+            let d = Digest::of_bytes(Algorithm::Sha256, &bytes);
+            descriptors.push(json!({"digest": d.to_string(), "size": bytes.len()}));
+            c.push_blob_bytes(repo, &d, bytes.into()).await.unwrap();
+        }
+        descriptors[0]["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+        descriptors[1]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+        let doc = json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": descriptors[0], "layers": [descriptors[1]]});
+        let m = put_manifest(c, repo, &format!("1.0-{arch}"), OCI_MANIFEST, &doc).await;
+        children.push(json!({
+            "mediaType": OCI_MANIFEST, "digest": m.digest.to_string(), "size": m.bytes.len(),
+            "platform": {"os": "linux", "architecture": arch}
+        }));
+    }
+    let doc = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": children});
+    put_manifest(c, repo, "1.0", OCI_INDEX, &doc).await
+}
+
+fn write_config(path: &Path, registry: &RealRegistry, source: &str, target: &str) {
+    let text = format!(
+        "version: 1\nregistries:\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\nmappings:\n  - source: \"{source}\"\n    targets: [\"{target}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        registry.host(),
+        registry.url()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_skopeo_wrote_is_a_ferry_source_and_one_ferry_wrote_is_read_by_skopeo() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
+    let index = push_index(&client, "src/app").await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = registry.host();
+
+    // skopeo writes a layout; ferry syncs it into the registry, digests intact.
+    let by_skopeo = dir.path().join("by-skopeo");
+    run(
+        "skopeo",
+        &[
+            "copy",
+            "-q",
+            "--all",
+            "--preserve-digests",
+            "--src-tls-verify=false",
+            &format!("docker://{host}/src/app:1.0"),
+            &format!("oci:{}:1.0", by_skopeo.display()),
+        ],
+    )
+    .await;
+    let config = dir.path().join("from-skopeo.yaml");
+    write_config(
+        &config,
+        &registry,
+        &format!("oci:{}", by_skopeo.display()),
+        &format!("{host}/via-skopeo/app"),
+    );
+    run(
+        FERRY,
+        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
+    )
+    .await;
+    let got = client.get_manifest("via-skopeo/app", "1.0").await.unwrap();
+    assert_eq!(got.digest, index.digest);
+    assert_eq!(got.bytes, index.bytes);
+
+    // ferry writes a layout; skopeo reads its manifest and copies it whole back to the registry.
+    let by_ferry = dir.path().join("by-ferry");
+    let config = dir.path().join("to-layout.yaml");
+    write_config(
+        &config,
+        &registry,
+        &format!("{host}/src/app"),
+        &format!("oci:{}", by_ferry.display()),
+    );
+    run(
+        FERRY,
+        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
+    )
+    .await;
+    let raw = run(
+        "skopeo",
+        &[
+            "inspect",
+            "--raw",
+            &format!("oci:{}:1.0", by_ferry.display()),
+        ],
+    )
+    .await;
+    assert_eq!(raw.stdout, index.bytes.to_vec());
+    run(
+        "skopeo",
+        &[
+            "copy",
+            "-q",
+            "--all",
+            "--preserve-digests",
+            "--dest-tls-verify=false",
+            &format!("oci:{}:1.0", by_ferry.display()),
+            &format!("docker://{host}/via-ferry/app:1.0"),
+        ],
+    )
+    .await;
+    let back = client.head_manifest("via-ferry/app", "1.0").await.unwrap();
+    assert_eq!(back.map(|i| i.digest), Some(index.digest));
+}
