@@ -164,5 +164,40 @@ async fn a_layout_skopeo_wrote_is_a_ferry_source_and_one_ferry_wrote_is_read_by_
     )
     .await;
     let back = client.head_manifest("via-ferry/app", "1.0").await.unwrap();
-    assert_eq!(back.map(|i| i.digest), Some(index.digest));
+    assert_eq!(back.map(|i| i.digest), Some(index.digest.clone()));
+
+    // ferry adds tags to the layout skopeo wrote; skopeo still reads its own tag and ferry's.
+    let config = dir.path().join("into-skopeo-layout.yaml");
+    write_config(
+        &config,
+        &registry,
+        &format!("{host}/src/app"),
+        &format!("oci:{}", by_skopeo.display()),
+    );
+    run(
+        FERRY,
+        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
+    )
+    .await;
+    let own = run(
+        "skopeo",
+        &[
+            "inspect",
+            "--raw",
+            &format!("oci:{}:1.0", by_skopeo.display()),
+        ],
+    )
+    .await;
+    assert_eq!(own.stdout, index.bytes.to_vec());
+    let added = run(
+        "skopeo",
+        &[
+            "inspect",
+            "--raw",
+            &format!("oci:{}:1.0-arm64", by_skopeo.display()),
+        ],
+    )
+    .await;
+    let arm = client.get_manifest("src/app", "1.0-arm64").await.unwrap();
+    assert_eq!(added.stdout, arm.bytes.to_vec());
 }
