@@ -62,14 +62,6 @@ impl Source {
         }
     }
 
-    /// The registry client, for a registry source.
-    pub fn client(&self) -> Option<&RegistryClient> {
-        match self {
-            Source::Registry { client, .. } => Some(client),
-            Source::Layout(_) => None,
-        }
-    }
-
     /// Every tag (all pages of a registry's listing under one retry budget).
     pub async fn list_tags(&self) -> Result<Vec<String>, Error> {
         match self {

@@ -61,10 +61,6 @@ impl LayoutReader {
         &self.name
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     fn error(&self, operation: Operation, message: impl Into<String>) -> Error {
         Error::new(
             &self.name,
