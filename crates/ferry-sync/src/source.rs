@@ -1,11 +1,6 @@
 //! Where a mapping's images are read from: a registry repository (through its client, under the
 //! one retry shape) or an OCI image-layout directory on disk; the prepare phase and engine see one.
 
-use std::pin::Pin;
-
-use bytes::Bytes;
-use futures::Stream;
-
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::retry::{Call, Failure};
@@ -15,8 +10,7 @@ use crate::config::Origin;
 use crate::layout::LayoutReader;
 use crate::registries::Registries;
 
-/// A blob's bytes as they are read.
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+pub use crate::layout::reader::ByteStream;
 
 /// An opened source repository.
 #[derive(Debug, Clone)]

@@ -23,7 +23,9 @@ const MANIFEST_LIMIT: u64 = 4 * 1024 * 1024;
 /// Bytes read from disk per chunk of a blob stream.
 const READ_CHUNK: usize = 256 * 1024;
 
-pub type LayoutStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+/// A blob's bytes as they are read (from a layout here; from either kind of source through
+/// `crate::source`).
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
 
 /// Referrers by subject digest, gathered from the index in one pass.
 type ReferrerMap = HashMap<Digest, Vec<Referrer>>;
@@ -161,7 +163,7 @@ impl LayoutReader {
     }
 
     /// The blob's bytes from `offset` on, read from disk as they are consumed.
-    pub async fn open_blob(&self, digest: &Digest, offset: u64) -> Result<LayoutStream, Error> {
+    pub async fn open_blob(&self, digest: &Digest, offset: u64) -> Result<ByteStream, Error> {
         let op = Operation::BlobGet;
         let path = self.dir.join(blob_path(digest));
         let mut file = tokio::fs::File::open(&path)
