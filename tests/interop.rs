@@ -76,13 +76,34 @@ async fn push_index(c: &RegistryClient, repo: &str) -> Manifest {
     put_manifest(c, repo, "1.0", OCI_INDEX, &doc).await
 }
 
-fn write_config(path: &Path, registry: &RealRegistry, source: &str, target: &str) {
+/// Writes a one-mapping config (every tag of `source` to `target`) and runs `ferry sync` on it.
+async fn ferry_sync(dir: &Path, registry: &RealRegistry, source: &str, target: &str) {
+    let path = dir.join("mirror.yaml");
     let text = format!(
         "version: 1\nregistries:\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\nmappings:\n  - source: \"{source}\"\n    targets: [\"{target}\"]\n    tags: {{ include: [\"*\"] }}\n",
         registry.host(),
         registry.url()
     );
-    std::fs::write(path, text).unwrap();
+    std::fs::write(&path, text).unwrap();
+    run(
+        FERRY,
+        &["--progress", "none", "sync", "-c", path.to_str().unwrap()],
+    )
+    .await;
+}
+
+/// `skopeo copy --all --preserve-digests` with TLS checks off on the registry side (`tls`).
+async fn skopeo_copy(tls: &str, from: &str, to: &str) {
+    run(
+        "skopeo",
+        &["copy", "-q", "--all", "--preserve-digests", tls, from, to],
+    )
+    .await;
+}
+
+/// The manifest bytes skopeo reads for `reference`.
+async fn skopeo_raw(reference: &str) -> Vec<u8> {
+    run("skopeo", &["inspect", "--raw", reference]).await.stdout
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,32 +115,22 @@ async fn a_layout_skopeo_wrote_is_a_ferry_source_and_one_ferry_wrote_is_read_by_
     let index = push_index(&client, "src/app").await;
     let dir = tempfile::tempdir().unwrap();
     let host = registry.host();
+    let by_skopeo = format!("oci:{}", dir.path().join("by-skopeo").display());
+    let by_ferry = format!("oci:{}", dir.path().join("by-ferry").display());
 
     // skopeo writes a layout; ferry syncs it into the registry, digests intact.
-    let by_skopeo = dir.path().join("by-skopeo");
-    run(
-        "skopeo",
-        &[
-            "copy",
-            "-q",
-            "--all",
-            "--preserve-digests",
-            "--src-tls-verify=false",
-            &format!("docker://{host}/src/app:1.0"),
-            &format!("oci:{}:1.0", by_skopeo.display()),
-        ],
+    let from_registry = format!("docker://{host}/src/app:1.0");
+    skopeo_copy(
+        "--src-tls-verify=false",
+        &from_registry,
+        &format!("{by_skopeo}:1.0"),
     )
     .await;
-    let config = dir.path().join("from-skopeo.yaml");
-    write_config(
-        &config,
+    ferry_sync(
+        dir.path(),
         &registry,
-        &format!("oci:{}", by_skopeo.display()),
+        &by_skopeo,
         &format!("{host}/via-skopeo/app"),
-    );
-    run(
-        FERRY,
-        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
     )
     .await;
     let got = client.get_manifest("via-skopeo/app", "1.0").await.unwrap();
@@ -127,77 +138,36 @@ async fn a_layout_skopeo_wrote_is_a_ferry_source_and_one_ferry_wrote_is_read_by_
     assert_eq!(got.bytes, index.bytes);
 
     // ferry writes a layout; skopeo reads its manifest and copies it whole back to the registry.
-    let by_ferry = dir.path().join("by-ferry");
-    let config = dir.path().join("to-layout.yaml");
-    write_config(
-        &config,
-        &registry,
-        &format!("{host}/src/app"),
-        &format!("oci:{}", by_ferry.display()),
+    ferry_sync(dir.path(), &registry, &format!("{host}/src/app"), &by_ferry).await;
+    assert_eq!(
+        skopeo_raw(&format!("{by_ferry}:1.0")).await,
+        index.bytes.to_vec()
     );
-    run(
-        FERRY,
-        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
-    )
-    .await;
-    let raw = run(
-        "skopeo",
-        &[
-            "inspect",
-            "--raw",
-            &format!("oci:{}:1.0", by_ferry.display()),
-        ],
-    )
-    .await;
-    assert_eq!(raw.stdout, index.bytes.to_vec());
-    run(
-        "skopeo",
-        &[
-            "copy",
-            "-q",
-            "--all",
-            "--preserve-digests",
-            "--dest-tls-verify=false",
-            &format!("oci:{}:1.0", by_ferry.display()),
-            &format!("docker://{host}/via-ferry/app:1.0"),
-        ],
+    let to_registry = format!("docker://{host}/via-ferry/app:1.0");
+    skopeo_copy(
+        "--dest-tls-verify=false",
+        &format!("{by_ferry}:1.0"),
+        &to_registry,
     )
     .await;
     let back = client.head_manifest("via-ferry/app", "1.0").await.unwrap();
     assert_eq!(back.map(|i| i.digest), Some(index.digest.clone()));
 
     // ferry adds tags to the layout skopeo wrote; skopeo still reads its own tag and ferry's.
-    let config = dir.path().join("into-skopeo-layout.yaml");
-    write_config(
-        &config,
+    ferry_sync(
+        dir.path(),
         &registry,
         &format!("{host}/src/app"),
-        &format!("oci:{}", by_skopeo.display()),
+        &by_skopeo,
+    )
+    .await;
+    assert_eq!(
+        skopeo_raw(&format!("{by_skopeo}:1.0")).await,
+        index.bytes.to_vec()
     );
-    run(
-        FERRY,
-        &["--progress", "none", "sync", "-c", config.to_str().unwrap()],
-    )
-    .await;
-    let own = run(
-        "skopeo",
-        &[
-            "inspect",
-            "--raw",
-            &format!("oci:{}:1.0", by_skopeo.display()),
-        ],
-    )
-    .await;
-    assert_eq!(own.stdout, index.bytes.to_vec());
-    let added = run(
-        "skopeo",
-        &[
-            "inspect",
-            "--raw",
-            &format!("oci:{}:1.0-arm64", by_skopeo.display()),
-        ],
-    )
-    .await;
     let arm = client.get_manifest("src/app", "1.0-arm64").await.unwrap();
-    assert_eq!(added.stdout, arm.bytes.to_vec());
+    assert_eq!(
+        skopeo_raw(&format!("{by_skopeo}:1.0-arm64")).await,
+        arm.bytes.to_vec()
+    );
 }

@@ -82,6 +82,19 @@ impl HandLayout {
         d
     }
 
+    /// amd64 and arm64 images (layers "amd layer", "arm layer") under an index tagged `tag`;
+    /// returns the three descriptors.
+    fn multi_arch(
+        &mut self,
+        tag: &str,
+    ) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
+        let amd = self.image("amd64", &[b"amd layer"]);
+        let arm = self.image("arm64", &[b"arm layer"]);
+        let index = self.index(&[amd.clone(), arm.clone()]);
+        self.tag(&index, Some(tag));
+        (amd, arm, index)
+    }
+
     fn tag(&mut self, descriptor: &serde_json::Value, ref_name: Option<&str>) {
         self.entries
             .push((descriptor.clone(), ref_name.map(str::to_owned)));
@@ -138,6 +151,16 @@ fn layout_tags(dir: &Path) -> Vec<(String, String)> {
         .collect();
     out.sort();
     out
+}
+
+/// A config copying every tag of the layout at `src` into the layout at `dst`; `extra` is
+/// appended to the mapping (e.g. `    prune: true\n`).
+fn layout_to_layout(src: &Path, dst: &Path, extra: &str) -> Config {
+    parse(&format!(
+        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n{extra}",
+        src.display(),
+        dst.display()
+    ))
 }
 
 fn parse(text: &str) -> Config {
@@ -314,10 +337,7 @@ async fn a_platform_filter_applies_to_a_layout_source_and_referrers_follow_their
     let src = tmp.path().join("src");
     let dst = tmp.path().join("dst");
     let mut layout = HandLayout::new(&src);
-    let amd = layout.image("amd64", &[b"amd layer"]);
-    let arm = layout.image("arm64", &[b"arm layer"]);
-    let index = layout.index(&[amd.clone(), arm.clone()]);
-    layout.tag(&index, Some("1.0"));
+    let (amd, arm, index) = layout.multi_arch("1.0");
     // A signature of the plain image, stored untagged with a subject (as oras writes one).
     let plain = layout.image("amd64", &[b"plain layer"]);
     layout.tag(&plain, Some("plain"));
@@ -335,11 +355,7 @@ async fn a_platform_filter_applies_to_a_layout_source_and_referrers_follow_their
     sig["mediaType"] = json!(media::OCI_MANIFEST);
     layout.tag(&sig, None);
 
-    let config = parse(&format!(
-        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    platforms: [linux/arm64]\n",
-        src.display(),
-        dst.display(),
-    ));
+    let config = layout_to_layout(&src, &dst, "    platforms: [linux/arm64]\n");
     let report = run(&config).await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let has = |d: &str| {
@@ -537,11 +553,7 @@ async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
     let mut sig = layout.blob(&serde_json::to_vec(&signature).unwrap());
     sig["mediaType"] = json!(media::OCI_MANIFEST);
     layout.tag(&sig, None);
-    let config = parse(&format!(
-        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.display(),
-        tmp.path().join("dst").display(),
-    ));
+    let config = layout_to_layout(&src, &tmp.path().join("dst"), "");
     let registries = Registries::new(&config);
     let plan = prepare(&config, &registries).await;
     let resolved = plan.mappings[0].outcome.as_ref().unwrap();
@@ -651,17 +663,10 @@ async fn an_index_and_its_children_tagged_too_land_in_one_layout_target() {
     let src = tmp.path().join("src");
     let dst = tmp.path().join("dst");
     let mut layout = HandLayout::new(&src);
-    let amd = layout.image("amd64", &[b"amd layer"]);
-    let arm = layout.image("arm64", &[b"arm layer"]);
-    let index = layout.index(&[amd.clone(), arm.clone()]);
-    layout.tag(&index, Some("1.0"));
+    let (amd, arm, index) = layout.multi_arch("1.0");
     layout.tag(&amd, Some("1.0-amd64"));
     layout.tag(&arm, Some("1.0-arm64"));
-    let config = parse(&format!(
-        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.display(),
-        dst.display(),
-    ));
+    let config = layout_to_layout(&src, &dst, "");
     let report = run(&config).await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(
