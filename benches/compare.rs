@@ -292,6 +292,16 @@ impl SyncJob<'_> {
     }
 }
 
+/// The order the tools run in, alternating from run to run so that neither always runs on a
+/// cooler (or warmer) machine.
+fn run_order(run: usize, tools: usize) -> Box<dyn Iterator<Item = usize>> {
+    if run.is_multiple_of(2) {
+        Box::new(0..tools)
+    } else {
+        Box::new((0..tools).rev())
+    }
+}
+
 /// A directory for configs and process logs; kept after the run when `FERRY_BENCH_KEEP=1`.
 fn work_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
     let keep = std::env::var("FERRY_BENCH_KEEP").is_ok_and(|v| v == "1");
@@ -410,13 +420,7 @@ async fn bench_shape(options: &Options, shape: &Shape) -> Result<ShapeResult, St
         .map(|t| (*t, ToolRuns::default()))
         .collect();
     for run in 0..options.runs {
-        // Alternate the order so neither tool always runs on a cooler machine.
-        let order: Vec<usize> = if run % 2 == 0 {
-            (0..runs.len()).collect()
-        } else {
-            (0..runs.len()).rev().collect()
-        };
-        for i in order {
+        for i in run_order(run, runs.len()) {
             let tool = runs[i].0;
             let (cold, warm) = cold_and_warm(tool, &corpus, &source, workdir.path(), run)
                 .await
@@ -505,11 +509,7 @@ async fn bench_large_layer(options: &Options, mib: u64) -> Result<(u64, Vec<Larg
     let workdir = work_dir("ferry-bench-large-")?;
     let mut copies = Vec::new();
     for run in 0..options.runs {
-        let mut tools = options.tools.clone();
-        if run % 2 == 1 {
-            tools.reverse();
-        }
-        for tool in tools {
+        for tool in run_order(run, options.tools.len()).map(|i| options.tools[i]) {
             let target = RealRegistry::start()
                 .await
                 .map_err(|e| format!("starting a target registry: {e}"))?;

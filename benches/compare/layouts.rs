@@ -248,12 +248,7 @@ pub async fn bench_layouts(
     let work = crate::work_dir("ferry-bench-layouts-")?;
     let mut trips: Vec<(Tool, Vec<RoundTrip>)> = tools.iter().map(|t| (*t, Vec::new())).collect();
     for run in 0..runs {
-        let order: Vec<usize> = if run % 2 == 0 {
-            (0..trips.len()).collect()
-        } else {
-            (0..trips.len()).rev().collect()
-        };
-        for i in order {
+        for i in crate::run_order(run, trips.len()) {
             let tool = trips[i].0;
             let trip = round_trip(tool, &corpus, source, work.path(), run)
                 .await
