@@ -21,9 +21,13 @@ pub const DEFAULT_BINARY: &str = "/usr/bin/docker-registry";
 /// Environment variable that names another registry binary to run.
 pub const BINARY_ENV: &str = "FERRY_DOCKER_REGISTRY_BIN";
 
-/// Environment variable that, set to `1`, lets tests skip when the binary is absent.
-/// CI never sets it: a missing registry is a failure there.
+/// Environment variable that, set to `1`, lets tests skip when the binary is absent, on a
+/// developer's machine only: the harness refuses it when [`CI_ENV`] is set.
 pub const SKIP_ENV: &str = "FERRY_SKIP_REAL_REGISTRY";
+
+/// Set by CI systems (GitHub Actions, GitLab CI, Buildkite and most others). Where it is set,
+/// a missing registry is a failure and [`SKIP_ENV`] is refused.
+pub const CI_ENV: &str = "CI";
 
 /// What to tell a reader whose machine lacks the registry binary.
 pub const INSTALL_HINT: &str = "install it with `sudo apt-get update && sudo apt-get install -y docker-registry` \
@@ -48,6 +52,9 @@ const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// Why the harness could not start, query or stop the real registry.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
+    /// [`SKIP_ENV`] was set on a CI machine, where every real-registry test must run.
+    #[error("{SKIP_ENV}=1 is refused because {CI_ENV} is set: CI runs every real-registry test")]
+    SkipRefusedInCi,
     /// The registry binary does not exist at the path the harness was told to use.
     #[error("the distribution registry binary {binary} was not found; {INSTALL_HINT}")]
     BinaryMissing {
@@ -157,9 +164,27 @@ impl fmt::Debug for RealRegistry {
     }
 }
 
-/// True when `FERRY_SKIP_REAL_REGISTRY=1` is set: tests may skip instead of failing on a missing binary.
-pub fn skip_requested() -> bool {
-    std::env::var(SKIP_ENV).is_ok_and(|value| value == "1")
+/// True when `FERRY_SKIP_REAL_REGISTRY=1` is set and `CI` is not: tests may skip instead of
+/// failing on a missing binary. Setting both is an error.
+pub fn skip_requested() -> Result<bool, HarnessError> {
+    skip_decision(
+        std::env::var(SKIP_ENV).ok().as_deref(),
+        std::env::var_os(CI_ENV).is_some_and(|v| !v.is_empty()),
+    )
+}
+
+fn skip_decision(skip: Option<&str>, ci: bool) -> Result<bool, HarnessError> {
+    match (skip == Some("1"), ci) {
+        (true, true) => Err(HarnessError::SkipRefusedInCi),
+        (requested, _) => Ok(requested),
+    }
+}
+
+/// Writes a skip notice straight to the process's stderr. libtest captures `eprintln!` from a
+/// passing test, so a skip written that way would be silent; this one shows in cargo's output.
+fn announce_skip(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }
 
 impl RealRegistry {
@@ -171,13 +196,14 @@ impl RealRegistry {
     /// For tests: starts the registry, or returns `Ok(None)` when the binary is missing and
     /// `FERRY_SKIP_REAL_REGISTRY=1` is set. Without that variable a missing binary is an error.
     pub async fn start_for_test() -> Result<Option<Self>, HarnessError> {
+        let skip = skip_requested()?;
         match Self::start().await {
             Ok(registry) => Ok(Some(registry)),
-            Err(HarnessError::BinaryMissing { binary }) if skip_requested() => {
-                eprintln!(
-                    "skipping: {} not found and {SKIP_ENV}=1 is set",
+            Err(HarnessError::BinaryMissing { binary }) if skip => {
+                announce_skip(&format!(
+                    "SKIPPED (real registry): {} not found and {SKIP_ENV}=1 is set",
                     binary.display()
-                );
+                ));
                 Ok(None)
             }
             Err(other) => Err(other),
@@ -583,6 +609,18 @@ fn config_yaml(storage: &Path, addr: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skip_is_honoured_off_ci_and_refused_on_ci() {
+        assert!(!skip_decision(None, false).unwrap());
+        assert!(!skip_decision(Some("0"), false).unwrap());
+        assert!(skip_decision(Some("1"), false).unwrap());
+        assert!(!skip_decision(None, true).unwrap());
+        assert!(matches!(
+            skip_decision(Some("1"), true),
+            Err(HarnessError::SkipRefusedInCi)
+        ));
+    }
 
     #[test]
     fn parses_a_combined_log_line() {
