@@ -41,7 +41,7 @@ fn config(regs: &[&TestRegistry], mappings: &str, images: usize, blobs: usize) -
 }
 
 fn repository(i: usize) -> String {
-    if i % SLOW_EVERY == 0 {
+    if i.is_multiple_of(SLOW_EVERY) {
         format!("slow/r{i}")
     } else {
         format!("fast/r{i}")
