@@ -2,6 +2,7 @@
 //! the one retry shape, AIMD windows and breakers, and the registry operations.
 
 pub mod auth;
+pub mod bounded;
 pub mod breaker;
 pub mod challenge;
 pub mod client;
@@ -18,6 +19,7 @@ pub mod reference;
 pub mod retry;
 pub mod secret;
 pub mod stats;
+pub mod text;
 pub mod window;
 
 pub use secret::Secret;
