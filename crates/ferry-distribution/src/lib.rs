@@ -2,13 +2,13 @@
 //! the one retry shape, AIMD windows and breakers, and the registry operations.
 
 pub mod auth;
-pub mod bounded;
 pub mod breaker;
 pub mod challenge;
 pub mod client;
 pub mod digest;
 pub mod error;
 pub mod gate;
+pub mod limit;
 pub mod link;
 pub mod media;
 pub mod operation;
