@@ -485,3 +485,58 @@ async fn remote_text_with_terminal_controls_is_printed_escaped_and_good_content_
         "{all}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_used_through_a_yaml_alias_is_printed_nowhere_at_any_verbosity() {
+    let src = token_registry().start().await.unwrap();
+    src.seed_image("src/app", "v1", &[b"aliased layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // The password is written once, under an anchor on the username of an entry for another
+    // host, and used through aliases.
+    let text = format!(
+        "version: 1\nregistries:\n  - host: other.example\n    auth: {{ type: basic, username: &pw \"{PASSWORD}\", password: *pw }}\n  - host: \"{h}\"\n    url: \"{u}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n    auth: {{ type: basic, username: alice, password: *pw }}\nmappings:\n  - source: \"{h}/src/app\"\n    targets: [\"oci:{o}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        h = src.host(),
+        u = src.url(),
+        o = out.display()
+    );
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(&config, &text).unwrap();
+    // The same with a mistake: the password anchored on `concurrency`, whose error quotes it.
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        text.replace(
+            "version: 1\n",
+            &format!("version: 1\nconcurrency: &pw2 \"{PASSWORD}\"\n"),
+        )
+        .replace("password: *pw }}\nmappings", "password: *pw2 }}\nmappings"),
+    )
+    .unwrap();
+    let (config, broken) = (config.to_str().unwrap(), broken.to_str().unwrap());
+    let mut outputs = Vec::new();
+    for args in [
+        vec!["sync", "-c", config, "-vv", "--progress", "plain"],
+        vec!["sync", "-c", config, "-v", "--json"],
+        vec!["sync", "-c", config, "--dry-run", "-vv"],
+        vec!["sync", "-c", config, "--dry-run", "--json"],
+        vec!["validate", "-c", config, "-vv"],
+        vec!["validate", "-c", broken, "-vv"],
+        vec!["sync", "-c", broken, "-q"],
+    ] {
+        let run = ferry(&args).await;
+        outputs.push((
+            args.join(" "),
+            String::from_utf8_lossy(&run.stdout).into_owned()
+                + &String::from_utf8_lossy(&run.stderr),
+        ));
+    }
+    // Real work was done with the aliased password, and the broken config was refused.
+    assert_eq!(layout_ref_names(&out), ["v1"], "{outputs:#?}");
+    assert!(outputs[5].1.contains("concurrency"), "{}", outputs[5].1);
+    let mut secrets = vec![PASSWORD.to_string(), ferry_testkit_basic("alice", PASSWORD)];
+    secrets.extend(bearer_tokens(&src));
+    for (args, output) in &outputs {
+        assert_absent(args, output, &secrets);
+    }
+}
