@@ -33,12 +33,32 @@ pub fn init(args: &GlobalArgs, progress: &Progress) {
         .with_writer(writer)
         .with_target(args.verbose > 0);
     let result = match args.log_format {
+        // JSON escapes control characters in its strings itself.
         LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.with_ansi(progress.is_terminal()).try_init(),
+        LogFormat::Text => builder
+            .with_ansi(progress.is_terminal())
+            .fmt_fields(escaped_fields())
+            .try_init(),
     };
     if let Err(e) = result {
         eprintln!("ferry: cannot set up logging: {e}");
     }
+}
+
+/// Text-log fields written as `name=value` (the message bare), each value through the one
+/// escaping of outside text: a tag, repository or registry error text in a log line cannot move
+/// the cursor, clear the screen or start a new line. The formatter's own colours are untouched.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let text = format!("{value:?}");
+        let text = ferry_distribution::text::escape_terminal(&text);
+        match field.name() {
+            "message" => write!(writer, "{text}"),
+            name => write!(writer, "{name}={text}"),
+        }
+    })
+    .delimited(" ")
 }
 
 /// Hands each log event to the progress display as one write.

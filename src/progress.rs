@@ -9,6 +9,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, T
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use ferry_distribution::text::{escape_terminal, escape_terminal_lines};
 use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::registries::Registries;
@@ -33,6 +34,14 @@ enum Display {
 pub struct Progress {
     display: Display,
     terminal: bool,
+}
+
+/// Writes `text` to stdout with its control characters escaped (line breaks kept): how every
+/// human-readable line that may carry a name or error text from outside reaches stdout.
+pub fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(escape_terminal_lines(text).as_bytes());
+    let _ = out.flush();
 }
 
 impl Progress {
@@ -68,8 +77,10 @@ impl Progress {
         }
     }
 
-    /// Writes a line to stderr without garbling the bars.
+    /// Writes a line to stderr without garbling the bars, its control characters escaped (it may
+    /// carry names and error texts from registries and layouts).
     pub fn eprint(&self, text: &str) {
+        let text = escape_terminal_lines(text);
         self.suspend(|| {
             let mut err = std::io::stderr().lock();
             let _ = err.write_all(text.as_bytes());
@@ -173,11 +184,11 @@ impl Progress {
                 let mut ticker = tokio::time::interval(PLAIN_EVERY);
                 loop {
                     tokio::select! {
-                        _ = ticker.tick() => eprintln!("{}", sample().plain),
+                        _ = ticker.tick() => eprintln!("{}", escape_terminal_lines(&sample().plain)),
                         _ = &mut done_rx => break,
                     }
                 }
-                eprintln!("{}", sample().plain);
+                eprintln!("{}", escape_terminal_lines(&sample().plain));
             }),
             Display::Bars(multi) => {
                 let style = ProgressStyle::with_template(&format!(
@@ -193,7 +204,7 @@ impl Progress {
                         let s = sample();
                         bar.set_length(s.length);
                         bar.set_position(s.position);
-                        bar.set_message(s.message);
+                        bar.set_message(escape_terminal(&s.message).into_owned());
                         if let Some(blobs) = &blobs {
                             blob_bars.update(&multi, blobs());
                         }

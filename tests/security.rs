@@ -357,3 +357,186 @@ fn a_ca_bundle_that_does_not_exist_is_a_clear_error() {
         "{text}"
     );
 }
+
+/// Writes an OCI layout at `dir` with one single-layer image per ref name (each its own layer).
+fn write_layout(dir: &Path, ref_names: &[&str]) {
+    use ferry_distribution::{Algorithm, Digest};
+    let blob = |bytes: &[u8]| {
+        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
+        let path = dir.join("blobs/sha256").join(d.hex());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        serde_json::json!({"digest": d.to_string(), "size": bytes.len()})
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let mut entries = Vec::new();
+    for (i, name) in ref_names.iter().enumerate() {
+        let mut config = blob(br#"{"architecture":"amd64","os":"linux"}"#);
+        config["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+        let mut layer = blob(format!("layer {i}").as_bytes());
+        layer["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+        let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": config, "layers": [layer]});
+        let mut entry = blob(&serde_json::to_vec(&manifest).unwrap());
+        entry["mediaType"] = "application/vnd.oci.image.manifest.v1+json".into();
+        entry["annotations"] = serde_json::json!({"org.opencontainers.image.ref.name": name});
+        entries.push(entry);
+    }
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": entries});
+    std::fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+}
+
+/// The ref names of a layout's index.
+fn layout_ref_names(dir: &Path) -> Vec<String> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    let mut names: Vec<String> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["annotations"]["org.opencontainers.image.ref.name"].as_str())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_text_with_terminal_controls_is_printed_escaped_and_good_content_still_syncs() {
+    // A registry whose every error text carries a title change, a bell, a screen clear and a
+    // carriage return; a layout with a tag name carrying a colour change beside a good tag.
+    const HOSTILE_TEXT: &str = r#"denied \u001b]0;pwned\u0007\u001b[2J\rOVERWRITTEN"#;
+    let registry = stub(|_, path| {
+        if path == "/v2/" {
+            http_json("200 OK", "", "{}")
+        } else {
+            // A 500: retried once, so the text reaches the retry log line as well.
+            http_json(
+                "500 Internal Server Error",
+                "",
+                &format!(
+                    r#"{{"errors":[{{"code":"DENIED\u001b[5m","message":"{HOSTILE_TEXT}"}}]}}"#
+                ),
+            )
+        }
+    })
+    .await;
+    let host = registry.url.trim_start_matches("http://").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    write_layout(&source, &["good", "ev\u{1b}[31mil"]);
+    let (from_registry, from_layout) = (dir.path().join("out-r"), dir.path().join("out-l"));
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n  - host: \"{host}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 20ms }}\nmappings:\n  - source: \"{host}/app\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+            registry.url,
+            from_registry.display(),
+            source.display(),
+            from_layout.display()
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let layout_ref = format!("oci:{}", source.display());
+    let mut outputs = Vec::new();
+    for args in [
+        vec!["sync", "-c", config, "-vv", "--progress", "plain"],
+        vec!["sync", "-c", config, "--dry-run", "-vv"],
+        vec!["sync", "-c", config, "--json"],
+        vec!["tags", &layout_ref],
+    ] {
+        let out = ferry(&args).await;
+        for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            outputs.push((
+                format!("{} ({stream})", args.join(" ")),
+                String::from_utf8_lossy(bytes).into_owned(),
+            ));
+        }
+    }
+    for (what, text) in &outputs {
+        for control in ['\u{1b}', '\u{7}', '\r'] {
+            assert!(
+                !text.contains(control),
+                "{what} carries {control:?} unescaped:\n{text}"
+            );
+        }
+    }
+    let all: String = outputs.iter().map(|(_, t)| t.as_str()).collect();
+    // The registry's text and the layout's name were shown, escaped, not dropped.
+    assert!(
+        all.contains(r"\x1b]0;pwned\x07\x1b[2J\rOVERWRITTEN"),
+        "the error text is shown escaped:\n{all}"
+    );
+    assert!(
+        all.contains(r"ev\x1b[31mil") || all.contains(r"ev\u{1b}[31mil"),
+        "the name is shown escaped:\n{all}"
+    );
+    // At -vv the retry's log line carries the registry's error code: escaped there too.
+    let logged = &outputs[1].1;
+    assert!(
+        logged.contains("retrying") && logged.contains(r"DENIED\x1b[5m"),
+        "{logged}"
+    );
+    // The good tag beside it was mirrored.
+    assert!(
+        layout_ref_names(&from_layout).contains(&"good".to_string()),
+        "{all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_used_through_a_yaml_alias_is_printed_nowhere_at_any_verbosity() {
+    let src = token_registry().start().await.unwrap();
+    src.seed_image("src/app", "v1", &[b"aliased layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // The password is written once, under an anchor on the username of an entry for another
+    // host, and used through aliases.
+    let text = format!(
+        "version: 1\nregistries:\n  - host: other.example\n    auth: {{ type: basic, username: &pw \"{PASSWORD}\", password: *pw }}\n  - host: \"{h}\"\n    url: \"{u}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n    auth: {{ type: basic, username: alice, password: *pw }}\nmappings:\n  - source: \"{h}/src/app\"\n    targets: [\"oci:{o}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        h = src.host(),
+        u = src.url(),
+        o = out.display()
+    );
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(&config, &text).unwrap();
+    // The same with a mistake: the password anchored on `concurrency`, whose error quotes it.
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        text.replace(
+            "version: 1\n",
+            &format!("version: 1\nconcurrency: &pw2 \"{PASSWORD}\"\n"),
+        )
+        .replace("password: *pw }}\nmappings", "password: *pw2 }}\nmappings"),
+    )
+    .unwrap();
+    let (config, broken) = (config.to_str().unwrap(), broken.to_str().unwrap());
+    let mut outputs = Vec::new();
+    for args in [
+        vec!["sync", "-c", config, "-vv", "--progress", "plain"],
+        vec!["sync", "-c", config, "-v", "--json"],
+        vec!["sync", "-c", config, "--dry-run", "-vv"],
+        vec!["sync", "-c", config, "--dry-run", "--json"],
+        vec!["validate", "-c", config, "-vv"],
+        vec!["validate", "-c", broken, "-vv"],
+        vec!["sync", "-c", broken, "-q"],
+    ] {
+        let run = ferry(&args).await;
+        outputs.push((
+            args.join(" "),
+            String::from_utf8_lossy(&run.stdout).into_owned()
+                + &String::from_utf8_lossy(&run.stderr),
+        ));
+    }
+    // Real work was done with the aliased password, and the broken config was refused.
+    assert_eq!(layout_ref_names(&out), ["v1"], "{outputs:#?}");
+    assert!(outputs[5].1.contains("concurrency"), "{}", outputs[5].1);
+    let mut secrets = vec![PASSWORD.to_string(), ferry_testkit_basic("alice", PASSWORD)];
+    secrets.extend(bearer_tokens(&src));
+    for (args, output) in &outputs {
+        assert_absent(args, output, &secrets);
+    }
+}

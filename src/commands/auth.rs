@@ -10,7 +10,7 @@ use ferry_sync::registries::{Registries, resolve_credentials};
 
 use crate::cli::ConfigArg;
 use crate::exit;
-use crate::progress::Progress;
+use crate::progress::{Progress, print_stdout};
 
 pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
     let config = match super::load_config(&args.config, progress) {
@@ -24,7 +24,7 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
         let credentials = match resolve_credentials(&settings).await {
             Ok(c) => c.describe(),
             Err(e) => {
-                println!("{host:<30}  credentials: FAILED: {e}");
+                print_stdout(&format!("{host:<30}  credentials: FAILED: {e}\n"));
                 worst = worst.max(exit::for_error(&e));
                 continue;
             }
@@ -43,9 +43,13 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
             Err(e) => Err(e),
         };
         match check {
-            Ok(text) => println!("{host:<30}  credentials: {credentials:<24}  {text}"),
+            Ok(text) => print_stdout(&format!(
+                "{host:<30}  credentials: {credentials:<24}  {text}\n"
+            )),
             Err(e) => {
-                println!("{host:<30}  credentials: {credentials:<24}  FAILED: {e}");
+                print_stdout(&format!(
+                    "{host:<30}  credentials: {credentials:<24}  FAILED: {e}\n"
+                ));
                 worst = worst.max(exit::for_error(&e));
             }
         }

@@ -14,7 +14,7 @@ use ferry_sync::registries::Registries;
 
 use crate::cli::SyncArgs;
 use crate::exit;
-use crate::progress::Progress;
+use crate::progress::{Progress, print_stdout};
 
 /// What to do with a loaded config.
 pub struct RunOptions {
@@ -122,9 +122,9 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
             Some(p) => with_prune(serde_json::to_value(&dry), p),
         };
         emit(options, progress, json, || {
-            print!("{}", dry.render_text());
+            print_stdout(&dry.render_text());
             if let Some(p) = &pruned {
-                print!("{}", p.render_text());
+                print_stdout(&p.render_text());
             }
         });
         exit::for_dry_run(&plan, &dry)

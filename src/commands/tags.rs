@@ -9,7 +9,7 @@ use ferry_sync::source::Source;
 
 use crate::cli::{SortArg, TagsArgs};
 use crate::exit;
-use crate::progress::Progress;
+use crate::progress::{Progress, print_stdout};
 
 pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
     // A tag or digest on a registry reference is ignored; a layout is `oci:<dir>`.
@@ -86,13 +86,15 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
     }
     let width = tags.iter().map(String::len).max().unwrap_or(0);
     for tag in &selection.selected {
-        println!("select  {tag}");
+        print_stdout(&format!("select  {tag}\n"));
     }
     for (tag, reason) in &selection.filtered_out {
-        println!("skip    {tag:<width$}  {reason}");
+        print_stdout(&format!("skip    {tag:<width$}  {reason}\n"));
     }
     for tag in &selection.missing_exact {
-        println!("missing {tag:<width$}  exact tag not in the repository");
+        print_stdout(&format!(
+            "missing {tag:<width$}  exact tag not in the repository\n"
+        ));
     }
     println!(
         "{} listed, {} selected, {} filtered out{}",

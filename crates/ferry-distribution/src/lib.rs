@@ -8,6 +8,7 @@ pub mod client;
 pub mod digest;
 pub mod error;
 pub mod gate;
+pub mod limit;
 pub mod link;
 pub mod media;
 pub mod operation;
@@ -18,6 +19,7 @@ pub mod reference;
 pub mod retry;
 pub mod secret;
 pub mod stats;
+pub mod text;
 pub mod window;
 
 pub use secret::Secret;

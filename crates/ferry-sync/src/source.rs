@@ -103,14 +103,20 @@ impl Source {
         }
     }
 
-    /// The blob's bytes from `offset` on (a registry's open retried until the body starts).
-    pub async fn open_blob(&self, digest: &Digest, offset: u64) -> Result<ByteStream, Error> {
+    /// The blob's bytes from `offset` on (a registry's open retried until the body starts); `size`
+    /// is the size its descriptor declares, past which a layout's stream is cut off.
+    pub async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+        offset: u64,
+    ) -> Result<ByteStream, Error> {
         match self {
             Source::Registry { client, repository } => {
                 let s = client.get_blob(repository, digest, offset).await?;
                 Ok(Box::pin(s))
             }
-            Source::Layout(l) => l.open_blob(digest, offset).await,
+            Source::Layout(l) => l.open_blob(digest, size, offset).await,
         }
     }
 

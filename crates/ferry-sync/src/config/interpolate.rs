@@ -1,5 +1,5 @@
 //! Environment interpolation over mirror.yaml's raw text before YAML parsing: `${VAR}`,
-//! `${VAR:-default}`, `${VAR:?message}` and `$$` for a literal `$`; comments are left alone.
+//! `${VAR:-default}`, `${VAR:?message}` and `$$` for a literal `$`; each value stays one string.
 
 /// Text after interpolation, and the values substituted (so errors can redact them).
 #[derive(Debug, Default)]
@@ -28,8 +28,9 @@ pub fn interpolate(
         text: String::with_capacity(text.len()),
         substituted: Vec::new(),
     };
+    let mut flow_depth = 0usize;
     for (line_index, line) in text.split_inclusive('\n').enumerate() {
-        interpolate_line(line, line_index + 1, env, &mut out)?;
+        interpolate_line(line, line_index + 1, env, &mut out, &mut flow_depth)?;
     }
     Ok(out)
 }
@@ -39,6 +40,7 @@ fn interpolate_line(
     line_number: usize,
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut Interpolated,
+    flow_depth: &mut usize,
 ) -> Result<(), InterpolationError> {
     let bytes = line.as_bytes();
     let mut quote: Option<u8> = None;
@@ -62,6 +64,8 @@ fn interpolate_line(
                 continue;
             }
             (Some(q), _) if q == b => quote = None,
+            (None, b'[' | b'{') => *flow_depth += 1,
+            (None, b']' | b'}') => *flow_depth = flow_depth.saturating_sub(1),
             _ => {}
         }
         if b == b'$' && bytes.get(i + 1) == Some(&b'$') {
@@ -110,11 +114,23 @@ fn interpolate_line(
                     )));
                 }
             };
-            out.text.push_str(&value);
+            let end = i + 2 + close + 1;
+            let place = Place {
+                quote,
+                in_flow: *flow_depth > 0,
+                starts_scalar: starts_scalar(&line[..i], *flow_depth > 0),
+                ends_scalar: ends_scalar(&line[end..], *flow_depth > 0),
+            };
+            let written = render(&value, place).map_err(|why| {
+                error(format!(
+                    "the value of {name} {why}; write the whole value in double quotes, e.g. key: \"...${{{name}}}...\""
+                ))
+            })?;
+            out.text.push_str(&written);
             if !value.is_empty() {
                 out.substituted.push(value);
             }
-            i += 2 + close + 1;
+            i = end;
             continue;
         }
         // Copy one whole character.
@@ -123,6 +139,133 @@ fn interpolate_line(
         i += width;
     }
     Ok(())
+}
+
+/// Where in the YAML a `${…}` stands, as far as its value's meaning depends on it.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    /// Inside a quoted scalar (`'` or `"`), or plain.
+    quote: Option<u8>,
+    /// Inside a flow collection (`[…]`, `{…}`), where `,` `[` `]` `{` `}` end a plain scalar.
+    in_flow: bool,
+    /// Nothing of a plain scalar comes before it on the line.
+    starts_scalar: bool,
+    /// Nothing of a plain scalar comes after it.
+    ends_scalar: bool,
+}
+
+/// The text that makes YAML read `value` back as exactly that string at `place`: as it is where
+/// it cannot change the document's structure, escaped inside quotes, double-quoted when it is
+/// a plain scalar on its own; or why it cannot stay one string here. Newlines never reach the
+/// text, so every later line keeps its number for error messages.
+fn render(value: &str, place: Place) -> Result<String, String> {
+    match place.quote {
+        Some(b'"') => Ok(double_quoted_body(value)),
+        Some(_) => {
+            if value.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(format!(
+                    "contains {}, which a single-quoted YAML string cannot hold",
+                    unsafe_part(value)
+                ));
+            }
+            Ok(value.replace('\'', "''"))
+        }
+        None if plain_safe(value, place) => Ok(value.to_string()),
+        None if place.starts_scalar && place.ends_scalar => {
+            Ok(format!("\"{}\"", double_quoted_body(value)))
+        }
+        None => Err(format!(
+            "would change the YAML's structure inside an unquoted value (it contains {})",
+            unsafe_part(value)
+        )),
+    }
+}
+
+/// `value` written for the inside of a double-quoted YAML scalar.
+fn double_quoted_body(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// True when `value`, written as it is at `place` in a plain scalar, is read back as the same
+/// characters and nothing more (the type YAML gives a plain scalar, a number or `true`, stays).
+fn plain_safe(value: &str, place: Place) -> bool {
+    let Some(first) = value.chars().next() else {
+        return true;
+    };
+    let last = value.chars().last().unwrap_or(first);
+    if value.chars().any(char::is_control)
+        || value.contains(": ")
+        || value.ends_with(':') && place.ends_scalar
+        || value.contains(" #")
+        || place.in_flow && value.contains([',', '[', ']', '{', '}'])
+    {
+        return false;
+    }
+    if place.starts_scalar {
+        let second = value.chars().nth(1);
+        let indicator = "-?:,[]{}#&*!|>'\"%@`".contains(first);
+        let dash_like = matches!(first, '-' | '?' | ':') && second.is_some_and(|c| c != ' ');
+        if first == ' ' || indicator && !dash_like {
+            return false;
+        }
+    }
+    !(place.ends_scalar && last == ' ')
+}
+
+/// What in `value` keeps it from standing unquoted, for the error message.
+fn unsafe_part(value: &str) -> &'static str {
+    if value.contains(['\n', '\r']) {
+        "a line break"
+    } else if value.chars().any(char::is_control) {
+        "a control character"
+    } else if value.contains(": ") || value.ends_with(':') {
+        "\": \""
+    } else if value.contains(" #") {
+        "\" #\""
+    } else {
+        "a YAML indicator"
+    }
+}
+
+/// True when `before` (the line up to a `${`) ends where a scalar may begin: only indentation,
+/// or `key: `, `- `, `? `, and in a flow collection `[`, `{` or `,`.
+fn starts_scalar(before: &str, in_flow: bool) -> bool {
+    let trimmed = before.trim_end_matches([' ', '\t']);
+    if trimmed.is_empty() {
+        return true;
+    }
+    let spaced = trimmed.len() < before.len();
+    let last = trimmed.chars().last().unwrap_or(' ');
+    match last {
+        ':' | '-' | '?' => spaced,
+        '[' | '{' | ',' => in_flow,
+        _ => false,
+    }
+}
+
+/// True when `after` (the line after a `}`) holds nothing more of the same plain scalar: the
+/// end of the line, a comment, and in a flow collection `,` `]` or `}`; or `: ` for a key.
+fn ends_scalar(after: &str, in_flow: bool) -> bool {
+    let rest = after.trim_start_matches([' ', '\t']);
+    let spaced = rest.len() < after.len();
+    rest.is_empty()
+        || rest.starts_with(['\n', '\r'])
+        || spaced && rest.starts_with('#')
+        || rest.starts_with(": ")
+        || rest.starts_with(":\n")
+        || in_flow && rest.starts_with([',', ']', '}'])
 }
 
 fn is_variable_name(name: &str) -> bool {

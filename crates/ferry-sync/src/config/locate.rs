@@ -161,6 +161,10 @@ enum Frame {
 struct Builder {
     stack: Vec<Frame>,
     nodes: HashMap<FieldPath, Node>,
+    /// Scalars written under an anchor (`&name value`), by anchor id: an alias to one is
+    /// placed with the scalar's text, so a secret used through an alias is found (and
+    /// redacted) under the key that uses it.
+    anchored: HashMap<usize, String>,
 }
 
 fn position(mark: Marker) -> Position {
@@ -201,11 +205,15 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, event: Event, mark: Marker) {
         match event {
-            Event::Scalar(text, ..) => {
+            Event::Scalar(text, _, anchor, _) => {
                 self.place(mark, Some(&text));
+                if anchor > 0 {
+                    self.anchored.insert(anchor, text);
+                }
             }
-            Event::Alias(_) => {
-                self.place(mark, None);
+            Event::Alias(anchor) => {
+                let text = self.anchored.get(&anchor).cloned();
+                self.place(mark, text.as_deref());
             }
             Event::MappingStart(..) => {
                 let path = self.place(mark, None).unwrap_or_default();

@@ -102,7 +102,7 @@ async fn read_once(
             kept
         }
     };
-    let mut stream = match source.open_blob(&blob.digest, 0).await {
+    let mut stream = match source.open_blob(&blob.digest, blob.size, 0).await {
         Ok(s) => s,
         Err(e) => {
             live = broadcast(&mut live, Err(Failure::Inner(Box::new(e)))).await;
@@ -220,7 +220,7 @@ async fn write_sink(
 /// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
 async fn reopen(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Failure> {
     source
-        .open_blob(&blob.digest, offset)
+        .open_blob(&blob.digest, blob.size, offset)
         .await
         .map_err(|e| Failure::Inner(Box::new(e)))
 }

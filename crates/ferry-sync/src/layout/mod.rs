@@ -1,6 +1,7 @@
 //! OCI image-layout directories: `index.json` and blob paths shared by reading a layout as a
 //! source ([`reader`]), writing one as a target (the engine) and pruning one ([`prune`]).
 
+pub mod open;
 pub mod prune;
 pub mod reader;
 
@@ -11,6 +12,9 @@ use ferry_distribution::Digest;
 use crate::plan::{ImagePlan, TargetState};
 
 pub use reader::LayoutReader;
+
+/// An `index.json` larger than this is refused before it is read (about 100,000 tagged entries).
+const INDEX_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// The annotation an image layout's index uses for a tag.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -55,7 +59,11 @@ pub fn tag_of_ref_name(value: &str) -> Option<String> {
 /// Every entry of the layout's `index.json`, or why it cannot be read.
 pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
     let path = dir.join("index.json");
-    let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        open::read_small(dir, Path::new("index.json"), INDEX_LIMIT).map_err(|e| match e {
+            open::OpenError::Missing => format!("{}: not found", path.display()),
+            e => e.to_string(),
+        })?;
     let index: RawIndex = serde_json::from_slice(&text)
         .map_err(|e| format!("{} does not parse: {e}", path.display()))?;
     index
@@ -145,6 +153,30 @@ pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn an_index_behind_a_link_or_past_its_limit_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, r#"{"manifests":[]}"#).unwrap();
+        let layout = dir.path().join("layout");
+        std::fs::create_dir(&layout).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, layout.join("index.json")).unwrap();
+        let error = read_index(&layout).unwrap_err();
+        assert!(
+            error.contains("index.json") && error.contains("symbolic link"),
+            "{error}"
+        );
+        std::fs::remove_file(layout.join("index.json")).unwrap();
+        let index = std::fs::File::create(layout.join("index.json")).unwrap();
+        index.set_len(INDEX_LIMIT + 1).unwrap();
+        let error = read_index(&layout).unwrap_err();
+        assert!(error.contains("larger than"), "{error}");
+        index.set_len(0).unwrap();
+        std::fs::write(layout.join("index.json"), r#"{"manifests":[]}"#).unwrap();
+        assert_eq!(read_index(&layout).unwrap(), vec![]);
+    }
 
     #[test]
     fn a_ref_name_is_a_tag_or_a_reference_that_may_carry_one() {

@@ -16,6 +16,7 @@ use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::retry::Failure;
 use ferry_distribution::{Digest, Operation, media};
 
+use super::open::{self, OpenError};
 use super::{IndexEntry, blob_path, read_index};
 
 /// A manifest larger than this is refused, as it is from a registry.
@@ -49,11 +50,20 @@ impl LayoutReader {
             referrers: Arc::default(),
         };
         for file in ["oci-layout", "index.json"] {
-            if !dir.join(file).is_file() {
-                return Err(reader.error(
-                    Operation::TagList,
-                    format!("not an OCI image layout: {file} is missing"),
-                ));
+            match open::open_regular(dir, Path::new(file)) {
+                Ok(_) => {}
+                Err(OpenError::Missing) => {
+                    return Err(reader.error(
+                        Operation::TagList,
+                        format!("not an OCI image layout: {file} is missing"),
+                    ));
+                }
+                Err(e) => {
+                    return Err(reader.error(
+                        Operation::TagList,
+                        format!("not a usable OCI image layout: {e}"),
+                    ));
+                }
             }
         }
         Ok(reader)
@@ -114,26 +124,28 @@ impl LayoutReader {
                 (entry.digest, entry.media_type)
             }
         };
-        let path = self.dir.join(blob_path(&digest));
-        let size = match tokio::fs::metadata(&path).await {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.error(op, format!("{}: {e}", path.display()))),
+        let dir = self.dir.clone();
+        let relative = blob_path(&digest);
+        let read =
+            tokio::task::spawn_blocking(move || open::read_small(&dir, &relative, MANIFEST_LIMIT))
+                .await
+                .map_err(|e| self.error(op, format!("reading manifest {digest}: {e}")))?;
+        let bytes = match read {
+            Ok(bytes) => bytes,
+            Err(OpenError::Missing) => return Ok(None),
+            Err(OpenError::TooLarge(_)) => {
+                return Err(Error::new(
+                    &self.name,
+                    None,
+                    op,
+                    ErrorKind::TooLarge {
+                        what: "manifest",
+                        limit: MANIFEST_LIMIT,
+                    },
+                ));
+            }
+            Err(e) => return Err(self.error(op, format!("manifest {digest}: {e}"))),
         };
-        if size > MANIFEST_LIMIT {
-            return Err(Error::new(
-                &self.name,
-                None,
-                op,
-                ErrorKind::TooLarge {
-                    what: "manifest",
-                    limit: MANIFEST_LIMIT,
-                },
-            ));
-        }
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| self.error(op, format!("{}: {e}", path.display())))?;
         let actual = Digest::of_bytes(digest.algorithm(), &bytes);
         if actual != digest {
             return Err(Error::new(
@@ -162,23 +174,47 @@ impl LayoutReader {
         }))
     }
 
-    /// The blob's bytes from `offset` on, read from disk as they are consumed.
-    pub async fn open_blob(&self, digest: &Digest, offset: u64) -> Result<ByteStream, Error> {
+    /// The blob's bytes from `offset` on, read from disk as they are consumed and cut off past
+    /// `size`, the size its descriptor declares: a blob file longer than that (or one that never
+    /// ends) fails with an error naming the layout and the digest.
+    pub async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+        offset: u64,
+    ) -> Result<ByteStream, Error> {
         let op = Operation::BlobGet;
-        let path = self.dir.join(blob_path(digest));
-        let mut file = tokio::fs::File::open(&path)
+        let dir = self.dir.clone();
+        let relative = blob_path(digest);
+        let opened = tokio::task::spawn_blocking(move || open::open_regular(&dir, &relative))
             .await
-            .map_err(|e| self.error(op, format!("{}: {e}", path.display())))?;
+            .map_err(|e| self.error(op, format!("opening blob {digest}: {e}")))?
+            .map_err(|e| self.error(op, format!("blob {digest}: {e}")))?;
+        if opened.len > size {
+            return Err(self.error(
+                op,
+                format!(
+                    "blob {digest} is {} bytes, longer than the {size} bytes its descriptor declares",
+                    opened.len
+                ),
+            ));
+        }
+        let mut file = tokio::fs::File::from_std(opened.file);
         if offset > 0 {
             file.seek(std::io::SeekFrom::Start(offset))
                 .await
-                .map_err(|e| self.error(op, format!("{}: {e}", path.display())))?;
+                .map_err(|e| self.error(op, format!("blob {digest}: {e}")))?;
         }
         let name = self.name.clone();
         let stream = tokio_util::io::ReaderStream::with_capacity(file, READ_CHUNK).map(move |r| {
             r.map_err(|e| Failure::Final(ErrorKind::Local(format!("{name}: reading a blob: {e}"))))
         });
-        Ok(Box::pin(stream))
+        let what = format!("{}: blob {digest}", self.name);
+        Ok(Box::pin(ferry_distribution::limit::bounded(
+            stream,
+            size.saturating_sub(offset),
+            what,
+        )))
     }
 
     /// Manifests in the index whose `subject` is `digest` (how a layout holds referrers).
@@ -261,6 +297,70 @@ fn media_type_of(bytes: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A layout holding one blob file of `bytes`, opened; returns the reader and the file path.
+    fn one_blob(dir: &Path, bytes: &[u8]) -> (LayoutReader, Digest, PathBuf) {
+        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        std::fs::write(
+            dir.join("index.json"),
+            r#"{"schemaVersion":2,"manifests":[]}"#,
+        )
+        .unwrap();
+        let digest = Digest::of_bytes(ferry_distribution::Algorithm::Sha256, bytes);
+        let path = dir.join(blob_path(&digest));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        (LayoutReader::open(dir).unwrap(), digest, path)
+    }
+
+    #[tokio::test]
+    async fn a_blob_that_grows_while_read_is_cut_at_its_declared_size_first_and_resumed() {
+        for offset in [0u64, 4] {
+            let dir = tempfile::tempdir().unwrap();
+            let (reader, digest, path) = one_blob(dir.path(), b"0123456789");
+            let stream = reader.open_blob(&digest, 10, offset).await.unwrap();
+            // Written to after it was opened (and after its length was checked).
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            std::io::Write::write_all(&mut file, &[0u8; 1024 * 1024]).unwrap();
+            let items: Vec<_> = stream.collect().await;
+            let bytes: usize = items
+                .iter()
+                .filter_map(|i| i.as_ref().ok())
+                .map(Bytes::len)
+                .sum();
+            assert!(
+                bytes as u64 <= 10 - offset,
+                "offset {offset}: {bytes} bytes passed"
+            );
+            let error = items
+                .iter()
+                .find_map(|i| i.as_ref().err())
+                .map(|f| f.reason())
+                .expect("the overrun is an error");
+            assert!(
+                error.contains(&digest.to_string()) && error.contains(reader.name()),
+                "{error}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_blob_file_longer_than_its_descriptor_is_refused_before_a_byte_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reader, digest, _) = one_blob(dir.path(), b"0123456789");
+        let Err(error) = reader.open_blob(&digest, 9, 0).await else {
+            panic!("a blob longer than declared was opened");
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains(&digest.to_string()) && text.contains("oci:") && text.contains("9 bytes"),
+            "{text}"
+        );
+        assert!(reader.open_blob(&digest, 10, 0).await.is_ok());
+    }
 
     #[test]
     fn a_manifest_type_comes_from_its_field_or_its_shape() {

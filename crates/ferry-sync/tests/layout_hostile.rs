@@ -1,0 +1,247 @@
+//! A layout source that came from outside cannot reach past itself or overfill ferry: links out
+//! of it, FIFOs, `/dev/zero`, over-long blobs and huge manifests each fail their own image with
+//! an error naming the layout and digest, while the good image beside them is still mirrored.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferry_distribution::{Algorithm, Digest, media};
+use ferry_sync::config;
+use ferry_sync::engine::{EngineOptions, StopSignal, sync};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::registries::Registries;
+use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_testkit::registry::TestRegistry;
+use serde_json::{Value, json};
+
+/// A layout written by hand: blobs as files, then the index over the tagged manifests.
+struct Layout {
+    dir: PathBuf,
+    entries: Vec<Value>,
+}
+
+impl Layout {
+    fn new(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        Layout {
+            dir: dir.to_path_buf(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn path_of(&self, digest: &Digest) -> PathBuf {
+        self.dir.join("blobs/sha256").join(digest.hex())
+    }
+
+    fn blob(&self, bytes: &[u8]) -> (Digest, Value) {
+        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
+        std::fs::write(self.path_of(&d), bytes).unwrap();
+        (
+            d.clone(),
+            json!({"digest": d.to_string(), "size": bytes.len()}),
+        )
+    }
+
+    /// An image with one layer `layer`, tagged `tag`; returns the layer's and manifest's digests.
+    fn image(&mut self, tag: &str, layer: &[u8]) -> (Digest, Digest) {
+        let (_, mut config) = self.blob(br#"{"architecture":"amd64","os":"linux"}"#);
+        config["mediaType"] = json!(media::OCI_CONFIG);
+        let (layer_digest, mut l) = self.blob(layer);
+        l["mediaType"] = json!(media::OCI_LAYER_TAR);
+        let manifest = json!({"schemaVersion": 2, "mediaType": media::OCI_MANIFEST, "config": config, "layers": [l]});
+        let (manifest_digest, mut d) = self.blob(&serde_json::to_vec(&manifest).unwrap());
+        d["mediaType"] = json!(media::OCI_MANIFEST);
+        d["annotations"] = json!({"org.opencontainers.image.ref.name": tag});
+        self.entries.push(d);
+        let index = json!({"schemaVersion": 2, "manifests": self.entries});
+        std::fs::write(
+            self.dir.join("index.json"),
+            serde_json::to_vec(&index).unwrap(),
+        )
+        .unwrap();
+        (layer_digest, manifest_digest)
+    }
+
+    /// Replaces the blob file of `digest` with a symbolic link to `to`.
+    fn link(&self, digest: &Digest, to: &Path) {
+        std::fs::remove_file(self.path_of(digest)).unwrap();
+        std::os::unix::fs::symlink(to, self.path_of(digest)).unwrap();
+    }
+}
+
+/// Syncs each layout in `sources` to `mirror/<its directory name>` in one run.
+async fn run(sources: &[&Path], registry: &TestRegistry) -> SyncReport {
+    let mut text = format!(
+        "version: 1\nregistries:\n  - host: \"{h}\"\n    url: \"{u}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\nmappings:\n",
+        h = registry.host(),
+        u = registry.url(),
+    );
+    for src in sources {
+        let name = src.file_name().unwrap().to_str().unwrap();
+        text += &format!(
+            "  - source: \"oci:{}\"\n    targets: [\"{}/mirror/{name}\"]\n    tags: {{ include: [\"*\"] }}\n",
+            src.display(),
+            registry.host()
+        );
+    }
+    let config = config::parse(&text, Path::new("hostile.yaml"), &|_| None).unwrap();
+    let registries = Registries::new(&config);
+    let mut options = PrepareOptions::from_config(&config);
+    options.watch_interval = None;
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    let plan = resolve_all(&config, &registries, &options, tracker).await;
+    let engine = EngineOptions::from_settings(&config.engine);
+    sync(&plan, &registries, &engine, &StopSignal::default()).await
+}
+
+/// The error that failed the mapping reading `src`.
+fn mapping_failure(report: &SyncReport, src: &Path) -> String {
+    let source = format!("oci:{}", src.display());
+    let found = report.failed_mappings.iter().find(|m| m.source == source);
+    match found.map(|m| &m.status) {
+        Some(ImageStatus::Failed { error, .. }) => error.clone(),
+        other => panic!(
+            "{source}: expected a failure, got {other:?}\n{}",
+            report.render_text()
+        ),
+    }
+}
+
+/// The error of the image tagged `tag`, or a panic naming how it ended instead.
+fn failure(report: &SyncReport, tag: &str) -> String {
+    let found = report.images.iter().find(|i| i.image == tag);
+    match found.map(|i| &i.status) {
+        Some(ImageStatus::Failed { error, .. }) => error.clone(),
+        other => panic!(
+            "{tag}: expected a failure, got {other:?}\n{}",
+            report.render_text()
+        ),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn links_fifos_devices_and_overlong_blobs_fail_their_own_image_and_the_good_one_syncs() {
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("layout");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let mut layout = Layout::new(&src);
+    layout.image("good", b"the good layer");
+
+    // A link to a file outside the layout that holds exactly the right bytes: only the refusal
+    // to follow links keeps it out.
+    let (escape, _) = layout.image("escape", b"bytes that live outside the layout");
+    std::fs::write(outside.join("copy"), b"bytes that live outside the layout").unwrap();
+    layout.link(&escape, &outside.join("copy"));
+    // /dev/zero behind a link: endless bytes.
+    let (zero, _) = layout.image("zero", b"a layer replaced by /dev/zero");
+    layout.link(&zero, Path::new("/dev/zero"));
+    // A FIFO nobody writes to: opening it must not hang the run.
+    let (fifo, _) = layout.image("fifo", b"a layer replaced by a fifo");
+    std::fs::remove_file(layout.path_of(&fifo)).unwrap();
+    mkfifo(&layout.path_of(&fifo));
+    // A blob file longer than its descriptor says (the right bytes, then more).
+    let (long, _) = layout.image("long", b"declared bytes");
+    std::fs::write(
+        layout.path_of(&long),
+        [&b"declared bytes"[..], &[7u8; 100_000]].concat(),
+    )
+    .unwrap();
+    // Manifests are read when the mapping is prepared, so a bad one fails its mapping: each is
+    // in a layout of its own, mapped beside the first. A manifest behind a link to a copy of
+    // itself outside the layout:
+    let linked = tmp.path().join("linked");
+    let mut linked_layout = Layout::new(&linked);
+    let (_, manifest) = linked_layout.image("v1", b"a layer under a linked manifest");
+    std::fs::copy(linked_layout.path_of(&manifest), outside.join("manifest")).unwrap();
+    linked_layout.link(&manifest, &outside.join("manifest"));
+    // A manifest far larger than any manifest may be (sparse: nothing is written to disk).
+    let huge = tmp.path().join("huge");
+    let mut huge_layout = Layout::new(&huge);
+    let (_, manifest) = huge_layout.image("v1", b"a layer under a huge manifest");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(huge_layout.path_of(&manifest))
+        .unwrap()
+        .set_len(1 << 40)
+        .unwrap();
+
+    let report = run(&[&src, &linked, &huge], &dst).await;
+    let synced: Vec<_> = report
+        .images
+        .iter()
+        .filter(|i| i.status == ImageStatus::Synced)
+        .map(|i| i.image.as_str())
+        .collect();
+    assert_eq!(synced, ["good"], "{}", report.render_text());
+    assert_eq!(dst.tags("mirror/layout"), ["good"]);
+    let layout_name = format!("oci:{}", src.display());
+    for (tag, digest, why) in [
+        ("escape", &escape, "symbolic link"),
+        ("zero", &zero, "symbolic link"),
+        ("fifo", &fifo, "a FIFO"),
+        ("long", &long, "longer than"),
+    ] {
+        let error = failure(&report, tag);
+        assert!(
+            error.contains(&layout_name)
+                && error.contains(&digest.to_string())
+                && error.contains(why),
+            "{tag}: {error}"
+        );
+        assert!(!dst.has_blob("mirror/layout", &digest.to_string()), "{tag}");
+    }
+    let error = mapping_failure(&report, &linked);
+    assert!(
+        error.contains(&linked.join("blobs/sha256").display().to_string())
+            && error.contains("symbolic link"),
+        "{error}"
+    );
+    let error = mapping_failure(&report, &huge);
+    assert!(
+        error.contains(&format!("oci:{}", huge.display())) && error.contains("larger than"),
+        "{error}"
+    );
+    assert!(dst.tags("mirror/linked").is_empty() && dst.tags("mirror/huge").is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_linked_or_special_index_json_fails_the_layout_with_a_clear_error() {
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("layout");
+    let mut layout = Layout::new(&src);
+    layout.image("good", b"the good layer");
+    let real = tmp.path().join("index-elsewhere.json");
+    std::fs::rename(src.join("index.json"), &real).unwrap();
+    std::os::unix::fs::symlink(&real, src.join("index.json")).unwrap();
+    let report = run(&[&src], &dst).await;
+    let text = report.render_text();
+    assert!(
+        text.contains("index.json") && text.contains("symbolic link"),
+        "{text}"
+    );
+    assert!(dst.tags("mirror/layout").is_empty());
+
+    // Put back as a regular file, the same layout syncs: the refusal was the link, nothing else.
+    std::fs::remove_file(src.join("index.json")).unwrap();
+    std::fs::rename(&real, src.join("index.json")).unwrap();
+    let report = run(&[&src], &dst).await;
+    assert_eq!(
+        dst.tags("mirror/layout"),
+        ["good"],
+        "{}",
+        report.render_text()
+    );
+}
+
+/// Makes a FIFO at `path` with the `mkfifo` tool (the test needs no crate for it).
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
