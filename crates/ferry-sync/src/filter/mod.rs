@@ -236,6 +236,20 @@ impl TagFilter {
         })
     }
 
+    /// Whether the filter names every tag it can select (only `exact` tags, or none at all), so
+    /// resolving them needs no listing of the repository.
+    pub fn names_its_tags(&self) -> bool {
+        let s = &self.spec;
+        s.exclude.is_empty()
+            && s.regex.is_none()
+            && s.semver.is_none()
+            && s.latest.is_none()
+            && match &s.include {
+                None => !s.exact.is_empty(),
+                Some(globs) => globs.is_empty(),
+            }
+    }
+
     /// The spec this filter was compiled from.
     pub fn spec(&self) -> &TagFilterSpec {
         &self.spec
