@@ -375,6 +375,27 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
+    #[test]
+    fn only_exact_tags_or_none_name_their_tags() {
+        let spec = |f: fn(&mut TagFilterSpec)| {
+            let mut s = TagFilterSpec {
+                exact: tags(&["1.36", "1.37"]),
+                ..TagFilterSpec::default()
+            };
+            f(&mut s);
+            TagFilter::compile(&s).unwrap()
+        };
+        assert!(spec(|_| {}).names_its_tags());
+        assert!(spec(|s| s.include = Some(Vec::new())).names_its_tags());
+        assert!(TagFilter::none().names_its_tags());
+        assert!(!TagFilter::all().names_its_tags());
+        assert!(!spec(|s| s.include = Some(tags(&["1.*"]))).names_its_tags());
+        assert!(!spec(|s| s.exclude = tags(&["x"])).names_its_tags());
+        assert!(!spec(|s| s.regex = Some("1".into())).names_its_tags());
+        assert!(!spec(|s| s.semver = Some(">=1".into())).names_its_tags());
+        assert!(!spec(|s| s.latest = Some(1)).names_its_tags());
+    }
+
     fn filter(yaml: &str) -> TagFilter {
         let spec: TagFilterSpec = serde_yaml::from_str(yaml).unwrap();
         TagFilter::compile(&spec).unwrap()
