@@ -120,12 +120,9 @@ impl Capabilities {
     }
 
     /// The registry refused the cheapest flow and took docker's: use docker's from now on.
-    pub fn learn_docker_flow(&self) {
-        if self.docker_flow.swap(1, Ordering::AcqRel) == 0 {
-            tracing::info!(
-                "registry refused an upload with a PUT body or chunked PATCHes: using docker's flow (POST, PATCH, empty PUT) for it from now on"
-            );
-        }
+    /// True the first time (for the caller to say so once).
+    pub fn learn_docker_flow(&self) -> bool {
+        self.docker_flow.swap(1, Ordering::AcqRel) == 0
     }
 
     pub fn support(&self, feature: Feature) -> Support {
@@ -206,8 +203,8 @@ mod tests {
     fn the_flow_starts_cheapest_and_moves_to_docker_once() {
         let c = Capabilities::default();
         assert_eq!(c.upload_flow(), UploadFlow::Monolithic);
-        c.learn_docker_flow();
-        c.learn_docker_flow();
+        assert!(c.learn_docker_flow());
+        assert!(!c.learn_docker_flow());
         assert_eq!(c.snapshot().upload_flow, UploadFlow::Docker);
     }
 

@@ -297,7 +297,12 @@ impl RegistryClient {
                         let session = self.start_upload_once(repository).await?;
                         let session = self.patch_stream_once(&session, len, bytes.into()).await?;
                         self.finish_upload_once(&session, digest, None).await?;
-                        self.capabilities().learn_docker_flow();
+                        if self.capabilities().learn_docker_flow() {
+                            tracing::info!(
+                                registry = self.host(),
+                                "the registry refused a PUT carrying the blob: docker's upload flow (POST, PATCH, empty PUT) from now on"
+                            );
+                        }
                         Ok(())
                     }
                     other => other,

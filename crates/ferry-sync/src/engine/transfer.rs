@@ -286,7 +286,7 @@ async fn upload_attempt(
         // holds, so a resumed attempt sends only what is missing), then an empty PUT.
         let body = reqwest::Body::wrap_stream(stream);
         s = client
-            .patch_stream_once(&s, blob.size - offset, body)
+            .patch_stream_once(&s, blob.size.saturating_sub(offset), body)
             .await?;
         *session.lock().await = Some(s.clone());
         return client.finish_upload_once(&s, &blob.digest, None).await;
@@ -357,7 +357,12 @@ async fn docker_flow(
         .await?;
     *session.lock().await = Some(s.clone());
     client.finish_upload_once(&s, &blob.digest, None).await?;
-    client.capabilities().learn_docker_flow();
+    if client.capabilities().learn_docker_flow() {
+        tracing::info!(
+            registry = client.host(),
+            "the registry refused the cheapest upload flow: docker's flow (POST, PATCH, empty PUT) for it from now on"
+        );
+    }
     Ok(())
 }
 
