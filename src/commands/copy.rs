@@ -138,6 +138,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_copy_of_a_tag_or_a_digest_needs_no_listing() {
+        let hex = "b".repeat(64);
+        for source in [
+            "registry.example/lib/app:1.0".to_owned(),
+            format!("registry.example/lib/app@sha256:{hex}"),
+        ] {
+            let mut config = super::super::empty_config();
+            let m = one_mapping(&source, "other.example/mirror/app", &mut config, false).unwrap();
+            assert!(m.tags.names_its_tags(), "{source}");
+            assert!(!m.prune && !m.referrers, "{source}");
+        }
+    }
+
+    #[test]
     fn a_layout_source_names_its_image_as_skopeo_does() {
         let (origin, tag, digest) = parse_source("oci:./images/app:v1").unwrap();
         assert_eq!(

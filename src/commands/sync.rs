@@ -134,7 +134,7 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         let mut engine_options = EngineOptions::from_settings(&config.engine);
         engine_options.progress = Arc::clone(&counters);
         let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
-        let report = engine::sync(&plan, &registries, &engine_options, &stop).await;
+        let mut report = engine::sync(&plan, &registries, &engine_options, &stop).await;
         watch.finish().await;
         progress.eprint(&report.render_text());
         // Pruning runs after the copies, and not at all once a signal stopped the run.
@@ -150,6 +150,7 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
                 progress.eprint(text.trim_end());
             }
         }
+        engine::refresh_capabilities(&mut report, &registries);
         let json = match &pruned {
             None => serde_json::to_string_pretty(&report),
             Some(p) => with_prune(serde_json::to_value(&report), p),

@@ -87,8 +87,8 @@ struct Inner {
     gate: RegistryGate,
     options: RegistryOptions,
     ready: OnceCell<()>,
-    /// Whether the registry serves the referrers API, learned from the first listing.
-    referrers_api: std::sync::OnceLock<bool>,
+    /// What the registry turned out to accept (upload flow, mounts, referrers API, ...).
+    capabilities: crate::capabilities::Capabilities,
 }
 
 impl RegistryClient {
@@ -169,7 +169,7 @@ impl RegistryClient {
                 gate: RegistryGate::new(options.host.clone(), options.gate.clone()),
                 options,
                 ready: OnceCell::new(),
-                referrers_api: std::sync::OnceLock::new(),
+                capabilities: crate::capabilities::Capabilities::default(),
             }),
         })
     }
@@ -196,11 +196,28 @@ impl RegistryClient {
 
     /// Whether the registry serves the referrers API: `None` until a listing has said.
     pub fn referrers_api(&self) -> Option<bool> {
-        self.inner.referrers_api.get().copied()
+        use crate::capabilities::{Feature, Support};
+        match self.inner.capabilities.support(Feature::ReferrersApi) {
+            Support::Unknown => None,
+            s => Some(!s.is_unavailable()),
+        }
     }
 
     pub(crate) fn learn_referrers_api(&self, supported: bool) {
-        let _ = self.inner.referrers_api.set(supported);
+        use crate::capabilities::{Feature, Support};
+        let support = if supported {
+            Support::Works
+        } else {
+            Support::Refused
+        };
+        self.inner
+            .capabilities
+            .learn(Feature::ReferrersApi, support);
+    }
+
+    /// What this registry has shown it accepts, learned during the run.
+    pub fn capabilities(&self) -> &crate::capabilities::Capabilities {
+        &self.inner.capabilities
     }
 
     pub fn credentials(&self) -> &Credentials {

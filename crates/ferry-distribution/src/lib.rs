@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod breaker;
+pub mod capabilities;
 pub mod challenge;
 pub mod client;
 pub mod digest;

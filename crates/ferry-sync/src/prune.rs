@@ -297,8 +297,20 @@ async fn delete_tag(
     repository: &str,
     tag: &str,
 ) -> Result<(), Error> {
+    use ferry_distribution::capabilities::{Feature, Support};
     let client = registries.client(host).await?;
-    client.delete_manifest(repository, tag).await
+    let result = client.delete_manifest(repository, tag).await;
+    // Learned for the report's `capabilities` (the run's own skip is `unsupported` above).
+    match &result {
+        Ok(()) => client
+            .capabilities()
+            .learn(Feature::TagDelete, Support::Works),
+        Err(e) if cannot_delete_tags(e) => client
+            .capabilities()
+            .learn(Feature::TagDelete, Support::Refused),
+        Err(_) => {}
+    }
+    result
 }
 
 fn failed(e: &Error) -> PruneStatus {

@@ -83,6 +83,44 @@ pub struct RegistryReport {
     #[serde(flatten)]
     pub stats: ferry_distribution::stats::StatsSnapshot,
     pub window_halvings: u64,
+    /// What the registry turned out to accept: the upload flow it got, and each feature
+    /// learned as works, refused or ignored (unknown when the run did not use it).
+    pub capabilities: ferry_distribution::capabilities::CapabilitiesSnapshot,
+}
+
+impl RegistryReport {
+    /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people.
+    pub fn render_capabilities(&self) -> String {
+        use ferry_distribution::capabilities::{Support, UploadFlow};
+        let c = &self.capabilities;
+        let flow = match c.upload_flow {
+            UploadFlow::Monolithic => "monolithic",
+            UploadFlow::Docker => "docker (POST, PATCH, empty PUT)",
+        };
+        let learned: Vec<String> = [
+            ("cross-repository mount", c.mount),
+            ("referrers API", c.referrers_api),
+            ("tag listing", c.tag_list),
+            ("tag deletion", c.tag_delete),
+            ("one-component names", c.one_component_names),
+        ]
+        .iter()
+        .filter_map(|(name, s)| match s {
+            Support::Refused => Some(format!("{name} refused")),
+            Support::Ignored => Some(format!("{name} ignored")),
+            Support::Works | Support::Unknown => None,
+        })
+        .collect();
+        if learned.is_empty() {
+            format!("registry {}: upload flow {flow}", self.registry)
+        } else {
+            format!(
+                "registry {}: upload flow {flow}; {}",
+                self.registry,
+                learned.join(", ")
+            )
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -171,6 +209,9 @@ impl SyncReport {
                 }
                 _ => {}
             }
+        }
+        for r in &self.registries {
+            let _ = writeln!(out, "{}", r.render_capabilities());
         }
         let t = &self.totals;
         let _ = writeln!(

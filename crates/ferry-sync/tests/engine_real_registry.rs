@@ -165,3 +165,66 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
         );
     }
 }
+
+/// The personality scenario (tests/personalities.rs) against the real registry: an exact-only
+/// mapping lists nothing on the source, every image reaches three repositories (one of them a
+/// one-component name, which distribution takes) with the cheapest upload flow, and the report
+/// shows what distribution 2.8 turned out to accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_mapping_against_the_real_registry_lists_nothing_and_learns_its_capabilities() {
+    use ferry_distribution::capabilities::{Support, UploadFlow};
+    let Some(src) = RealRegistry::start_for_test()
+        .await
+        .expect("source registry")
+    else {
+        return;
+    };
+    let Some(dst) = RealRegistry::start_for_test()
+        .await
+        .expect("target registry")
+    else {
+        return;
+    };
+    let c = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
+    let base = noise(5, 600_000);
+    let one = push_image(&c, "lib/app", "1.0", &base, &noise(6, 1000)).await;
+    let two = push_image(&c, "lib/app", "2.0", &base, &noise(7, 1000)).await;
+    push_image(&c, "lib/app", "3.0", &base, &noise(8, 1000)).await;
+
+    let text = format!(
+        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n  - host: \"{s}\"\n    url: \"{su}\"\n    insecure: true\n  - host: \"{d}\"\n    url: \"{du}\"\n    insecure: true\nmappings:\n  - source: \"{s}/lib/app\"\n    targets: [\"{d}/mirror/app\", \"{d}/second/app\", \"{d}/app\"]\n    tags: {{ exact: [\"1.0\", \"2.0\", \"9.9\"] }}\n",
+        s = src.host(),
+        su = src.url(),
+        d = dst.host(),
+        du = dst.url()
+    );
+    let report = run(&text).await;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(report.totals.images_synced, 6, "{}", report.render_text());
+    let t = RegistryClient::new(RegistryOptions::insecure_at(&dst.url())).unwrap();
+    for repo in ["mirror/app", "second/app", "app"] {
+        for (tag, m) in [("1.0", &one), ("2.0", &two)] {
+            let got = t.get_manifest(repo, tag).await.unwrap();
+            assert_eq!((got.digest, got.bytes), (m.digest.clone(), m.bytes.clone()));
+        }
+    }
+    let log = src.access_log().await.unwrap();
+    assert_eq!(log.count("GET", "/v2/lib/app/tags/list"), 0);
+    let caps = |host: String| {
+        report
+            .registries
+            .iter()
+            .find(|r| r.registry == host)
+            .unwrap()
+            .capabilities
+    };
+    let (s, d) = (caps(src.host()), caps(dst.host()));
+    assert_eq!(d.upload_flow, UploadFlow::Monolithic);
+    assert_eq!(d.mount, Support::Works);
+    assert_eq!(
+        s.referrers_api,
+        Support::Refused,
+        "distribution 2.8 has none"
+    );
+    assert_eq!(s.tag_list, Support::Unknown, "the source was never listed");
+}

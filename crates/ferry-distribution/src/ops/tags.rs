@@ -24,6 +24,19 @@ impl RegistryClient {
     /// Every tag of `repository`, in the registry's order. A repository that does not exist is
     /// an error with status 404 (see [`Error::is_not_found`]).
     pub async fn list_tags(&self, repository: &str) -> Result<Vec<String>, Error> {
+        use crate::capabilities::{Feature, Support, refuses_tag_list};
+        let listed = self.walk_tags(repository).await;
+        match &listed {
+            Ok(_) => self.capabilities().learn(Feature::TagList, Support::Works),
+            Err(e) if e.status().is_some_and(refuses_tag_list) => self
+                .capabilities()
+                .learn(Feature::TagList, Support::Refused),
+            Err(_) => {}
+        }
+        listed
+    }
+
+    async fn walk_tags(&self, repository: &str) -> Result<Vec<String>, Error> {
         let scopes = Scopes::pull(repository);
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::TagList, Some(repository));

@@ -7,9 +7,10 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use url::Url;
 
 use crate::auth::Scopes;
+use crate::capabilities::{self, Feature, Support, UploadFlow};
 use crate::client::RegistryClient;
 use crate::digest::Digest;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
@@ -66,14 +67,44 @@ impl RegistryClient {
 
     /// `POST /v2/<name>/blobs/uploads/`: one attempt.
     pub async fn start_upload_once(&self, repository: &str) -> Result<UploadSession, Failure> {
+        self.name_accepted(repository)?;
         let url = self.api_url(&format!("{repository}/blobs/uploads/"));
         let response = self
             .send(&Scopes::push(repository), |http| {
                 http.post(url.clone()).header(CONTENT_LENGTH, "0")
             })
             .await?;
-        let response = expect_status(response, &[202]).await?;
+        let response = expect_status(response, &[202])
+            .await
+            .map_err(|f| self.learn_name_refusal(repository, f))?;
         self.session_from(repository, &response, None)
+    }
+
+    /// Fails at once, without a request, a write to a one-component repository name on a
+    /// registry that has refused one.
+    pub fn name_accepted(&self, repository: &str) -> Result<(), Failure> {
+        if capabilities::is_one_component(repository)
+            && self.capabilities().support(Feature::OneComponentNames) == Support::Refused
+        {
+            return Err(one_component_refused(repository));
+        }
+        Ok(())
+    }
+
+    /// A write refused because the repository name has one component: learned for the
+    /// registry, and reported as such (final: sending it again cannot help).
+    pub fn learn_name_refusal(&self, repository: &str, failure: Failure) -> Failure {
+        match &failure {
+            Failure::Status { status, code, .. }
+                if capabilities::is_one_component(repository)
+                    && capabilities::refuses_name(*status, code.as_deref()) =>
+            {
+                self.capabilities()
+                    .learn(Feature::OneComponentNames, Support::Refused);
+                one_component_refused(repository)
+            }
+            _ => failure,
+        }
     }
 
     /// `POST …/uploads/?mount=<digest>&from=<repo>`: one attempt.
@@ -139,6 +170,28 @@ impl RegistryClient {
         self.session_from(&session.repository, &response, Some(session))
     }
 
+    /// `PATCH <location>` carrying `len` bytes without `Content-Range` (docker's flow: the
+    /// registry appends them to what the session holds): one attempt.
+    pub async fn patch_stream_once(
+        &self,
+        session: &UploadSession,
+        len: u64,
+        body: reqwest::Body,
+    ) -> Result<UploadSession, Failure> {
+        let request = self
+            .http()
+            .patch(session.location.clone())
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header(CONTENT_LENGTH, len.to_string())
+            .body(body);
+        let response = self
+            .send_streaming(&Scopes::push(&session.repository), request)
+            .await?;
+        let response = expect_status(response, &[202, 204]).await?;
+        self.gate().stats.written(len);
+        self.session_from(&session.repository, &response, Some(session))
+    }
+
     /// `PUT <location>?digest=<digest>`, with the last bytes if any: one attempt.
     pub async fn finish_upload_once(
         &self,
@@ -177,16 +230,43 @@ impl RegistryClient {
         Ok(())
     }
 
-    /// Mounts `digest` from `from` into `repository`, retried.
+    /// Mounts `digest` from `from` into `repository`, retried. A registry that refuses mounts
+    /// (learned here, once) gets an ordinary upload session instead, in the same attempt.
     pub async fn mount_blob(
         &self,
         repository: &str,
         digest: &Digest,
         from: &str,
     ) -> Result<MountOutcome, Error> {
-        self.run(Call::new(Operation::Mount, Some(repository)), |_| {
-            self.mount_once(repository, digest, from)
-        })
+        self.run(
+            Call::new(Operation::Mount, Some(repository)),
+            |_| async move {
+                self.name_accepted(repository)?;
+                if self.capabilities().support(Feature::Mount).is_unavailable() {
+                    return Ok(MountOutcome::Session(
+                        self.start_upload_once(repository).await?,
+                    ));
+                }
+                match self.mount_once(repository, digest, from).await {
+                    Ok(MountOutcome::Mounted) => {
+                        self.capabilities().learn(Feature::Mount, Support::Works);
+                        Ok(MountOutcome::Mounted)
+                    }
+                    Ok(session) => Ok(session),
+                    Err(Failure::Status { status, code, .. })
+                        if capabilities::refuses_mount(status)
+                            && !(capabilities::is_one_component(repository)
+                                && capabilities::refuses_name(status, code.as_deref())) =>
+                    {
+                        self.capabilities().learn(Feature::Mount, Support::Refused);
+                        Ok(MountOutcome::Session(
+                            self.start_upload_once(repository).await?,
+                        ))
+                    }
+                    Err(f) => Err(self.learn_name_refusal(repository, f)),
+                }
+            },
+        )
         .await
     }
 
@@ -203,8 +283,30 @@ impl RegistryClient {
             async move {
                 let session = self.start_upload_once(repository).await?;
                 let len = bytes.len() as u64;
-                self.finish_upload_once(&session, digest, Some((bytes.into(), len)))
+                if self.capabilities().upload_flow() == UploadFlow::Docker {
+                    let session = self.patch_stream_once(&session, len, bytes.into()).await?;
+                    return self.finish_upload_once(&session, digest, None).await;
+                }
+                match self
+                    .finish_upload_once(&session, digest, Some((bytes.clone().into(), len)))
                     .await
+                {
+                    Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
+                        // Refused for the flow, not for load: docker's flow, in this attempt.
+                        let _ = self.cancel_upload_once(&session).await;
+                        let session = self.start_upload_once(repository).await?;
+                        let session = self.patch_stream_once(&session, len, bytes.into()).await?;
+                        self.finish_upload_once(&session, digest, None).await?;
+                        if self.capabilities().learn_docker_flow() {
+                            tracing::info!(
+                                registry = self.host(),
+                                "the registry refused a PUT carrying the blob: docker's upload flow (POST, PATCH, empty PUT) from now on"
+                            );
+                        }
+                        Ok(())
+                    }
+                    other => other,
+                }
             }
         })
         .await
@@ -238,6 +340,13 @@ impl RegistryClient {
         })
         .await
     }
+}
+
+fn one_component_refused(repository: &str) -> Failure {
+    Failure::Final(ErrorKind::Refused(format!(
+        "the registry refuses one-component repository names ({repository:?}): name the \
+         target with a namespace, e.g. <namespace>/{repository}"
+    )))
 }
 
 /// The offset after the bytes a session holds, from its `Range: 0-<last>` header.

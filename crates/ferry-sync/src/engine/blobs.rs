@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OnceCell, Semaphore};
 
+use ferry_distribution::capabilities::{Feature, Support};
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::MountOutcome;
 use ferry_distribution::{Digest, Operation, RegistryClient};
@@ -182,14 +183,27 @@ async fn run_job(
 
     // 2. One upload per registry (the first repository needing it) plus every layout, all fed
     //    by one read of the source; the other repositories of a registry mount from it.
+    //    A repository with a namespace goes first: a registry may refuse one-component names,
+    //    and a refused primary must not take the mounts of the others down with it.
+    needed.sort_by_key(|p| match p {
+        Place::Registry { repository, .. } => !repository.contains('/'),
+        Place::Layout(_) => false,
+    });
     let mut primaries: Vec<Place> = Vec::new();
     let mut mounts: Vec<(Place, Place)> = Vec::new();
     for place in needed {
         match &place {
             Place::Layout(_) => primaries.push(place),
             Place::Registry { host, .. } => {
+                // A registry that refused or ignored a mount this run is uploaded to directly,
+                // from the same source read.
+                let mounts_there = job
+                    .clients
+                    .get(host)
+                    .is_none_or(|c| !c.capabilities().support(Feature::Mount).is_unavailable());
                 let primary = primaries
                     .iter()
+                    .filter(|_| mounts_there)
                     .find(|p| matches!(p, Place::Registry { host: h, .. } if h == host));
                 match primary {
                     Some(p) => mounts.push((place.clone(), p.clone())),
@@ -237,6 +251,13 @@ async fn run_job(
                 outcome.insert(place, Ok(()));
             }
             Ok(MountOutcome::Session(s)) => {
+                // The blob was just uploaded to `from`: a registry that has never mounted and
+                // does not mount it ignores mounts (learned; later blobs skip the request).
+                if client.capabilities().support(Feature::Mount) == Support::Unknown {
+                    client
+                        .capabilities()
+                        .learn(Feature::Mount, Support::Ignored);
+                }
                 sessions.insert(place.clone(), s);
                 fallbacks.push(place);
             }

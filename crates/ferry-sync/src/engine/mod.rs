@@ -336,8 +336,23 @@ pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
                 .window(ferry_distribution::Operation::BlobGet)
                 .snapshot()
                 .halvings,
+            capabilities: c.capabilities().snapshot(),
         })
         .collect()
+}
+
+/// Brings the report's `capabilities` up to date with what was learned after the engine ran
+/// (pruning learns whether tags can be deleted).
+pub fn refresh_capabilities(report: &mut SyncReport, registries: &Registries) {
+    for c in registries.built() {
+        if let Some(r) = report
+            .registries
+            .iter_mut()
+            .find(|r| r.registry == c.host())
+        {
+            r.capabilities = c.capabilities().snapshot();
+        }
+    }
 }
 
 fn report(

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio::sync::{Mutex, mpsc};
 
+use ferry_distribution::capabilities::{self, UploadFlow};
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::UploadSession;
 use ferry_distribution::retry::{Call, Failure};
@@ -280,26 +281,89 @@ async fn upload_attempt(
         Some(stream) if offset == 0 => stream,
         _ => reopen(source, blob, offset).await?,
     };
+    if client.capabilities().upload_flow() == UploadFlow::Docker {
+        // Docker's flow: the rest of the blob in one PATCH (appended to what the session
+        // holds, so a resumed attempt sends only what is missing), then an empty PUT.
+        let body = reqwest::Body::wrap_stream(stream);
+        s = client
+            .patch_stream_once(&s, blob.size.saturating_sub(offset), body)
+            .await?;
+        *session.lock().await = Some(s.clone());
+        return client.finish_upload_once(&s, &blob.digest, None).await;
+    }
     let host = client.host();
     let monolithic = offset == 0
         && !quirks::needs_chunked_uploads(host)
         && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host));
     if monolithic {
         let body = reqwest::Body::wrap_stream(stream);
-        return client
+        return match client
             .finish_upload_once(&s, &blob.digest, Some((body, blob.size)))
-            .await;
+            .await
+        {
+            Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
+                docker_flow(client, repository, source, blob, session, &s).await
+            }
+            other => other,
+        };
     }
+    let fresh = offset == 0;
     let shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
     while offset < blob.size {
         let chunk = quirks::max_chunk(host).map_or(shape.chunk_size, |m| m.min(shape.chunk_size));
         let n = chunk.max(1).min(blob.size - offset);
         let body = reqwest::Body::wrap_stream(take_bytes(Arc::clone(&shared), n));
-        s = client.patch_chunk_once(&s, offset, n, body).await?;
+        s = match client.patch_chunk_once(&s, offset, n, body).await {
+            // The first chunk of a session just accepted, refused: chunks are not taken here.
+            Err(Failure::Status { status, .. })
+                if fresh && offset == 0 && capabilities::refuses_flow(status) =>
+            {
+                return docker_flow(client, repository, source, blob, session, &s).await;
+            }
+            other => other?,
+        };
         *session.lock().await = Some(s.clone());
         offset += n;
     }
     client.finish_upload_once(&s, &blob.digest, None).await
+}
+
+/// The registry refused the cheapest flow for this blob in a way that is about the flow (see
+/// `capabilities::refuses_flow`): the blob goes up again through docker's flow (POST, one PATCH
+/// with the whole blob read afresh from the source, empty PUT) inside the same attempt, so the
+/// refusal spends neither a retry nor the breaker. Once that works, the registry keeps docker's
+/// flow for the rest of the run; if it fails too, that failure is the retry loop's to judge.
+async fn docker_flow(
+    client: &RegistryClient,
+    repository: &str,
+    source: &Source,
+    blob: &BlobRef,
+    session: &Mutex<Option<UploadSession>>,
+    refused: &UploadSession,
+) -> Result<(), Failure> {
+    tracing::debug!(
+        registry = client.host(),
+        repository,
+        blob = %blob.digest,
+        "upload refused for its flow: trying docker's flow"
+    );
+    let _ = client.cancel_upload_once(refused).await;
+    *session.lock().await = None;
+    let s = client.start_upload_once(repository).await?;
+    *session.lock().await = Some(s.clone());
+    let stream = reopen(source, blob, 0).await?;
+    let s = client
+        .patch_stream_once(&s, blob.size, reqwest::Body::wrap_stream(stream))
+        .await?;
+    *session.lock().await = Some(s.clone());
+    client.finish_upload_once(&s, &blob.digest, None).await?;
+    if client.capabilities().learn_docker_flow() {
+        tracing::info!(
+            registry = client.host(),
+            "the registry refused the cheapest upload flow: docker's flow (POST, PATCH, empty PUT) for it from now on"
+        );
+    }
+    Ok(())
 }
 
 /// Waits for the stream's first item; a failure before any byte is returned as is.

@@ -236,6 +236,20 @@ impl TagFilter {
         })
     }
 
+    /// Whether the filter names every tag it can select (only `exact` tags, or none at all), so
+    /// resolving them needs no listing of the repository.
+    pub fn names_its_tags(&self) -> bool {
+        let s = &self.spec;
+        s.exclude.is_empty()
+            && s.regex.is_none()
+            && s.semver.is_none()
+            && s.latest.is_none()
+            && match &s.include {
+                None => !s.exact.is_empty(),
+                Some(globs) => globs.is_empty(),
+            }
+    }
+
     /// The spec this filter was compiled from.
     pub fn spec(&self) -> &TagFilterSpec {
         &self.spec
@@ -359,6 +373,27 @@ mod tests {
 
     fn tags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_exact_tags_or_none_name_their_tags() {
+        let spec = |f: fn(&mut TagFilterSpec)| {
+            let mut s = TagFilterSpec {
+                exact: tags(&["1.36", "1.37"]),
+                ..TagFilterSpec::default()
+            };
+            f(&mut s);
+            TagFilter::compile(&s).unwrap()
+        };
+        assert!(spec(|_| {}).names_its_tags());
+        assert!(spec(|s| s.include = Some(Vec::new())).names_its_tags());
+        assert!(TagFilter::none().names_its_tags());
+        assert!(!TagFilter::all().names_its_tags());
+        assert!(!spec(|s| s.include = Some(tags(&["1.*"]))).names_its_tags());
+        assert!(!spec(|s| s.exclude = tags(&["x"])).names_its_tags());
+        assert!(!spec(|s| s.regex = Some("1".into())).names_its_tags());
+        assert!(!spec(|s| s.semver = Some(">=1".into())).names_its_tags());
+        assert!(!spec(|s| s.latest = Some(1)).names_its_tags());
     }
 
     fn filter(yaml: &str) -> TagFilter {

@@ -1,5 +1,6 @@
-//! Resolves one mapping: lists the source's tags (all pages) and each target's once, filters,
-//! resolves the chosen images (see `source`), finds their referrers, and states every target.
+//! Resolves one mapping: lists the source's tags (all pages, only when the filter or pruning
+//! needs them) and each target's once, filters, resolves the chosen images (see `source`), finds
+//! their referrers, and states every target.
 
 use ferry_distribution::Reference;
 use ferry_distribution::error::{Error, ErrorKind};
@@ -32,8 +33,20 @@ pub async fn resolve_mapping(
 ) -> Result<ResolvedMapping, Error> {
     let source = Source::open(&mapping.origin, registries).await?;
 
-    let tags = source.list_tags().await?;
-    let selection = mapping.tags.select(&tags);
+    // Only `exact` tags and digests, and no pruning: each is resolved by its own HEAD/GET, and
+    // the source is not listed (thousands of tags to learn about two; or a registry or token
+    // that does not list at all). A missing exact tag is found missing by its own request.
+    let listed = mapping.prune || !mapping.tags.names_its_tags();
+    let tags = if listed {
+        source.list_tags().await?
+    } else {
+        Vec::new()
+    };
+    let mut selection = if listed {
+        mapping.tags.select(&tags)
+    } else {
+        mapping.tags.select(&mapping.tags.spec().exact)
+    };
     if selection.selected.is_empty() && mapping.digests.is_empty() {
         tracing::warn!(mapping = mapping.index, source = %mapping.source, "the tag filter selected nothing");
     }
@@ -65,13 +78,22 @@ pub async fn resolve_mapping(
     }
     let platforms = mapping.platforms.as_slice();
     let mut images = resolve_images(&source, wanted, platforms, options).await?;
+    if !listed {
+        selection.missing_exact = selection
+            .selected
+            .iter()
+            .filter(|t| !images.iter().any(|i| i.tag.as_deref() == Some(t.as_str())))
+            .cloned()
+            .collect();
+    }
 
     // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
     // (`sha256-<hex>`, an index of the referrers) and cosign's `sha256-<hex>.sig/.att/.sbom`.
-    // They are found in the listing already fetched: no probe per image.
+    // They are found in the listing already fetched (no probe per image); without a listing,
+    // each candidate tag is probed with a HEAD (HEADs are cheap and not metered by Docker Hub).
     let mut filtered_out = selection.filtered_out;
     if mapping.referrers {
-        let listed: std::collections::HashSet<&str> = tags.iter().map(String::as_str).collect();
+        let in_listing: std::collections::HashSet<&str> = tags.iter().map(String::as_str).collect();
         let mut extra: Vec<Wanted> = Vec::new();
         for image in &images {
             let base = image.source_digest.fallback_tag();
@@ -81,7 +103,15 @@ pub async fn resolve_mapping(
                     .iter()
                     .any(|i| i.tag.as_deref() == Some(tag.as_str()))
                     || extra.iter().any(|w| w.reference == tag);
-                if listed.contains(tag.as_str()) && !chosen {
+                if chosen {
+                    continue;
+                }
+                let exists = if listed {
+                    in_listing.contains(tag.as_str())
+                } else {
+                    source.head_manifest(&tag).await?.is_some()
+                };
+                if exists {
                     extra.push(Wanted {
                         tag: Some(tag.clone()),
                         compare: on_some_target(&tag),

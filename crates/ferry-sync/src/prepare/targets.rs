@@ -23,6 +23,12 @@ pub enum TargetListing {
         repository: String,
         tags: Option<Vec<String>>,
     },
+    /// A registry repository that may not be listed (the registry or the token refuses tag
+    /// listing, learned once): every image is compared with a HEAD of its own.
+    Unlisted {
+        client: RegistryClient,
+        repository: String,
+    },
     /// An image-layout directory.
     Layout { path: std::path::PathBuf },
 }
@@ -35,9 +41,19 @@ impl TargetListing {
             Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
         };
         let client = registries.client(&reference.registry).await?;
+        let refused = |e: &Error| {
+            e.status()
+                .is_some_and(ferry_distribution::capabilities::refuses_tag_list)
+        };
         let tags = match client.list_tags(&reference.repository).await {
             Ok(tags) => Some(tags),
             Err(e) if e.is_not_found() => None,
+            Err(e) if refused(&e) => {
+                return Ok(TargetListing::Unlisted {
+                    client,
+                    repository: reference.repository,
+                });
+            }
             Err(e) => return Err(e),
         };
         Ok(TargetListing::Registry {
@@ -53,6 +69,9 @@ impl TargetListing {
             TargetListing::Registry { tags, .. } => {
                 tags.as_ref().is_some_and(|t| t.iter().any(|x| x == tag))
             }
+            // Not known: the source's manifest is fetched whole (the engine reads it anyway
+            // if the target turns out to lack it).
+            TargetListing::Unlisted { .. } => false,
             TargetListing::Layout { path } => crate::layout::read_tags(path)
                 .iter()
                 .any(|(t, _)| t.as_deref() == Some(tag)),
@@ -64,6 +83,7 @@ impl TargetListing {
     pub fn listed_tags(&self) -> Vec<String> {
         match self {
             TargetListing::Registry { tags, .. } => tags.clone().unwrap_or_default(),
+            TargetListing::Unlisted { .. } => Vec::new(),
             TargetListing::Layout { path } => {
                 let mut tags: Vec<String> = crate::layout::read_tags(path)
                     .into_iter()
@@ -83,7 +103,7 @@ impl TargetListing {
         images: &[ImagePlan],
         options: &PrepareOptions,
     ) -> Result<Vec<TargetState>, Error> {
-        let (client, repo, tags) = match self {
+        let (client, repo, present) = match self {
             TargetListing::Layout { path } => {
                 return Ok(crate::layout::target_states(path, images));
             }
@@ -94,15 +114,21 @@ impl TargetListing {
                 client,
                 repository,
                 tags: Some(tags),
-            } => (client, repository.as_str(), tags),
+            } => (
+                client,
+                repository.as_str(),
+                Some(tags.iter().map(String::as_str).collect::<HashSet<&str>>()),
+            ),
+            TargetListing::Unlisted { client, repository } => (client, repository.as_str(), None),
         };
-        let present: HashSet<&str> = tags.iter().map(String::as_str).collect();
         let states: Vec<Result<TargetState, Error>> = futures::stream::iter(images)
             .map(|image| {
                 let present = &present;
                 async move {
                     let reference = match &image.tag {
-                        Some(tag) if !present.contains(tag.as_str()) => {
+                        Some(tag)
+                            if present.as_ref().is_some_and(|p| !p.contains(tag.as_str())) =>
+                        {
                             return Ok(TargetState::Missing);
                         }
                         Some(tag) => tag.clone(),

@@ -6,6 +6,7 @@ mod content;
 mod faults;
 mod metrics;
 mod net;
+mod personality;
 mod reply;
 mod routes;
 mod state;
@@ -27,6 +28,7 @@ pub use faults::{
 };
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
+pub use personality::Personality;
 pub use state::sha256_digest;
 
 use routes::{Config, Listening, Shared};
@@ -94,6 +96,15 @@ impl TestRegistryBuilder {
     /// clients onto the tag-schema fallback. Also controls the `OCI-Subject` header.
     pub fn referrers_api(mut self, enabled: bool) -> Self {
         self.config.referrers_api = enabled;
+        self
+    }
+
+    /// Behaves like a registry in the field that refuses or ignores what `personality` says.
+    pub fn personality(mut self, personality: Personality) -> Self {
+        self.config.personality = personality;
+        if personality.referrers_api_absent {
+            self.config.referrers_api = false;
+        }
         self
     }
 

@@ -27,6 +27,7 @@ pub(crate) struct Config {
     pub(crate) latency: Vec<(String, Duration)>,
     pub(crate) referrers_api: bool,
     pub(crate) redirect_blobs: bool,
+    pub(crate) personality: super::personality::Personality,
 }
 
 /// State shared by both listeners and the test's handle.
@@ -417,6 +418,15 @@ pub(crate) async fn handle(
         cut_request_after,
         conn: conn.clone(),
     };
+    let mut op = op;
+    match super::personality::intercept(&shared.config.personality, &mut op, &mut incoming).await {
+        Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
+        Ok(None) => {}
+        Err(BodyCut) => {
+            guard.set_status(0);
+            return Response::new(Body::empty());
+        }
+    }
     let reply = match dispatch(&shared, op, &mut incoming, authorization.as_deref()).await {
         Ok(reply) => reply,
         Err(BodyCut) => {

@@ -1,0 +1,192 @@
+//! Personalities of the test registry: switches that make it behave like registries in the field
+//! (docker's upload flow only, no mounts, no chunked PATCH, no tag listing or deletion, ...).
+
+use axum::body::Body;
+use axum::http::header;
+
+use super::metrics::OpKind;
+use super::reply::{Reply, oci_error};
+use super::routes::{BodyCut, Incoming};
+
+/// What the registry refuses or ignores. The default refuses nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Personality {
+    /// A closing PUT that carries bytes is answered 500 (only docker's flow works: POST, PATCH
+    /// with the bytes, PUT with an empty body).
+    pub put_with_body_refused: bool,
+    /// A PATCH with `Content-Range` is answered 400; a PATCH without one appends as usual.
+    pub chunked_patch_refused: bool,
+    /// `?mount=` is ignored: a plain upload session (202) is opened instead.
+    pub mount_ignored: bool,
+    /// `?mount=` is refused with 405 UNSUPPORTED.
+    pub mount_refused: bool,
+    /// `GET /v2/NAME/tags/list` is answered 403 DENIED (a token that may pull but not list).
+    pub tag_list_refused: bool,
+    /// `GET /v2/NAME/referrers/D` is answered 404 and no `OCI-Subject` is sent.
+    pub referrers_api_absent: bool,
+    /// `DELETE /v2/NAME/manifests/TAG` is answered 405 UNSUPPORTED (digests still delete).
+    pub tag_delete_refused: bool,
+    /// Any write to a repository name without a `/` is answered 400 NAME_INVALID.
+    pub one_component_names_refused: bool,
+}
+
+impl Personality {
+    /// Accepts only docker's upload flow.
+    pub fn docker_flow_only() -> Self {
+        Personality {
+            put_with_body_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Refuses chunked PATCHes.
+    pub fn no_chunked_patch() -> Self {
+        Personality {
+            chunked_patch_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Ignores cross-repository mounts.
+    pub fn no_mount() -> Self {
+        Personality {
+            mount_ignored: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Refuses cross-repository mounts.
+    pub fn mount_refused() -> Self {
+        Personality {
+            mount_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Refuses tag listing.
+    pub fn no_tag_list() -> Self {
+        Personality {
+            tag_list_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Has no referrers API.
+    pub fn no_referrers_api() -> Self {
+        Personality {
+            referrers_api_absent: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Refuses tag deletes.
+    pub fn no_tag_delete() -> Self {
+        Personality {
+            tag_delete_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Refuses one-component repository names.
+    pub fn no_one_component_names() -> Self {
+        Personality {
+            one_component_names_refused: true,
+            ..Personality::default()
+        }
+    }
+
+    /// Every personality with one switch on, named (for tests that run under each).
+    pub fn each() -> Vec<(&'static str, Personality)> {
+        vec![
+            ("docker_flow_only", Personality::docker_flow_only()),
+            ("no_chunked_patch", Personality::no_chunked_patch()),
+            ("no_mount", Personality::no_mount()),
+            ("mount_refused", Personality::mount_refused()),
+            ("no_tag_list", Personality::no_tag_list()),
+            ("no_referrers_api", Personality::no_referrers_api()),
+            ("no_tag_delete", Personality::no_tag_delete()),
+            (
+                "no_one_component_names",
+                Personality::no_one_component_names(),
+            ),
+        ]
+    }
+}
+
+fn is_write(op: OpKind) -> bool {
+    matches!(
+        op,
+        OpKind::UploadStart
+            | OpKind::UploadMonolithic
+            | OpKind::Mount
+            | OpKind::UploadPatch
+            | OpKind::UploadPut
+            | OpKind::ManifestPut
+            | OpKind::ManifestDelete
+    )
+}
+
+/// The personality's answer to a request, when it has one; `None` lets the registry answer as
+/// usual. A mount to be ignored is turned into a plain upload start by the caller (`op`).
+pub(crate) async fn intercept(
+    personality: &Personality,
+    op: &mut OpKind,
+    incoming: &mut Incoming,
+) -> Result<Option<Reply>, BodyCut> {
+    let repo = incoming.route.repo().unwrap_or_default().to_owned();
+    if personality.one_component_names_refused && is_write(*op) && !repo.contains('/') {
+        return Ok(Some(oci_error(
+            400,
+            "NAME_INVALID",
+            format!("repository name {repo:?} must have a namespace"),
+        )));
+    }
+    let reply = match *op {
+        OpKind::Mount if personality.mount_refused => Some(oci_error(
+            405,
+            "UNSUPPORTED",
+            "cross-repository mounts are not supported",
+        )),
+        OpKind::Mount if personality.mount_ignored => {
+            *op = OpKind::UploadStart;
+            None
+        }
+        OpKind::TagList if personality.tag_list_refused => Some(oci_error(
+            403,
+            "DENIED",
+            "this token may pull but not list tags",
+        )),
+        OpKind::ManifestDelete if personality.tag_delete_refused => {
+            let by_tag = match &incoming.route {
+                super::routes::Route::Manifest { reference, .. } => {
+                    !super::state::is_digest(reference)
+                }
+                _ => false,
+            };
+            by_tag.then(|| oci_error(405, "UNSUPPORTED", "tags cannot be deleted"))
+        }
+        OpKind::UploadPatch
+            if personality.chunked_patch_refused
+                && incoming.headers.contains_key(header::CONTENT_RANGE) =>
+        {
+            // Read the body first, as a registry does, so the client sees the answer.
+            incoming.read_body().await?;
+            Some(oci_error(
+                400,
+                "BLOB_UPLOAD_INVALID",
+                "chunked uploads are not supported",
+            ))
+        }
+        OpKind::UploadPut if personality.put_with_body_refused => {
+            let body = incoming.read_body().await?;
+            if body.is_empty() {
+                incoming.body = Body::from(body);
+                None
+            } else {
+                Some(oci_error(500, "UNKNOWN", "unknown error"))
+            }
+        }
+        _ => None,
+    };
+    Ok(reply)
+}
