@@ -7,6 +7,7 @@ pub mod challenge;
 pub mod client;
 pub mod digest;
 pub mod error;
+pub mod evidence;
 pub mod gate;
 pub mod link;
 pub mod media;
