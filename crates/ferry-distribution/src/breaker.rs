@@ -13,9 +13,10 @@ use tokio::time::Instant;
 pub struct BreakerSettings {
     /// Answers older than this leave the failure-rate window.
     pub window: Duration,
-    /// Fewer answers than this in the window never open the breaker on the failure rate.
+    /// The failure rate is taken over the last this-many answers (inside `window`); fewer
+    /// never open the breaker on the failure rate.
     pub min_requests: u32,
-    /// The share of faults among the window's answers (0..=1) that opens it.
+    /// The share of faults among those answers (0..=1) that opens it.
     pub failure_rate: f64,
     /// Consecutive connect failures (nothing reached the registry) that open it.
     pub connect_failures: u32,
@@ -128,6 +129,9 @@ impl Breaker {
             s.answers.pop_front();
         }
         s.answers.push_back((now, fault));
+        while s.answers.len() > self.settings.min_requests.max(1) as usize {
+            s.answers.pop_front();
+        }
     }
 
     /// The registry answered (any answer that is not a fault).

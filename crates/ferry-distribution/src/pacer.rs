@@ -40,11 +40,15 @@ const LEARNED_SHARE: f64 = 0.9;
 const LEARNED_CUT: f64 = 0.8;
 /// Recovery starts after this long without a registry-wide throttle.
 const QUIET: Duration = Duration::from_secs(1);
-/// Below the estimate of the registry's limit, each success multiplies the rate by this.
+/// Below the estimate of the registry's limit (times [`LEARNED_SHARE`]: sending right at a
+/// limit draws a steady trickle of throttles), each success multiplies the rate by this: a
+/// rate cut by a momentary storm comes back within a few dozen requests.
 const RECOVERY_FACTOR: f64 = 1.05;
-/// At or above the estimate, each success adds this share of a request per second, about one
-/// request per second more for every second of traffic (probing slowly for more).
-const PROBE: f64 = 1.0;
+/// Probing past the estimate starts only after this long without a registry-wide throttle.
+const LONG_QUIET: Duration = Duration::from_secs(5);
+/// Past the estimate, each success multiplies the rate by this (probing for a higher limit;
+/// the first throttle ends the probe, so an overshoot costs one throttle).
+const PROBE_FACTOR: f64 = 1.02;
 
 /// A token bucket on the tokio clock.
 #[derive(Debug, Clone)]
@@ -266,16 +270,20 @@ impl Pacer {
         let mut s = self.lock();
         let now = Instant::now();
         s.evidence.record_answer(repository, now);
-        if let Some(l) = s.learned.as_mut()
-            && now.saturating_duration_since(l.last_cut) >= QUIET
-        {
-            let rate = if l.bucket.rate < l.estimate {
-                l.bucket.rate * RECOVERY_FACTOR
+        if let Some(l) = s.learned.as_mut() {
+            let quiet = now.saturating_duration_since(l.last_cut);
+            let rate = if quiet < QUIET {
+                l.bucket.rate
+            } else if l.bucket.rate < l.estimate * LEARNED_SHARE {
+                (l.bucket.rate * RECOVERY_FACTOR).min(l.estimate * LEARNED_SHARE)
+            } else if quiet >= LONG_QUIET {
+                l.bucket.rate * PROBE_FACTOR
             } else {
-                l.bucket.rate + PROBE / l.bucket.rate.max(1.0)
+                l.bucket.rate
             };
             l.bucket.refill(now);
             l.bucket.rate = sane(rate).max(SLOWEST_RATE);
+            l.bucket.capacity = configured_burst(l.bucket.rate);
         }
     }
 
@@ -285,7 +293,26 @@ impl Pacer {
         let mut s = self.lock();
         let now = Instant::now();
         let scope = s.evidence.record_throttle(repository, now);
-        if scope != Scope::Registry || s.configured.is_some() || s.announced.is_some() {
+        if s.configured.is_some() || s.announced.is_some() {
+            return scope;
+        }
+        if scope == Scope::Request
+            && s.learned
+                .as_ref()
+                .is_some_and(|l| l.bucket.rate > l.estimate * LEARNED_SHARE)
+        {
+            // A probe past the known limit drew a throttle: the probe ends, and what the
+            // registry accepted meanwhile is the new estimate of its limit.
+            let (_, accepted) = s.evidence.accepted(now);
+            if let Some(l) = s.learned.as_mut() {
+                l.estimate = l.estimate.max(accepted);
+                l.bucket.refill(now);
+                l.bucket.rate = (l.estimate * LEARNED_SHARE).max(1.0);
+                l.last_cut = now;
+            }
+            return scope;
+        }
+        if scope != Scope::Registry {
             return scope;
         }
         let (count, accepted) = s.evidence.accepted(now);
