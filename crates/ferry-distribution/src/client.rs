@@ -374,10 +374,12 @@ impl RegistryClient {
     /// of the attempt it answers (so the operation is known to be metered).
     fn observe(&self, response: &Response) {
         let gate = &self.inner.gate;
-        if let Some(quota) = crate::pacer::quota_headers(response.headers())
-            && let Some(ticket) = crate::retry::current_ticket(gate)
-        {
-            gate.pacer.observe_quota(quota, ticket);
+        let Some(ticket) = crate::retry::current_ticket(gate) else {
+            return;
+        };
+        match crate::pacer::quota_headers(response.headers()) {
+            Some(quota) => gate.pacer.observe_quota(quota, ticket),
+            None => gate.pacer.observe_no_quota(ticket),
         }
     }
 

@@ -116,9 +116,10 @@ pub struct Quota {
 #[derive(Debug)]
 struct Announced {
     bucket: Bucket,
-    /// Operations whose answers carried the headers: the ones the quota meters. Others (Docker
-    /// Hub's blob requests) do not draw from it.
-    metered: BTreeSet<Operation>,
+    /// Operations whose answers came without the headers: the quota does not meter them
+    /// (Docker Hub's blob requests). Every other operation draws from it, from the first
+    /// announcement on, before its own first answer.
+    unmetered: BTreeSet<Operation>,
 }
 
 #[derive(Debug)]
@@ -215,7 +216,7 @@ impl Pacer {
                 let metered = s
                     .announced
                     .as_ref()
-                    .is_some_and(|a| a.metered.contains(&operation));
+                    .is_some_and(|a| !a.unmetered.contains(&operation));
                 let State {
                     configured,
                     announced,
@@ -370,17 +371,26 @@ impl Pacer {
         let first = s.announced.is_none();
         let announced = s.announced.get_or_insert_with(|| Announced {
             bucket: Bucket::new(rate, quota.limit as f64, tokens, now),
-            metered: BTreeSet::new(),
+            unmetered: BTreeSet::new(),
         });
-        if announced.metered.insert(ticket.operation) && !first {
-            tracing::debug!(registry = %self.registry, operation = ticket.operation.name(), "operation metered by the announced quota");
-        }
+        announced.unmetered.remove(&ticket.operation);
         announced.bucket.refill(now);
         announced.bucket.rate = sane(rate).max(SLOWEST_RATE);
         announced.bucket.capacity = (quota.limit as f64).max(1.0);
         announced.bucket.tokens = tokens.min(announced.bucket.capacity);
         if first {
             tracing::info!(registry = %self.registry, limit = quota.limit, remaining = quota.remaining, window_secs = quota.window.as_secs(), "pacing to the quota the registry announced");
+        }
+    }
+
+    /// An answer to a request admitted with `ticket` carried no quota headers: once the registry
+    /// has announced a quota, that operation is not metered by it.
+    pub fn observe_no_quota(&self, ticket: Ticket) {
+        let mut s = self.lock();
+        if let Some(a) = s.announced.as_mut()
+            && a.unmetered.insert(ticket.operation)
+        {
+            tracing::debug!(registry = %self.registry, operation = ticket.operation.name(), "operation not metered by the announced quota");
         }
     }
 

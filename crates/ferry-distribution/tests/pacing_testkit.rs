@@ -154,6 +154,40 @@ async fn a_header_announced_limit_is_never_exceeded() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_announced_limit_holds_from_the_first_answer_for_operations_not_yet_answered() {
+    let repos = names("team/app", 8);
+    let reg = TestRegistry::builder()
+        .rate_limit(TokenBucket::new(20.0, 20).announced(1))
+        .start()
+        .await
+        .unwrap();
+    let (reg, client) = seeded(reg, &repos, 5).await;
+    let blob = ferry_distribution::digest::Digest::parse(&reg.seed_blob(&repos[0], b"b")).unwrap();
+    // Only the ping has been answered: a wave of four kinds of request, none answered before.
+    let start = Instant::now();
+    let first = repos[0].clone();
+    let wave = repos.iter().map(|repo| {
+        let (client, blob, first) = (client.clone(), blob.clone(), first.clone());
+        async move {
+            client.list_tags(repo).await.unwrap();
+            client.head_manifest(repo, "v1").await.unwrap();
+            client.get_manifest(repo, "v1").await.unwrap();
+            client.head_blob(&first, &blob).await.unwrap();
+        }
+    });
+    join_all(wave).await;
+    let stats = reg.stats();
+    assert_eq!(stats.too_many_requests, 0, "{:?}", stats.statuses);
+    assert_eq!(stats.requests, 32, "one request each");
+    // 19 tokens were left after the ping; 13 more at 20 a second.
+    assert!(
+        start.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_docker_hub_quota_is_spent_only_by_what_it_meters_and_never_overdrawn() {
     let repos = names("library/app", 3);
     let reg = TestRegistry::builder()
