@@ -41,7 +41,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 5,
-            base: Duration::from_millis(250),
+            base: Duration::from_millis(100),
             cap: Duration::from_secs(30),
             retry_after_cap: Duration::from_secs(120),
             deadline: Duration::from_secs(600),
