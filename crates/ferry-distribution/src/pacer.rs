@@ -346,7 +346,7 @@ impl Pacer {
     /// Holds `repository` for `wait`: it keeps drawing throttles and the registry named a time.
     pub fn hold(&self, repository: &str, wait: Duration) {
         let mut s = self.lock();
-        let until = Instant::now() + wait;
+        let until = Instant::now() + wait.min(LONGEST_WAIT);
         let entry = s.holds.entry(repository.to_owned()).or_insert(until);
         if *entry < until {
             *entry = until;

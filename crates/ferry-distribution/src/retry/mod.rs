@@ -289,7 +289,11 @@ where
             None => backoff,
         };
         let beyond_cap = retry_after.is_some_and(|ra| ra > policy.retry_after_cap);
-        if beyond_cap || Instant::now() + wait >= deadline {
+        // Checked: a hostile Retry-After under a configured huge cap must not overflow.
+        let past_deadline = Instant::now()
+            .checked_add(wait)
+            .is_none_or(|at| at >= deadline);
+        if beyond_cap || past_deadline {
             return Err(match throttled_error(attempts) {
                 Some(e) => e,
                 None => last_answer(failure, attempts),

@@ -395,3 +395,21 @@ fn backoff_is_jittered_grows_and_is_capped() {
         "late retries grow toward the cap: {sums:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_at_the_type_limit_under_an_unbounded_cap_ends_throttled_without_panicking() {
+    let mut p = policy();
+    p.retry_after_cap = Duration::MAX;
+    let gate = gate_with(p);
+    let (r, calls, elapsed) = run(
+        &gate,
+        Operation::ManifestGet,
+        vec![Some(status(429, Some(u64::MAX))), None],
+    )
+    .await;
+    assert_eq!(
+        r.unwrap_err().kind,
+        ErrorKind::Throttled { seconds: u64::MAX }
+    );
+    assert_eq!((calls, elapsed), (1, Duration::ZERO));
+}
