@@ -56,6 +56,7 @@ async fn main() {
             per_second: RATE,
             burst: BURST,
             retry_after: RetryAfterStyle::Seconds,
+            announce_window_secs: None,
         }));
         src.reset_stats();
         let rps = if configured {

@@ -1,6 +1,8 @@
-//! The breaker for one registry: after repeated faults it opens and answers at once without a
-//! request, lets one probe through after a cool-down, and closes when the probe succeeds.
+//! The breaker for one registry: it opens on evidence the registry is down (a failure rate over a
+//! window with a minimum of requests, consecutive connect failures, a failed ping), answers at once
+//! without a request while open, lets one probe through after a cool-down, and closes on success.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -9,8 +11,15 @@ use tokio::time::Instant;
 /// Settings for a [`Breaker`].
 #[derive(Debug, Clone, Copy)]
 pub struct BreakerSettings {
-    /// Consecutive faults that open the breaker.
-    pub threshold: u32,
+    /// Answers older than this leave the failure-rate window.
+    pub window: Duration,
+    /// The failure rate is taken over the last this-many answers (inside `window`); fewer
+    /// never open the breaker on the failure rate.
+    pub min_requests: u32,
+    /// The share of faults among those answers (0..=1) that opens it.
+    pub failure_rate: f64,
+    /// Consecutive connect failures (nothing reached the registry) that open it.
+    pub connect_failures: u32,
     /// How long it stays open before one probe is let through.
     pub cooldown: Duration,
 }
@@ -18,17 +27,37 @@ pub struct BreakerSettings {
 impl Default for BreakerSettings {
     fn default() -> Self {
         BreakerSettings {
-            threshold: 5,
+            window: Duration::from_secs(30),
+            min_requests: 20,
+            failure_rate: 0.8,
+            connect_failures: 5,
             cooldown: Duration::from_secs(30),
         }
     }
 }
 
+/// What one failed attempt says about the registry's health.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Closed { faults: u32 },
+pub enum Fault {
+    /// A connection could not be opened: nothing reached the registry.
+    Connect,
+    /// A 5xx, or a connection lost after the request went out.
+    Answer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Closed,
     Open { until: Instant },
     HalfOpen { probing: bool },
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    /// The window's answers: when, and whether each was a fault.
+    answers: VecDeque<(Instant, bool)>,
+    connect_streak: u32,
 }
 
 /// The breaker's public state, for logs and tests.
@@ -55,7 +84,11 @@ impl Breaker {
         Breaker {
             registry: registry.into(),
             settings,
-            state: Mutex::new(State::Closed { faults: 0 }),
+            state: Mutex::new(State {
+                phase: Phase::Closed,
+                answers: VecDeque::new(),
+                connect_streak: 0,
+            }),
         }
     }
 
@@ -63,90 +96,115 @@ impl Breaker {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// May a request go out now? In the half-open state only one probe at a time is admitted.
+    /// May a new operation start now? In the half-open state only one probe at a time is
+    /// admitted. Operations already admitted finish their own retries without asking again.
     pub fn admit(&self) -> Result<(), BreakerOpen> {
         let mut s = self.lock();
-        match *s {
-            State::Closed { .. } => Ok(()),
-            State::Open { until } => {
+        match s.phase {
+            Phase::Closed => Ok(()),
+            Phase::Open { until } => {
                 if Instant::now() >= until {
-                    *s = State::HalfOpen { probing: true };
+                    s.phase = Phase::HalfOpen { probing: true };
                     tracing::info!(registry = %self.registry, "breaker half-open: probing");
                     Ok(())
                 } else {
                     Err(BreakerOpen)
                 }
             }
-            State::HalfOpen { probing: true } => Err(BreakerOpen),
-            State::HalfOpen { probing: false } => {
-                *s = State::HalfOpen { probing: true };
+            Phase::HalfOpen { probing: true } => Err(BreakerOpen),
+            Phase::HalfOpen { probing: false } => {
+                s.phase = Phase::HalfOpen { probing: true };
                 Ok(())
             }
+        }
+    }
+
+    fn push(&self, s: &mut State, fault: bool) {
+        let now = Instant::now();
+        while s
+            .answers
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > self.settings.window)
+        {
+            s.answers.pop_front();
+        }
+        s.answers.push_back((now, fault));
+        while s.answers.len() > self.settings.min_requests.max(1) as usize {
+            s.answers.pop_front();
         }
     }
 
     /// The registry answered (any answer that is not a fault).
     pub fn record_success(&self) {
         let mut s = self.lock();
-        if !matches!(*s, State::Closed { faults: 0 }) {
-            if !matches!(*s, State::Closed { .. }) {
-                tracing::info!(registry = %self.registry, "breaker closed");
-            }
-            *s = State::Closed { faults: 0 };
+        self.push(&mut s, false);
+        s.connect_streak = 0;
+        if !matches!(s.phase, Phase::Closed) {
+            tracing::info!(registry = %self.registry, "breaker closed");
+            s.phase = Phase::Closed;
+            s.answers.clear();
         }
     }
 
     /// The registry failed (5xx, connection refused or lost).
-    pub fn record_fault(&self) {
+    pub fn record_fault(&self, fault: Fault) {
         let mut s = self.lock();
-        let open = match *s {
-            State::Closed { faults } => {
-                let faults = faults + 1;
-                if faults >= self.settings.threshold {
-                    true
+        self.push(&mut s, true);
+        s.connect_streak = match fault {
+            Fault::Connect => s.connect_streak.saturating_add(1),
+            Fault::Answer => 0,
+        };
+        let reason = match s.phase {
+            Phase::Open { .. } => return,
+            Phase::HalfOpen { .. } => "the probe failed",
+            Phase::Closed => {
+                let total = s.answers.len();
+                let faults = s.answers.iter().filter(|(_, f)| *f).count();
+                if s.connect_streak >= self.settings.connect_failures.max(1) {
+                    "connections refused in a row"
+                } else if total >= self.settings.min_requests.max(1) as usize
+                    && faults as f64 >= self.settings.failure_rate * total as f64
+                {
+                    "failure rate over the window"
                 } else {
-                    *s = State::Closed { faults };
-                    false
+                    return;
                 }
             }
-            State::HalfOpen { .. } => true,
-            State::Open { .. } => false,
         };
-        if open {
-            *s = State::Open {
-                until: Instant::now() + self.settings.cooldown,
-            };
-            tracing::warn!(
-                registry = %self.registry,
-                cooldown_secs = self.settings.cooldown.as_secs(),
-                "breaker open after repeated failures"
-            );
-        }
+        s.phase = Phase::Open {
+            until: Instant::now() + self.settings.cooldown,
+        };
+        tracing::warn!(
+            registry = %self.registry,
+            cooldown_secs = self.settings.cooldown.as_secs(),
+            reason,
+            "breaker open: the registry looks down"
+        );
     }
 
     /// An attempt that was admitted ended without saying anything about the registry (a local
     /// failure, our own cancellation): a half-open probe slot is handed back.
     pub fn record_nothing(&self) {
         let mut s = self.lock();
-        if let State::HalfOpen { probing: true } = *s {
-            *s = State::HalfOpen { probing: false };
+        if let Phase::HalfOpen { probing: true } = s.phase {
+            s.phase = Phase::HalfOpen { probing: false };
         }
     }
 
     /// Opens the breaker at once (a registry whose ping failed outright).
     pub fn trip(&self) {
         let mut s = self.lock();
-        *s = State::Open {
+        s.phase = Phase::Open {
             until: Instant::now() + self.settings.cooldown,
         };
         tracing::warn!(registry = %self.registry, "breaker open: registry unreachable");
     }
 
     pub fn state(&self) -> BreakerState {
-        match *self.lock() {
-            State::Closed { .. } => BreakerState::Closed,
-            State::Open { .. } => BreakerState::Open,
-            State::HalfOpen { .. } => BreakerState::HalfOpen,
+        match self.lock().phase {
+            Phase::Closed => BreakerState::Closed,
+            Phase::Open { .. } => BreakerState::Open,
+            Phase::HalfOpen { .. } => BreakerState::HalfOpen,
         }
     }
 }
@@ -159,20 +217,27 @@ mod tests {
         Breaker::new(
             "r",
             BreakerSettings {
-                threshold: 3,
+                min_requests: 3,
+                failure_rate: 0.8,
+                connect_failures: 3,
                 cooldown: Duration::from_secs(10),
+                ..BreakerSettings::default()
             },
         )
     }
 
     #[tokio::test(start_paused = true)]
-    async fn opens_after_consecutive_faults_fails_fast_and_recovers_through_a_probe() {
+    async fn opens_on_the_failure_rate_fails_fast_and_recovers_through_a_probe() {
         let b = breaker();
-        b.record_fault();
-        b.record_fault();
-        assert_eq!(b.state(), BreakerState::Closed);
+        b.record_fault(Fault::Answer);
+        b.record_fault(Fault::Answer);
+        assert_eq!(
+            b.state(),
+            BreakerState::Closed,
+            "below the minimum of requests"
+        );
         assert!(b.admit().is_ok());
-        b.record_fault();
+        b.record_fault(Fault::Answer);
         assert_eq!(b.state(), BreakerState::Open);
         assert_eq!(b.admit(), Err(BreakerOpen));
         tokio::time::advance(Duration::from_secs(10)).await;
@@ -189,19 +254,53 @@ mod tests {
         b.trip();
         tokio::time::advance(Duration::from_secs(10)).await;
         assert!(b.admit().is_ok());
-        b.record_fault();
+        b.record_fault(Fault::Answer);
         assert_eq!(b.state(), BreakerState::Open);
         assert_eq!(b.admit(), Err(BreakerOpen));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_success_resets_the_count() {
-        let b = breaker();
-        b.record_fault();
-        b.record_fault();
+    async fn a_fault_rate_of_a_fifth_never_opens_it_however_the_faults_bunch() {
+        let b = Breaker::new("r", BreakerSettings::default());
+        // 1000 answers, one in five a fault, in streaks of up to ten in a row.
+        for i in 0..1000u32 {
+            if i % 50 < 10 {
+                b.record_fault(Fault::Answer);
+            } else {
+                b.record_success();
+            }
+            tokio::time::advance(Duration::from_millis(10)).await;
+            assert_eq!(b.state(), BreakerState::Closed, "opened at answer {i}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_connections_in_a_row_open_it_and_an_answer_breaks_the_streak() {
+        let b = Breaker::new(
+            "r",
+            BreakerSettings {
+                min_requests: 100,
+                connect_failures: 3,
+                ..BreakerSettings::default()
+            },
+        );
+        b.record_fault(Fault::Connect);
+        b.record_fault(Fault::Connect);
         b.record_success();
-        b.record_fault();
-        b.record_fault();
+        b.record_fault(Fault::Connect);
+        b.record_fault(Fault::Connect);
         assert_eq!(b.state(), BreakerState::Closed);
+        b.record_fault(Fault::Connect);
+        assert_eq!(b.state(), BreakerState::Open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn old_answers_leave_the_window() {
+        let b = breaker();
+        b.record_fault(Fault::Answer);
+        b.record_fault(Fault::Answer);
+        tokio::time::advance(Duration::from_secs(31)).await;
+        b.record_fault(Fault::Answer);
+        assert_eq!(b.state(), BreakerState::Closed, "two of three are stale");
     }
 }

@@ -387,10 +387,16 @@ impl RegistryClient {
         Ok(response)
     }
 
-    /// Feeds what every answer says about the registry's quota to its pacer.
+    /// Feeds what an answer announces about the registry's quota to its pacer, with the ticket
+    /// of the attempt it answers (so the operation is known to be metered).
     fn observe(&self, response: &Response) {
-        if let Some((remaining, limit)) = crate::pacer::quota_headers(response.headers()) {
-            self.inner.gate.pacer.observe_quota(remaining, limit);
+        let gate = &self.inner.gate;
+        let Some(ticket) = crate::retry::current_ticket(gate) else {
+            return;
+        };
+        match crate::pacer::quota_headers(response.headers()) {
+            Some(quota) => gate.pacer.observe_quota(quota, ticket),
+            None => gate.pacer.observe_no_quota(ticket),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::breaker::{Breaker, BreakerSettings};
 use crate::operation::Operation;
-use crate::pacer::Pacer;
+use crate::pacer::{Pacer, Ticket};
 use crate::retry::RetryPolicy;
 use crate::stats::RegistryStats;
 use crate::window::{AimdWindow, Permit, WindowSettings};
@@ -85,11 +85,13 @@ impl RegistryGate {
         }
     }
 
-    /// Waits for a window slot, then for the pacer, for one attempt of `operation`.
-    pub async fn acquire(&self, operation: Operation) -> Slot {
+    /// Waits out a hold on `repository`, then for a window slot, then for the pacer, for one
+    /// attempt of `operation`. A held repository never sits on a slot.
+    pub async fn acquire(&self, operation: Operation, repository: Option<&str>) -> (Slot, Ticket) {
+        self.pacer.wait_for_hold(repository).await;
         let permit = self.window(operation).acquire().await;
-        self.pacer.admit().await;
-        Slot { _permit: permit }
+        let ticket = self.pacer.admit(operation).await;
+        (Slot { _permit: permit }, ticket)
     }
 }
 

@@ -8,6 +8,7 @@ pub mod challenge;
 pub mod client;
 pub mod digest;
 pub mod error;
+pub mod evidence;
 pub mod gate;
 pub mod limit;
 pub mod link;

@@ -1,88 +1,178 @@
-//! Request pacing for one registry: the configured requests-per-second bucket, a rate learned
-//! from throttles when none is configured, and a registry-wide pause that honours `Retry-After`.
+//! Request pacing for one registry: the configured requests-per-second, the quota the registry
+//! announces in `ratelimit-*` headers, a rate learned from registry-wide throttles, and holds.
+//!
+//! Every signal is scoped to what it governs (docs/retry.md, "What a throttle governs"): a
+//! `Retry-After` delays its own request, a repository that keeps drawing throttles holds only its
+//! own requests, and only registry-wide evidence (announced headers, or throttles across the
+//! registry judged by [`Evidence`]) slows the registry.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Throttles closer together than this are one signal.
+use crate::evidence::{Evidence, Scope};
+use crate::operation::Operation;
+
+/// Registry-wide cuts closer together than this are one signal.
 const EPOCH: Duration = Duration::from_secs(1);
 
-#[derive(Debug)]
+/// No pacing wait is longer than this at a time (a hostile header cannot park a request for
+/// years; the operation's deadline still bounds the total).
+const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+
+/// Slowest rate any bucket keeps, so a wait is always finite.
+const SLOWEST_RATE: f64 = 1e-4;
+
+/// An announced quota is spent at this share of its rate: our clock and the registry's never
+/// refill in step.
+const ANNOUNCED_SHARE: f64 = 0.95;
+
+/// The window a quota is assumed to cover when the registry names none (`w=`).
+const DEFAULT_QUOTA_WINDOW: Duration = Duration::from_secs(60);
+
+/// Fewer accepted answers than this in the evidence window teach no rate.
+const MIN_HISTORY: usize = 8;
+/// After a registry-wide throttle the learned rate is this share of what the registry accepted.
+const LEARNED_SHARE: f64 = 0.9;
+/// Each further registry-wide throttle (once per epoch) cuts the learned rate to this share.
+const LEARNED_CUT: f64 = 0.8;
+/// Recovery starts after this long without a registry-wide throttle.
+const QUIET: Duration = Duration::from_secs(1);
+/// Below the estimate of the registry's limit (times [`LEARNED_SHARE`]: sending right at a
+/// limit draws a steady trickle of throttles), each success multiplies the rate by this: a
+/// rate cut by a momentary storm comes back within a few dozen requests.
+const RECOVERY_FACTOR: f64 = 1.05;
+/// Probing past the estimate starts only after this long without a registry-wide throttle.
+const LONG_QUIET: Duration = Duration::from_secs(5);
+/// Past the estimate, each success multiplies the rate by this (probing for a higher limit;
+/// the first throttle ends the probe, so an overshoot costs one throttle).
+const PROBE_FACTOR: f64 = 1.02;
+
+/// A token bucket on the tokio clock.
+#[derive(Debug, Clone)]
 struct Bucket {
     rate: f64,
+    capacity: f64,
     tokens: f64,
     last: Instant,
 }
 
 impl Bucket {
-    fn new(rate: f64, now: Instant) -> Self {
+    fn new(rate: f64, capacity: f64, tokens: f64, now: Instant) -> Self {
+        let rate = sane(rate).max(SLOWEST_RATE);
+        let capacity = sane(capacity).max(1.0);
         Bucket {
             rate,
-            tokens: burst(rate),
+            capacity,
+            tokens: sane(tokens).clamp(0.0, capacity),
             last: now,
         }
     }
 
-    /// Takes a token, or says how long until one is there.
-    fn take(&mut self, now: Instant) -> Option<Duration> {
-        let refill = now.duration_since(self.last).as_secs_f64() * self.rate;
-        self.tokens = (self.tokens + refill).min(burst(self.rate));
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.capacity);
         self.last = now;
+    }
+
+    /// How long until a token is there (`None`: one is there now).
+    fn wait(&mut self, now: Instant) -> Option<Duration> {
+        self.refill(now);
         if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
             None
         } else {
-            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            let secs = (1.0 - self.tokens) / self.rate;
+            Some(Duration::try_from_secs_f64(secs).map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT)))
         }
     }
+
+    fn take(&mut self) {
+        self.tokens -= 1.0;
+    }
+}
+
+/// A finite, non-negative number (hostile input arrives here as huge or odd floats).
+fn sane(x: f64) -> f64 {
+    if x.is_finite() { x.max(0.0) } else { 0.0 }
 }
 
 /// Half a second's worth: a registry's own bucket and ours never refill in step, and a full
 /// second's burst on top of a full rate lands right at its limit.
-fn burst(rate: f64) -> f64 {
+fn configured_burst(rate: f64) -> f64 {
     (rate / 2.0).max(1.0)
+}
+
+/// What a registry announced about its quota (`ratelimit-limit: 100;w=21600`,
+/// `ratelimit-remaining: 76;w=21600`, as Docker Hub sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub limit: u64,
+    pub remaining: u64,
+    pub window: Duration,
+}
+
+#[derive(Debug)]
+struct Announced {
+    bucket: Bucket,
+    /// Operations whose answers came without the headers: the quota does not meter them
+    /// (Docker Hub's blob requests). Every other operation draws from it, from the first
+    /// announcement on, before its own first answer.
+    unmetered: BTreeSet<Operation>,
+}
+
+#[derive(Debug)]
+struct Learned {
+    bucket: Bucket,
+    /// What the registry accepted when it last throttled registry-wide: its limit, as seen.
+    estimate: f64,
+    last_cut: Instant,
 }
 
 #[derive(Debug)]
 struct State {
-    bucket: Option<Bucket>,
-    /// Successful requests in the last second, to learn a rate from.
-    successes: VecDeque<Instant>,
-    paused_until: Option<Instant>,
-    last_cut: Option<Instant>,
+    configured: Option<Bucket>,
+    announced: Option<Announced>,
+    learned: Option<Learned>,
+    evidence: Evidence,
+    /// Repositories held until an instant: each kept drawing throttles with a `Retry-After`.
+    holds: HashMap<String, Instant>,
+    /// Metered requests admitted so far: a quota report is corrected by those admitted after
+    /// the request it answers.
+    metered_admitted: u64,
 }
 
-/// Paces the requests to one registry. With `requests_per_second` configured it never sends
-/// faster; without, it sends freely until the first throttle, then at the rate it saw accepted,
-/// cut on each further throttle and regrown slowly on success.
+/// Paces the requests to one registry. See the module doc for which signal governs what.
 #[derive(Debug)]
 pub struct Pacer {
     registry: String,
-    configured: bool,
     state: Mutex<State>,
 }
 
-/// Fewer successes than this in the last second teach no rate.
-const MIN_HISTORY: f64 = 4.0;
-
-/// The learned rate grows by this share of a request per second per success.
-const REGROWTH: f64 = 0.2;
+/// What [`Pacer::admit`] hands an attempt: its place in the order of metered admissions, for
+/// the quota report its answer may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    pub operation: Operation,
+    metered_admitted: u64,
+}
 
 impl Pacer {
     pub fn new(registry: &str, requests_per_second: Option<f64>) -> Self {
         let now = Instant::now();
-        let configured = requests_per_second.filter(|r| *r > 0.0);
+        let configured = requests_per_second
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(|r| Bucket::new(r, configured_burst(r), configured_burst(r), now));
         Pacer {
             registry: registry.to_owned(),
-            configured: configured.is_some(),
             state: Mutex::new(State {
-                bucket: configured.map(|r| Bucket::new(r, now)),
-                successes: VecDeque::new(),
-                paused_until: None,
-                last_cut: None,
+                configured,
+                announced: None,
+                learned: None,
+                evidence: Evidence::default(),
+                holds: HashMap::new(),
+                metered_admitted: 0,
             }),
         }
     }
@@ -91,200 +181,285 @@ impl Pacer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until a request may go out.
-    pub async fn admit(&self) {
+    /// Waits while `repository` is held. Called before a window slot is taken, so a held
+    /// repository never sits on a slot the others could use.
+    pub async fn wait_for_hold(&self, repository: Option<&str>) {
+        let Some(repository) = repository else {
+            return;
+        };
         loop {
-            let wait = {
+            let until = {
                 let mut s = self.lock();
                 let now = Instant::now();
-                let paused = s
-                    .paused_until
-                    .filter(|until| *until > now)
-                    .map(|until| until - now);
-                match paused {
-                    Some(p) => Some(p),
-                    None => s.bucket.as_mut().and_then(|b| b.take(now)),
+                match s.holds.get(repository) {
+                    Some(until) if *until > now => Some(*until),
+                    Some(_) => {
+                        s.holds.remove(repository);
+                        None
+                    }
+                    None => None,
                 }
             };
-            match wait {
+            match until {
+                Some(until) => tokio::time::sleep_until(until).await,
                 None => return,
-                Some(w) => tokio::time::sleep(w).await,
             }
         }
     }
 
-    pub fn on_success(&self) {
-        let mut s = self.lock();
-        let now = Instant::now();
-        s.successes.push_back(now);
-        while s
-            .successes
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > Duration::from_secs(1))
-        {
-            s.successes.pop_front();
-        }
-        if !self.configured
-            && let Some(b) = s.bucket.as_mut()
-        {
-            b.rate += REGROWTH / b.rate.max(1.0);
+    /// Waits until every bucket in force has a token for `operation`, then takes them.
+    pub async fn admit(&self, operation: Operation) -> Ticket {
+        loop {
+            let wait = {
+                let mut s = self.lock();
+                let now = Instant::now();
+                let metered = s
+                    .announced
+                    .as_ref()
+                    .is_some_and(|a| !a.unmetered.contains(&operation));
+                let State {
+                    configured,
+                    announced,
+                    learned,
+                    ..
+                } = &mut *s;
+                let waits = [
+                    configured.as_mut().and_then(|b| b.wait(now)),
+                    announced
+                        .as_mut()
+                        .filter(|_| metered)
+                        .and_then(|a| a.bucket.wait(now)),
+                    learned.as_mut().and_then(|l| l.bucket.wait(now)),
+                ];
+                let wait = waits.into_iter().flatten().max();
+                if wait.is_none() {
+                    if let Some(b) = configured.as_mut() {
+                        b.take();
+                    }
+                    if let Some(a) = announced.as_mut().filter(|_| metered) {
+                        a.bucket.take();
+                    }
+                    if let Some(l) = learned.as_mut() {
+                        l.bucket.take();
+                    }
+                    if metered {
+                        s.metered_admitted = s.metered_admitted.saturating_add(1);
+                    }
+                    return Ticket {
+                        operation,
+                        metered_admitted: s.metered_admitted,
+                    };
+                }
+                wait
+            };
+            if let Some(w) = wait {
+                tokio::time::sleep(w).await;
+            }
         }
     }
 
-    /// Holds every request to the registry for `wait`: the registry named the time with a
-    /// `Retry-After`, and an operation is about to honour it. (A wait no operation honours, one
-    /// beyond its deadline, pauses nothing: that operation gives up at once instead.)
-    pub fn pause(&self, wait: Duration) {
-        let mut s = self.lock();
-        let until = Instant::now() + wait;
-        if s.paused_until.is_none_or(|p| p < until) {
-            s.paused_until = Some(until);
+    /// A ticket for a request that rides on another attempt's slot (no admission of its own).
+    pub fn ticket(&self, operation: Operation) -> Ticket {
+        Ticket {
+            operation,
+            metered_admitted: self.lock().metered_admitted,
         }
     }
 
-    /// The registry asked for fewer requests: unless a rate is configured, learn or cut the rate
-    /// (once per epoch).
-    pub fn on_throttle(&self) {
+    /// The registry answered without throttling (a success, or a failure of another kind).
+    pub fn on_answer(&self, repository: Option<&str>) {
         let mut s = self.lock();
         let now = Instant::now();
-        if self.configured || s.last_cut.is_some_and(|t| now.duration_since(t) < EPOCH) {
-            return;
+        s.evidence.record_answer(repository, now);
+        if let Some(l) = s.learned.as_mut() {
+            let quiet = now.saturating_duration_since(l.last_cut);
+            let rate = if quiet < QUIET {
+                l.bucket.rate
+            } else if l.bucket.rate < l.estimate * LEARNED_SHARE {
+                (l.bucket.rate * RECOVERY_FACTOR).min(l.estimate * LEARNED_SHARE)
+            } else if quiet >= LONG_QUIET {
+                l.bucket.rate * PROBE_FACTOR
+            } else {
+                l.bucket.rate
+            };
+            l.bucket.refill(now);
+            l.bucket.rate = sane(rate).max(SLOWEST_RATE);
+            l.bucket.capacity = configured_burst(l.bucket.rate);
         }
-        s.last_cut = Some(now);
-        let seen = s
-            .successes
-            .iter()
-            .filter(|t| now.duration_since(**t) <= Duration::from_secs(1))
-            .count() as f64;
-        let rate = match s.bucket.as_ref() {
-            // Too little history to learn from (a throttle on the first requests): the pause
-            // alone answers it.
-            None if seen < MIN_HISTORY => return,
-            None => (seen * 0.9).max(1.0),
-            Some(b) => (b.rate * 0.7).max(1.0),
-        };
-        let start = s.paused_until.unwrap_or(now).max(now);
-        s.bucket = Some(Bucket {
-            rate,
-            tokens: 0.0,
-            last: start,
+    }
+
+    /// The registry throttled a request to `repository`. Judges the scope; for a registry-wide
+    /// throttle without a configured or announced rate, learns or cuts the rate (once per epoch).
+    pub fn on_throttle(&self, repository: Option<&str>) -> Scope {
+        let mut s = self.lock();
+        let now = Instant::now();
+        let scope = s.evidence.record_throttle(repository, now);
+        if s.configured.is_some() || s.announced.is_some() {
+            return scope;
+        }
+        if scope == Scope::Request
+            && s.learned
+                .as_ref()
+                .is_some_and(|l| l.bucket.rate > l.estimate * LEARNED_SHARE)
+        {
+            // A probe past the known limit drew a throttle: the probe ends, and what the
+            // registry accepted meanwhile is the new estimate of its limit.
+            let (_, accepted) = s.evidence.accepted(now);
+            if let Some(l) = s.learned.as_mut() {
+                l.estimate = l.estimate.max(accepted);
+                l.bucket.refill(now);
+                l.bucket.rate = (l.estimate * LEARNED_SHARE).max(1.0);
+                l.last_cut = now;
+            }
+            return scope;
+        }
+        if scope != Scope::Registry {
+            return scope;
+        }
+        let (count, accepted) = s.evidence.accepted(now);
+        let rate = match s.learned.as_ref() {
+            Some(l) if now.saturating_duration_since(l.last_cut) < EPOCH => return scope,
+            // Too little accepted to learn a rate from: the window and each request's own wait
+            // answer it.
+            None if count < MIN_HISTORY => return scope,
+            Some(l) => (l.bucket.rate * LEARNED_CUT).min(accepted * LEARNED_SHARE),
+            None => accepted * LEARNED_SHARE,
+        }
+        .max(1.0);
+        // The estimate remembers a limit seen before, fading with each cut: a registry whose
+        // limit really dropped is believed after a few cuts, a momentary storm is not.
+        let estimate = s
+            .learned
+            .as_ref()
+            .map_or(0.0, |l| l.estimate * LEARNED_CUT)
+            .max(accepted)
+            .max(rate);
+        s.learned = Some(Learned {
+            bucket: Bucket::new(rate, configured_burst(rate), 0.0, now),
+            estimate,
+            last_cut: now,
         });
-        tracing::debug!(registry = %self.registry, rate, "pacing after a throttle");
+        tracing::debug!(registry = %self.registry, rate, accepted, "pacing after registry-wide throttles");
+        scope
     }
 
-    /// A quota the registry reported (`ratelimit-remaining: 12;w=21600` with
-    /// `ratelimit-limit: 100;w=21600`, as Docker Hub sends). Below a tenth of the quota, requests
-    /// are paced so the rest is not spent in one burst: slowing down before the 429, not after.
-    pub fn observe_quota(&self, remaining: u64, limit: u64) {
-        if self.configured || limit == 0 || remaining * 10 >= limit {
+    /// Holds `repository` for `wait`: it keeps drawing throttles and the registry named a time.
+    pub fn hold(&self, repository: &str, wait: Duration) {
+        let mut s = self.lock();
+        let until = Instant::now() + wait.min(LONGEST_WAIT);
+        let entry = s.holds.entry(repository.to_owned()).or_insert(until);
+        if *entry < until {
+            *entry = until;
+        }
+        tracing::debug!(registry = %self.registry, repository, wait_ms = wait.as_millis() as u64, "repository held after repeated throttles");
+    }
+
+    /// A quota the registry announced on the answer to a request admitted with `ticket`. The
+    /// pace is set from the first such answer: tokens are what remains, less the metered
+    /// requests admitted after this one (the registry had not counted them yet), refilled at
+    /// the quota over its window.
+    pub fn observe_quota(&self, quota: Quota, ticket: Ticket) {
+        if quota.limit == 0 {
             return;
         }
-        let rate = (remaining as f64 / 10.0).max(0.5);
         let mut s = self.lock();
-        let slower = s.bucket.as_ref().is_none_or(|b| b.rate > rate);
-        if slower {
-            tracing::info!(registry = %self.registry, remaining, limit, rate, "quota running low: pacing");
-            s.bucket = Some(Bucket::new(rate, Instant::now()));
+        let now = Instant::now();
+        let after = s.metered_admitted.saturating_sub(ticket.metered_admitted);
+        let window = quota.window.max(Duration::from_millis(1)).as_secs_f64();
+        let rate = quota.limit as f64 / window * ANNOUNCED_SHARE;
+        let tokens = quota.remaining.saturating_sub(after) as f64;
+        let first = s.announced.is_none();
+        let announced = s.announced.get_or_insert_with(|| Announced {
+            bucket: Bucket::new(rate, quota.limit as f64, tokens, now),
+            unmetered: BTreeSet::new(),
+        });
+        announced.unmetered.remove(&ticket.operation);
+        announced.bucket.refill(now);
+        announced.bucket.rate = sane(rate).max(SLOWEST_RATE);
+        announced.bucket.capacity = (quota.limit as f64).max(1.0);
+        announced.bucket.tokens = tokens.min(announced.bucket.capacity);
+        if first {
+            tracing::info!(registry = %self.registry, limit = quota.limit, remaining = quota.remaining, window_secs = quota.window.as_secs(), "pacing to the quota the registry announced");
         }
     }
 
-    /// The rate in force, if any.
+    /// An answer to a request admitted with `ticket` carried no quota headers: once the registry
+    /// has announced a quota, that operation is not metered by it.
+    pub fn observe_no_quota(&self, ticket: Ticket) {
+        let mut s = self.lock();
+        if let Some(a) = s.announced.as_mut()
+            && a.unmetered.insert(ticket.operation)
+        {
+            tracing::debug!(registry = %self.registry, operation = ticket.operation.name(), "operation not metered by the announced quota");
+        }
+    }
+
+    /// The slowest rate in force (configured, announced or learned), if any.
     pub fn rate(&self) -> Option<f64> {
-        self.lock().bucket.as_ref().map(|b| b.rate)
+        let s = self.lock();
+        [
+            s.configured.as_ref().map(|b| b.rate),
+            s.announced.as_ref().map(|a| a.bucket.rate),
+            s.learned.as_ref().map(|l| l.bucket.rate),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+    }
+
+    /// The rate learned from registry-wide throttles, if one was.
+    pub fn learned_rate(&self) -> Option<f64> {
+        self.lock().learned.as_ref().map(|l| l.bucket.rate)
+    }
+
+    /// Whether `repository` is held now.
+    pub fn is_held(&self, repository: &str) -> bool {
+        self.lock()
+            .holds
+            .get(repository)
+            .is_some_and(|until| *until > Instant::now())
     }
 }
 
-/// Reads `ratelimit-remaining` and `ratelimit-limit` (`<n>;w=<seconds>`), when both are there.
-pub fn quota_headers(headers: &reqwest::header::HeaderMap) -> Option<(u64, u64)> {
-    let read = |name: &str| {
-        headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .split(';')
-            .next()?
-            .trim()
-            .parse::<u64>()
-            .ok()
-    };
-    Some((read("ratelimit-remaining")?, read("ratelimit-limit")?))
+/// Reads `ratelimit-limit` and `ratelimit-remaining` (`<n>;w=<seconds>`), when both are there.
+/// Numbers too large for a `u64` saturate; anything else unreadable means no quota.
+pub fn quota_headers(headers: &reqwest::header::HeaderMap) -> Option<Quota> {
+    let (limit, limit_window) = read_quota_value(headers.get("ratelimit-limit")?.to_str().ok()?)?;
+    let (remaining, remaining_window) =
+        read_quota_value(headers.get("ratelimit-remaining")?.to_str().ok()?)?;
+    let window = limit_window
+        .or(remaining_window)
+        .filter(|w| *w > 0)
+        .map_or(DEFAULT_QUOTA_WINDOW, Duration::from_secs);
+    Some(Quota {
+        limit,
+        remaining,
+        window,
+    })
+}
+
+/// `<n>` or `<n>;w=<seconds>` (other parameters ignored).
+fn read_quota_value(value: &str) -> Option<(u64, Option<u64>)> {
+    let mut parts = value.split(';');
+    let count = saturating_number(parts.next()?.trim())?;
+    let window = parts.find_map(|p| {
+        let (key, v) = p.split_once('=')?;
+        (key.trim().eq_ignore_ascii_case("w"))
+            .then(|| saturating_number(v.trim()))
+            .flatten()
+    });
+    Some((count, window))
+}
+
+/// A run of ASCII digits as a `u64`, saturating at `u64::MAX`.
+fn saturating_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(text.bytes().fold(0u64, |n, b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_docker_hub_quota_headers() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert("ratelimit-limit", "100;w=21600".parse().unwrap());
-        h.insert("ratelimit-remaining", "7;w=21600".parse().unwrap());
-        assert_eq!(quota_headers(&h), Some((7, 100)));
-        h.insert("ratelimit-remaining", "junk".parse().unwrap());
-        assert_eq!(quota_headers(&h), None);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_low_quota_slows_requests_before_any_429() {
-        let p = Pacer::new("r", None);
-        p.observe_quota(50, 100);
-        assert_eq!(p.rate(), None, "plenty left: no pacing");
-        p.observe_quota(8, 100);
-        assert_eq!(p.rate(), Some(0.8));
-        let start = Instant::now();
-        for _ in 0..3 {
-            p.admit().await;
-        }
-        assert!(
-            start.elapsed() >= Duration::from_secs(2),
-            "{:?}",
-            start.elapsed()
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_configured_rate_spaces_requests_after_the_burst() {
-        let p = Pacer::new("r", Some(10.0));
-        let start = Instant::now();
-        for _ in 0..30 {
-            p.admit().await;
-        }
-        // 5 from the burst, then 25 at 10 per second.
-        let elapsed = start.elapsed();
-        assert!(elapsed >= Duration::from_millis(2490), "{elapsed:?}");
-        assert!(elapsed < Duration::from_millis(2600), "{elapsed:?}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_retry_after_pauses_every_request() {
-        let p = Pacer::new("r", None);
-        p.pause(Duration::from_secs(3));
-        let start = Instant::now();
-        p.admit().await;
-        assert_eq!(start.elapsed(), Duration::from_secs(3));
-        p.admit().await;
-        assert_eq!(start.elapsed(), Duration::from_secs(3), "only once");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn without_a_configured_rate_it_learns_the_accepted_rate_and_cuts_it_on_throttles() {
-        let p = Pacer::new("r", None);
-        assert_eq!(p.rate(), None, "free until the first throttle");
-        for _ in 0..20 {
-            p.on_success();
-        }
-        p.on_throttle();
-        assert_eq!(p.rate(), Some(18.0));
-        // A burst of throttles is one signal.
-        p.on_throttle();
-        assert_eq!(p.rate(), Some(18.0));
-        tokio::time::advance(Duration::from_millis(1100)).await;
-        p.on_throttle();
-        let cut = p.rate().unwrap();
-        assert!((cut - 12.6).abs() < 1e-9, "{cut}");
-        for _ in 0..100 {
-            p.on_success();
-        }
-        assert!(p.rate().unwrap() > cut, "regrows on success");
-    }
-}
+mod tests;

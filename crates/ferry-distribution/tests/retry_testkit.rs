@@ -151,7 +151,7 @@ async fn retry_after_as_an_http_date_is_honoured() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_is_capped_by_the_policy() {
+async fn a_retry_after_beyond_the_policy_cap_ends_throttled_never_retried_early() {
     let mut policy = fast_policy(3);
     policy.retry_after_cap = Duration::from_secs(2);
     let (reg, client) = seeded(policy).await;
@@ -160,9 +160,16 @@ async fn retry_after_is_capped_by_the_policy() {
         status(429, Some(RetryAfter::Seconds(90))),
     ));
     let (result, elapsed) = timed_get(&client).await;
-    result.unwrap();
-    assert_eq!(reg.stats().op(OpKind::ManifestGet), 2);
-    assert_eq!(elapsed, Duration::from_secs(2), "capped at retry_after_cap");
+    assert_eq!(
+        result.unwrap_err().kind,
+        ErrorKind::Throttled { seconds: 90 }
+    );
+    assert_eq!(
+        reg.stats().op(OpKind::ManifestGet),
+        1,
+        "no retry sooner than its Retry-After"
+    );
+    assert_eq!(elapsed, Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
@@ -380,7 +387,7 @@ async fn the_window_halves_on_a_429_and_grows_back() {
         .unwrap();
     let slow = ferry_distribution::digest::Digest::parse(&reg.seed_blob("slow/app", b"s")).unwrap();
     let fast = ferry_distribution::digest::Digest::parse(&reg.seed_blob("fast/app", b"f")).unwrap();
-    let client = client_with(&reg.url(), fast_policy(3), |o| o.gate.max_concurrent = 8);
+    let client = client_with(&reg.url(), fast_policy(4), |o| o.gate.max_concurrent = 8);
     let window = client.gate().window(Operation::BlobHead).clone();
     assert_eq!(window.snapshot().limit, 2);
 
@@ -393,9 +400,15 @@ async fn the_window_halves_on_a_429_and_grows_back() {
     burst(&client, &slow, 16).await;
     assert_eq!(reg.stats().max_in_flight, 8, "the full window is used");
 
-    // A 429 halves it.
+    // One 429 is that request's own: the window stays.
+    tokio::time::advance(Duration::from_secs(4)).await;
     reg.faults()
         .push(FaultRule::on(OpKind::BlobHead, status(429, None)));
+    client.head_blob("fast/app", &fast).await.unwrap();
+    assert_eq!(window.snapshot().limit, 8);
+    // Throttles that are most of what the registry answers halve it, once per epoch.
+    reg.faults()
+        .push(FaultRule::on(OpKind::BlobHead, status(429, None)).times(3));
     client.head_blob("fast/app", &fast).await.unwrap();
     let snapshot = window.snapshot();
     assert_eq!(snapshot.limit, 4);
@@ -428,8 +441,10 @@ async fn the_breaker_opens_fails_fast_and_recovers_after_the_cool_down() {
     reg.seed_image(REPO, "v1", &[b"layer"]);
     let client = client_with(&reg.url(), fast_policy(3), |o| {
         o.gate.breaker = BreakerSettings {
-            threshold: 3,
+            min_requests: 3,
+            failure_rate: 0.5,
             cooldown,
+            ..BreakerSettings::default()
         }
     });
     client.ensure_ready().await.unwrap();
@@ -506,8 +521,10 @@ async fn an_operation_that_hangs_fails_within_its_read_timeouts_and_trips_the_br
     let client = client_with(&reg.url(), fast_policy(3), |o| {
         o.read_timeout = read_timeout;
         o.gate.breaker = BreakerSettings {
-            threshold: 3,
+            min_requests: 3,
+            failure_rate: 0.5,
             cooldown: Duration::from_secs(30),
+            ..BreakerSettings::default()
         };
     });
     client.ensure_ready().await.unwrap();

@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use ferry_distribution::{Algorithm, Digest};
 
-use crate::config::{Config, Mapping};
+use crate::config::{Budget, Config, Mapping, RegistrySettings};
 
 /// One shard of N: `index` in `0..count` (0-based, as Kubernetes' `JOB_COMPLETION_INDEX`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -100,7 +100,8 @@ pub fn shard_of(mapping: &Mapping, count: u32) -> u32 {
 }
 
 /// `config` with only the mappings of `shard` (each keeps its `index` in the full config, so
-/// reports still name positions in the file). Everything else is kept as is.
+/// reports still name positions in the file), and each listed registry's fleet budget divided
+/// among the shards ([`share_budget`]). Everything else is kept as is.
 pub fn select(config: &Config, shard: Shard) -> Config {
     Config {
         mappings: config
@@ -109,8 +110,27 @@ pub fn select(config: &Config, shard: Shard) -> Config {
             .filter(|m| shard.contains(m))
             .cloned()
             .collect(),
+        registries: config
+            .registries
+            .iter()
+            .map(|r| share_budget(r, shard.count()))
+            .collect(),
         ..config.clone()
     }
+}
+
+/// One shard's share of a registry's limits: with `budget: fleet` (the default),
+/// `max_concurrent` and `requests_per_second` are the total of all `count` shards, so each
+/// takes `1/count` (`max_concurrent` rounded down, never below 1); with `budget: per_shard`
+/// they stay as written.
+pub fn share_budget(registry: &RegistrySettings, count: u32) -> RegistrySettings {
+    let count = count.max(1);
+    let mut shared = registry.clone();
+    if registry.budget == Budget::Fleet {
+        shared.max_concurrent = (registry.max_concurrent / count as usize).max(1);
+        shared.requests_per_second = registry.requests_per_second.map(|r| r / f64::from(count));
+    }
+    shared
 }
 
 #[cfg(test)]

@@ -406,3 +406,36 @@ fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() 
         }]
     );
 }
+
+#[test]
+fn a_registry_budget_is_the_fleets_unless_it_says_per_shard() {
+    use ferry_sync::config::Budget;
+    use ferry_sync::shard::{Shard, select};
+    let config = load(
+        "version: 1\nregistries:\n  - { host: hub.example, max_concurrent: 16, requests_per_second: 8 }\n  - { host: own.example, max_concurrent: 6, requests_per_second: 3, budget: per_shard }\n  - { host: tiny.example, max_concurrent: 3 }\nmappings:\n  - { source: hub.example/a, targets: ['own.example/a'] }\n",
+    )
+    .unwrap();
+    assert_eq!(config.registry_for("hub.example").budget, Budget::Fleet);
+    assert_eq!(config.registry_for("own.example").budget, Budget::PerShard);
+
+    let shard = select(&config, Shard::new(1, 4).unwrap());
+    let hub = shard.registry_for("hub.example");
+    assert_eq!(hub.max_concurrent, 4, "16 for the fleet, 4 shards");
+    assert_eq!(hub.requests_per_second, Some(2.0));
+    let own = shard.registry_for("own.example");
+    assert_eq!(own.max_concurrent, 6, "per shard: as written");
+    assert_eq!(own.requests_per_second, Some(3.0));
+    let tiny = shard.registry_for("tiny.example");
+    assert_eq!(tiny.max_concurrent, 1, "never below one in flight");
+    assert_eq!(tiny.requests_per_second, None);
+    // One shard of one is the whole fleet.
+    let whole = select(&config, Shard::new(0, 1).unwrap());
+    assert_eq!(whole.registry_for("hub.example").max_concurrent, 16);
+
+    let e = error(&format!(
+        "registries:\n  - {{ host: ghcr.io, budget: per_pod }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(e.starts_with("2:"), "{e}");
+    assert!(e.contains("registries[0] (host ghcr.io): budget"), "{e}");
+    assert!(e.contains("per_pod") && e.contains("per_shard"), "{e}");
+}

@@ -15,9 +15,12 @@ use tokio::time::Instant;
 
 pub use classify::{Failure, Sent, Transience};
 
+use crate::breaker::Fault;
 use crate::error::{Error, ErrorKind};
+use crate::evidence::Scope;
 use crate::gate::{RegistryGate, Slot};
 use crate::operation::Operation;
+use crate::pacer::Ticket;
 
 /// How hard to try. Attempts count the first request: `attempts: 5` is one try and four retries.
 #[derive(Debug, Clone)]
@@ -38,7 +41,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 5,
-            base: Duration::from_millis(250),
+            base: Duration::from_millis(100),
             cap: Duration::from_secs(30),
             retry_after_cap: Duration::from_secs(120),
             deadline: Duration::from_secs(600),
@@ -161,13 +164,17 @@ impl<'a> Call<'a> {
 /// Runs `attempt` until it succeeds, fails for good, the budget is spent or the deadline would
 /// pass. This is the only retry loop in ferry: everything that sends a request goes through it.
 ///
-/// - Before each attempt: the breaker (open means `BreakerOpen` at once, never retried), then a
-///   window slot and rate pass.
+/// - Before the first attempt: the breaker (open means `BreakerOpen` at once, never retried). An
+///   operation it admitted finishes its own retries. Before each attempt: a hold on the
+///   repository, then a window slot, then the pacer's pass.
 /// - After a failure: the classifier decides; an unknown outcome is replayed only for an
 ///   operation whose replay is safe.
-/// - The wait is the jittered backoff, or `Retry-After` capped at the policy's cap and floored
-///   at the backoff. A wait that would not fit the deadline ends the operation now: `Throttled`
-///   when the registry asked for it, the last answer otherwise.
+/// - The wait is the jittered backoff, or `Retry-After` floored at the backoff: never sooner
+///   than the registry asked. A `Retry-After` beyond the policy's cap, or a wait that would not
+///   fit the deadline, ends the operation now: `Throttled` when the registry asked for the wait,
+///   the last answer otherwise.
+/// - A throttle is judged for its scope ([`crate::evidence`]): that request alone, its
+///   repository (held for the wait), or the registry (window and learned rate).
 pub async fn with_retry<T, F, Fut>(
     gate: &RegistryGate,
     call: Call<'_>,
@@ -192,17 +199,17 @@ where
         if Instant::now() >= deadline {
             return Err(fail(attempts, ErrorKind::DeadlineExceeded));
         }
-        if gate.breaker.admit().is_err() {
+        if attempts == 0 && gate.breaker.admit().is_err() {
             return Err(fail(attempts, ErrorKind::BreakerOpen));
         }
         // A request made inside another attempt on the same registry rides on that attempt's
         // slot: waiting for a second one could wait forever on a window of one.
         let nested = holds_slot(gate);
-        let slot = if nested {
-            None
+        let (slot, ticket) = if nested {
+            (None, gate.pacer.ticket(op))
         } else {
-            match tokio::time::timeout_at(deadline, gate.acquire(op)).await {
-                Ok(slot) => Some(slot),
+            match tokio::time::timeout_at(deadline, gate.acquire(op, call.repository)).await {
+                Ok((slot, ticket)) => (Some(slot), ticket),
                 Err(_) => {
                     gate.breaker.record_nothing();
                     return Err(fail(attempts, ErrorKind::DeadlineExceeded));
@@ -218,10 +225,13 @@ where
             deadline,
             HOLDING.scope(
                 holding,
-                attempt(Attempt {
-                    number: attempts,
-                    slot: Arc::clone(&held),
-                }),
+                TICKET.scope(
+                    (gate_id(gate), ticket),
+                    attempt(Attempt {
+                        number: attempts,
+                        slot: Arc::clone(&held),
+                    }),
+                ),
             ),
         )
         .await;
@@ -231,7 +241,7 @@ where
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
                 gate.window(op).on_success();
-                gate.pacer.on_success();
+                gate.pacer.on_answer(call.repository);
                 return Ok(value);
             }
             Ok(Err(failure)) => failure,
@@ -242,7 +252,7 @@ where
             }
         };
 
-        record(gate, op, &failure);
+        let scope = record(gate, op, call.repository, &failure);
         let retry_after = match &failure {
             Failure::Status { retry_after, .. } => *retry_after,
             _ => None,
@@ -275,19 +285,27 @@ where
         let backoff = policy.next_backoff(previous_backoff);
         previous_backoff = Some(backoff);
         let wait = match retry_after {
-            Some(ra) => ra.min(policy.retry_after_cap).max(backoff),
+            Some(ra) => ra.max(backoff),
             None => backoff,
         };
-        if Instant::now() + wait >= deadline {
+        let beyond_cap = retry_after.is_some_and(|ra| ra > policy.retry_after_cap);
+        // Checked: a hostile Retry-After under a configured huge cap must not overflow.
+        let past_deadline = Instant::now()
+            .checked_add(wait)
+            .is_none_or(|at| at >= deadline);
+        if beyond_cap || past_deadline {
             return Err(match throttled_error(attempts) {
                 Some(e) => e,
                 None => last_answer(failure, attempts),
             });
         }
-        if retry_after.is_some() {
-            // The registry named a time and this operation honours it: so does every other
-            // request to the registry, rather than each finding out with a 429 of its own.
-            gate.pacer.pause(wait);
+        if let (Some(Scope::Repository), Some(_), Some(repository)) =
+            (scope, retry_after, call.repository)
+        {
+            // This repository keeps drawing throttles: its other requests wait out the time
+            // the registry named rather than each finding out with a throttle of its own. The
+            // rest of the registry is not held.
+            gate.pacer.hold(repository, wait);
         }
         gate.stats.retry();
         tracing::debug!(
@@ -306,6 +324,16 @@ where
 tokio::task_local! {
     /// The gates whose window slot the running attempt (and so everything nested in it) holds.
     static HOLDING: Vec<usize>;
+    /// The innermost running attempt's gate and pacer ticket, for a quota its answer announces.
+    static TICKET: (usize, Ticket);
+}
+
+/// The pacer ticket of the attempt running on this task, when it is an attempt on `gate`.
+pub fn current_ticket(gate: &RegistryGate) -> Option<Ticket> {
+    TICKET
+        .try_with(|(id, ticket)| (*id == gate_id(gate)).then_some(*ticket))
+        .ok()
+        .flatten()
 }
 
 fn gate_id(gate: &RegistryGate) -> usize {
@@ -318,23 +346,46 @@ fn holds_slot(gate: &RegistryGate) -> bool {
         .unwrap_or(false)
 }
 
-/// Feeds one failed attempt to the breaker, the window and the counters.
-fn record(gate: &RegistryGate, op: Operation, failure: &Failure) {
+/// Feeds one failed attempt to the breaker, the pacer, the window and the counters. Returns
+/// the scope of a throttle (`None` for any other failure).
+fn record(
+    gate: &RegistryGate,
+    op: Operation,
+    repository: Option<&str>,
+    failure: &Failure,
+) -> Option<Scope> {
     match classify::breaker_verdict(failure) {
-        Some(true) => gate.breaker.record_fault(),
+        Some(true) => gate.breaker.record_fault(match failure {
+            Failure::Transport { sent: Sent::No, .. } => Fault::Connect,
+            _ => Fault::Answer,
+        }),
         Some(false) => gate.breaker.record_success(),
         None => gate.breaker.record_nothing(),
     }
-    if classify::is_throttle(failure) {
+    let local = matches!(
+        failure,
+        Failure::Transport { local: true, .. } | Failure::Final(_) | Failure::Inner(_)
+    );
+    let scope = if classify::is_throttle(failure) {
         gate.stats.throttled();
-        gate.window(op).on_throttle();
-        gate.pacer.on_throttle();
-    }
+        let scope = gate.pacer.on_throttle(repository);
+        if scope == Scope::Registry {
+            // Only registry-wide evidence narrows the registry's window.
+            gate.window(op).on_throttle();
+        }
+        Some(scope)
+    } else {
+        if !local {
+            gate.pacer.on_answer(repository);
+        }
+        None
+    };
     match failure {
         Failure::Status { status, .. } if *status >= 500 => gate.stats.server_error(),
         Failure::Transport { .. } => gate.stats.transport_error(),
         _ => {}
     }
+    scope
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@ fn gate_with(policy: RetryPolicy) -> RegistryGate {
         GateSettings {
             retry: policy,
             breaker: BreakerSettings {
-                threshold: 100,
+                min_requests: 1000,
                 cooldown: Duration::from_secs(30),
+                ..BreakerSettings::default()
             },
             ..GateSettings::default()
         },
@@ -119,19 +120,19 @@ async fn retry_after_is_honoured_no_retry_sooner() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_is_capped() {
+async fn a_retry_after_beyond_the_cap_ends_throttled_and_is_never_cut_short() {
     let mut p = policy();
     p.retry_after_cap = Duration::from_secs(10);
     let gate = gate_with(p);
-    let (r, _, elapsed) = run(
+    let (r, calls, elapsed) = run(
         &gate,
         Operation::BlobGet,
         vec![Some(status(429, Some(3600))), None],
     )
     .await;
-    assert!(r.is_ok());
-    assert!(elapsed >= Duration::from_secs(10), "{elapsed:?}");
-    assert!(elapsed < Duration::from_secs(11), "{elapsed:?}");
+    assert_eq!(r.unwrap_err().kind, ErrorKind::Throttled { seconds: 3600 });
+    assert_eq!(calls, 1, "no retry sooner than the registry asked");
+    assert_eq!(elapsed, Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
@@ -270,16 +271,21 @@ async fn the_breaker_opens_fails_fast_and_recovers() {
         GateSettings {
             retry: policy(),
             breaker: BreakerSettings {
-                threshold: 3,
+                min_requests: 3,
                 cooldown: Duration::from_secs(10),
+                ..BreakerSettings::default()
             },
             ..GateSettings::default()
         },
     );
     let (r, calls, _) = run(&gate, Operation::BlobGet, vec![Some(status(502, None))]).await;
-    // Three faults open it; the fourth attempt finds it open.
-    assert_eq!(calls, 3);
-    assert_eq!(r.unwrap_err().kind, ErrorKind::BreakerOpen);
+    // Three faults open it; the operation it admitted still finishes its own attempts.
+    assert_eq!(calls, 4);
+    assert!(matches!(
+        r.unwrap_err().kind,
+        ErrorKind::Status { status: 502, .. }
+    ));
+    assert_eq!(gate.breaker.state(), crate::breaker::BreakerState::Open);
     let (r, calls, elapsed) = run(&gate, Operation::BlobGet, vec![None]).await;
     assert_eq!(calls, 0, "no request while open");
     assert_eq!(elapsed, Duration::ZERO);
@@ -300,8 +306,9 @@ async fn a_shed_does_not_open_the_breaker() {
                 ..policy()
             },
             breaker: BreakerSettings {
-                threshold: 2,
+                min_requests: 2,
                 cooldown: Duration::from_secs(10),
+                ..BreakerSettings::default()
             },
             ..GateSettings::default()
         },
@@ -314,9 +321,9 @@ async fn a_shed_does_not_open_the_breaker() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn throttles_halve_the_window() {
+async fn registry_wide_throttles_halve_the_window_and_one_does_not() {
     let gate = gate_with(RetryPolicy {
-        attempts: 2,
+        attempts: 4,
         ..policy()
     });
     for _ in 0..14 {
@@ -327,6 +334,17 @@ async fn throttles_halve_the_window() {
         &gate,
         Operation::BlobGet,
         vec![Some(status(429, None)), None],
+    )
+    .await;
+    assert_eq!(
+        gate.window(Operation::BlobGet).snapshot().limit,
+        16,
+        "one throttle is that request's"
+    );
+    let _ = run(
+        &gate,
+        Operation::BlobGet,
+        vec![Some(status(429, None)), Some(status(429, None)), None],
     )
     .await;
     assert_eq!(gate.window(Operation::BlobGet).snapshot().limit, 8);
@@ -376,4 +394,22 @@ fn backoff_is_jittered_grows_and_is_capped() {
         sums[7] / 500 > 600,
         "late retries grow toward the cap: {sums:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_at_the_type_limit_under_an_unbounded_cap_ends_throttled_without_panicking() {
+    let mut p = policy();
+    p.retry_after_cap = Duration::MAX;
+    let gate = gate_with(p);
+    let (r, calls, elapsed) = run(
+        &gate,
+        Operation::ManifestGet,
+        vec![Some(status(429, Some(u64::MAX))), None],
+    )
+    .await;
+    assert_eq!(
+        r.unwrap_err().kind,
+        ErrorKind::Throttled { seconds: u64::MAX }
+    );
+    assert_eq!((calls, elapsed), (1, Duration::ZERO));
 }

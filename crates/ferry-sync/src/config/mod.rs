@@ -79,7 +79,20 @@ pub struct RegistrySettings {
     pub ca_bundle: Option<PathBuf>,
     pub max_concurrent: usize,
     pub requests_per_second: Option<f64>,
+    /// Whom `max_concurrent` and `requests_per_second` budget under `--shard I/N`.
+    pub budget: Budget,
     pub retry: RetryOverrides,
+}
+
+/// Whom a registry's `max_concurrent` and `requests_per_second` budget when the config runs in
+/// shards (`--shard I/N`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Budget {
+    /// The fleet's total: each of the N shards takes 1/N (at least one request in flight).
+    #[default]
+    Fleet,
+    /// Each process's own, whatever the shard count.
+    PerShard,
 }
 
 impl RegistrySettings {
@@ -93,6 +106,7 @@ impl RegistrySettings {
             ca_bundle: None,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             requests_per_second: None,
+            budget: Budget::Fleet,
             retry: RetryOverrides::default(),
         }
     }
@@ -724,6 +738,10 @@ impl Checker<'_> {
                 ca_bundle: registry.ca_bundle,
                 max_concurrent,
                 requests_per_second: registry.requests_per_second,
+                budget: match registry.budget {
+                    None | Some(raw::RawBudget::Fleet) => Budget::Fleet,
+                    Some(raw::RawBudget::PerShard) => Budget::PerShard,
+                },
                 retry,
             });
         }

@@ -94,9 +94,24 @@ pub struct RawRegistry {
     /// Request rate cap for this host (default: none).
     #[serde(default)]
     pub requests_per_second: Option<f64>,
+    /// Whom `max_concurrent` and `requests_per_second` budget under `--shard I/N`: `fleet` (the
+    /// default: the total of all N shards, each process taking 1/N) or `per_shard` (each
+    /// process, as written).
+    #[serde(default)]
+    pub budget: Option<RawBudget>,
     /// Retry overrides for this host.
     #[serde(default)]
     pub retry: Option<RawRetry>,
+}
+
+/// Whom a registry's limits budget when the config runs in shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawBudget {
+    /// The limits are the whole fleet's: with `--shard I/N` each process takes 1/N of them.
+    Fleet,
+    /// The limits are each process's, whatever the shard count.
+    PerShard,
 }
 
 /// How to authenticate to a registry.

@@ -122,10 +122,31 @@ impl FaultRule {
         self
     }
 
-    /// Sets how many matching requests the rule applies to.
+    /// Sets how many matching requests the rule applies to; [`FaultRule::FOREVER`] never runs out.
     pub fn times(mut self, times: u32) -> Self {
         self.times = times;
         self
+    }
+
+    /// A `times` that is never used up: the rule applies to every matching request.
+    pub const FOREVER: u32 = u32::MAX;
+
+    /// Makes the rule apply to every matching request, for good (a persistent fault, such as
+    /// one repository that answers every manifest request with 429).
+    pub fn forever(self) -> Self {
+        self.times(Self::FOREVER)
+    }
+
+    /// Rules that answer 429 with `Retry-After: retry_after_secs` to every manifest request
+    /// (HEAD and GET) of repositories starting with `prefix`, for good; other repositories and
+    /// operations are untouched. Push both with [`FaultsHandle::push`].
+    pub fn throttle_manifests(prefix: &str, retry_after_secs: u64) -> [FaultRule; 2] {
+        let throttle = FaultAction::Status {
+            code: 429,
+            retry_after: Some(RetryAfter::Seconds(retry_after_secs)),
+        };
+        [OpKind::ManifestHead, OpKind::ManifestGet]
+            .map(|op| FaultRule::on(op, throttle.clone()).repo(prefix).forever())
     }
 
     fn matches(&self, op: OpKind, repo: Option<&str>) -> bool {
@@ -153,6 +174,8 @@ pub enum RandomFaultKind {
         /// `Retry-After` seconds.
         retry_after_secs: u64,
     },
+    /// 500 before doing work.
+    InternalErrorBeforeCommit,
     /// 502 before doing work.
     BadGatewayBeforeCommit,
     /// Do the work, then answer 502.
@@ -195,6 +218,51 @@ pub struct TokenBucket {
     pub burst: u32,
     /// How `Retry-After` is written on 429.
     pub retry_after: RetryAfterStyle,
+    /// When set to a window of `w` seconds, every answer the bucket admits or refuses carries
+    /// `ratelimit-limit: N;w=W` (N = `per_second` x `w`, rounded) and `ratelimit-remaining:
+    /// R;w=W` (R = whole tokens left after this request, 0 on a refusal), as Docker Hub does.
+    pub announce_window_secs: Option<u64>,
+}
+
+impl TokenBucket {
+    /// `per_second` tokens a second, `burst` capacity, `Retry-After` in seconds, no headers.
+    pub fn new(per_second: f64, burst: u32) -> Self {
+        TokenBucket {
+            per_second,
+            burst,
+            retry_after: RetryAfterStyle::Seconds,
+            announce_window_secs: None,
+        }
+    }
+
+    /// Announces the limit in `ratelimit-*` headers over a window of `window_secs` seconds.
+    pub fn announced(mut self, window_secs: u64) -> Self {
+        self.announce_window_secs = Some(window_secs);
+        self
+    }
+
+    /// The `(name, value)` headers announcing this bucket with `tokens` left.
+    fn announcement(&self, tokens: f64) -> Vec<(&'static str, String)> {
+        let Some(window) = self.announce_window_secs else {
+            return Vec::new();
+        };
+        // Saturating float-to-int casts: hostile knob values give large numbers, not panics.
+        let limit = (self.per_second * window as f64).round().max(0.0) as u64;
+        let remaining = tokens.floor().max(0.0) as u64;
+        vec![
+            ("ratelimit-limit", format!("{limit};w={window}")),
+            ("ratelimit-remaining", format!("{remaining};w={window}")),
+        ]
+    }
+}
+
+/// The bucket's verdict on one request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Admission {
+    /// `Some(Retry-After value)` when the request is refused with 429.
+    pub(crate) refused: Option<String>,
+    /// Headers every answer to this request carries (the `ratelimit-*` announcement).
+    pub(crate) headers: Vec<(&'static str, String)>,
 }
 
 #[derive(Debug)]
@@ -207,7 +275,7 @@ struct BucketState {
 #[derive(Debug, Default)]
 pub(crate) struct FaultState {
     rules: Vec<FaultRule>,
-    random: Option<(RandomFaults, StdRng)>,
+    random: Vec<(RandomFaults, StdRng)>,
     bucket: Option<BucketState>,
     jitter_rng: Option<StdRng>,
 }
@@ -264,17 +332,29 @@ impl FaultsHandle {
             .collect()
     }
 
-    /// Turns on seeded random faults (replacing earlier settings).
+    /// Turns on seeded random faults (replacing earlier settings, including added ones).
     pub fn set_random(&self, random: RandomFaults) {
         let rng = StdRng::seed_from_u64(random.seed);
         let mut state = self.lock();
         state.jitter_rng = Some(StdRng::seed_from_u64(random.seed ^ 0x5eed_5eed));
-        state.random = Some((random, rng));
+        state.random = vec![(random, rng)];
+    }
+
+    /// Adds a further independent source of seeded random faults (its own rate, kinds and
+    /// operations, e.g. body resets on blob GETs only). Sources roll in the order added; the
+    /// first that hits decides.
+    pub fn add_random(&self, random: RandomFaults) {
+        let rng = StdRng::seed_from_u64(random.seed);
+        let mut state = self.lock();
+        if state.jitter_rng.is_none() {
+            state.jitter_rng = Some(StdRng::seed_from_u64(random.seed ^ 0x5eed_5eed));
+        }
+        state.random.push((random, rng));
     }
 
     /// Turns random faults off.
     pub fn clear_random(&self) {
-        self.lock().random = None;
+        self.lock().random.clear();
     }
 
     /// Sets (or with `None` removes) the token-bucket rate limit; a new bucket starts full.
@@ -286,11 +366,12 @@ impl FaultsHandle {
         });
     }
 
-    /// Takes one token from the bucket; on refusal returns the `Retry-After` header value.
-    pub(crate) fn take_token(&self) -> Result<(), String> {
+    /// Takes one token from the bucket: the refusal (with its `Retry-After` value), if any, and
+    /// the announcement headers the answer carries.
+    pub(crate) fn admit(&self) -> Admission {
         let mut state = self.lock();
         let Some(bucket) = state.bucket.as_mut() else {
-            return Ok(());
+            return Admission::default();
         };
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(bucket.last).as_secs_f64();
@@ -299,74 +380,94 @@ impl FaultsHandle {
         bucket.tokens = (bucket.tokens + elapsed * bucket.config.per_second).min(capacity);
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
-            return Ok(());
+            return Admission {
+                refused: None,
+                headers: bucket.config.announcement(bucket.tokens),
+            };
         }
         let missing = 1.0 - bucket.tokens;
         let wait_secs = if bucket.config.per_second > 0.0 {
-            (missing / bucket.config.per_second).ceil().max(1.0)
+            (missing / bucket.config.per_second)
+                .ceil()
+                .clamp(1.0, 3600.0)
         } else {
             3600.0
         };
-        // `wait_secs` is a small positive whole number of seconds here.
+        // `wait_secs` is a whole number of seconds in 1..=3600 here.
         let wait = Duration::from_secs_f64(wait_secs);
         let value = match bucket.config.retry_after {
             RetryAfterStyle::Seconds => RetryAfter::Seconds(wait.as_secs()),
             RetryAfterStyle::HttpDate => RetryAfter::HttpDate(wait),
         };
-        Err(value.header_value())
+        Admission {
+            refused: Some(value.header_value()),
+            headers: bucket.config.announcement(0.0),
+        }
     }
 
     /// Decides the fault (if any) for one request: scripted rules first, then random faults.
     pub(crate) fn decide(&self, op: OpKind, repo: Option<&str>) -> Option<Decision> {
         let mut state = self.lock();
         if let Some(rule) = state.rules.iter_mut().find(|r| r.matches(op, repo)) {
-            rule.times -= 1;
+            if rule.times != FaultRule::FOREVER {
+                rule.times -= 1;
+            }
             let action = rule.action.clone();
             return Some(state.scripted(action));
         }
-        let (random, rng) = state.random.as_mut()?;
-        let eligible = if random.ops.is_empty() {
-            op != OpKind::Token
-        } else {
-            random.ops.contains(&op)
-        };
-        if !eligible || random.kinds.is_empty() {
-            return None;
-        }
-        let roll: f64 = rng.random();
-        if roll >= random.rate {
-            return None;
-        }
-        let index = rng.random_range(0..random.kinds.len());
-        let kind = random.kinds[index];
-        let decision = match kind {
-            RandomFaultKind::TooManyRequests { retry_after_secs } => Decision::Reject {
-                code: 429,
-                retry_after: Some(retry_after_secs.to_string()),
-            },
-            RandomFaultKind::BadGatewayBeforeCommit => Decision::Reject {
-                code: 502,
-                retry_after: None,
-            },
-            RandomFaultKind::BadGatewayAfterCommit => Decision::AfterCommit { code: 502 },
-            RandomFaultKind::Shed {
-                retry_after_base_secs,
-                jitter_secs,
-            } => {
-                let extra = if jitter_secs == 0 {
-                    0
-                } else {
-                    rng.random_range(0..=jitter_secs)
-                };
-                Decision::Reject {
-                    code: 503,
-                    retry_after: Some((retry_after_base_secs + extra).to_string()),
-                }
-            }
-            RandomFaultKind::ResetBody { after_bytes } => Decision::ResetBody { after_bytes },
-        };
-        Some(decision)
+        state
+            .random
+            .iter_mut()
+            .find_map(|(random, rng)| roll(random, rng, op))
     }
+}
+
+/// One random-fault source's roll for one request.
+fn roll(random: &RandomFaults, rng: &mut StdRng, op: OpKind) -> Option<Decision> {
+    let eligible = if random.ops.is_empty() {
+        op != OpKind::Token
+    } else {
+        random.ops.contains(&op)
+    };
+    if !eligible || random.kinds.is_empty() {
+        return None;
+    }
+    let draw: f64 = rng.random();
+    if draw >= random.rate {
+        return None;
+    }
+    let index = rng.random_range(0..random.kinds.len());
+    let decision = match random.kinds[index] {
+        RandomFaultKind::TooManyRequests { retry_after_secs } => Decision::Reject {
+            code: 429,
+            retry_after: Some(retry_after_secs.to_string()),
+        },
+        RandomFaultKind::InternalErrorBeforeCommit => Decision::Reject {
+            code: 500,
+            retry_after: None,
+        },
+        RandomFaultKind::BadGatewayBeforeCommit => Decision::Reject {
+            code: 502,
+            retry_after: None,
+        },
+        RandomFaultKind::BadGatewayAfterCommit => Decision::AfterCommit { code: 502 },
+        RandomFaultKind::Shed {
+            retry_after_base_secs,
+            jitter_secs,
+        } => {
+            let extra = if jitter_secs == 0 {
+                0
+            } else {
+                rng.random_range(0..=jitter_secs)
+            };
+            Decision::Reject {
+                code: 503,
+                retry_after: Some(retry_after_base_secs.saturating_add(extra).to_string()),
+            }
+        }
+        RandomFaultKind::ResetBody { after_bytes } => Decision::ResetBody { after_bytes },
+    };
+    Some(decision)
 }
 
 impl FaultState {
@@ -394,7 +495,7 @@ impl FaultState {
                 };
                 Decision::Reject {
                     code: 503,
-                    retry_after: Some((retry_after_base_secs + extra).to_string()),
+                    retry_after: Some(retry_after_base_secs.saturating_add(extra).to_string()),
                 }
             }
         }

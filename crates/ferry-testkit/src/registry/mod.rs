@@ -377,3 +377,6 @@ impl TestRegistry {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod knob_tests;

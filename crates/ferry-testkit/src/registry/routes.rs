@@ -356,6 +356,7 @@ pub(crate) async fn handle(
         tokio::time::sleep(delay).await;
     }
 
+    let mut announced = Vec::new();
     if listening.redirect_target {
         let mut log = match shared.redirect_authorizations.lock() {
             Ok(guard) => guard,
@@ -365,10 +366,12 @@ pub(crate) async fn handle(
             log.push(value.clone());
         }
     } else {
-        if let Err(retry_after) = shared.faults.take_token() {
+        let admission = shared.faults.admit();
+        announced = admission.headers;
+        if let Some(retry_after) = admission.refused {
             let reply = oci_error(429, "TOOMANYREQUESTS", "rate limit exceeded")
                 .header("retry-after", retry_after);
-            return finish(&shared, reply, guard, None, &conn);
+            return finish(&shared, announce(reply, &announced), guard, None, &conn);
         }
         if let Some(auth) = &shared.auth
             && op != OpKind::Token
@@ -377,7 +380,7 @@ pub(crate) async fn handle(
             if let Err(challenge) = auth.check(&shared.base_url, authorization.as_deref(), &needs) {
                 let reply = oci_error(401, "UNAUTHORIZED", "authentication required")
                     .header("www-authenticate", challenge);
-                return finish(&shared, reply, guard, None, &conn);
+                return finish(&shared, announce(reply, &announced), guard, None, &conn);
             }
         }
     }
@@ -393,7 +396,7 @@ pub(crate) async fn handle(
             if let Some(value) = retry_after {
                 reply = reply.header("retry-after", value);
             }
-            return finish(&shared, reply, guard, None, &conn);
+            return finish(&shared, announce(reply, &announced), guard, None, &conn);
         }
         Some(Decision::AfterCommit { code }) => after_commit = Some(code),
         Some(Decision::ResetBody { after_bytes }) => {
@@ -438,7 +441,21 @@ pub(crate) async fn handle(
         Some(code) => oci_error(code, code_for_status(code), "injected fault after commit"),
         None => reply,
     };
-    finish(&shared, reply, guard, cut_response_after, &conn)
+    finish(
+        &shared,
+        announce(reply, &announced),
+        guard,
+        cut_response_after,
+        &conn,
+    )
+}
+
+/// Adds the rate limiter's `ratelimit-*` announcement (if any) to an answer.
+pub(crate) fn announce(mut reply: Reply, headers: &[(&'static str, String)]) -> Reply {
+    for (name, value) in headers {
+        reply = reply.header(name, value);
+    }
+    reply
 }
 
 async fn dispatch(

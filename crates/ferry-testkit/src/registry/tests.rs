@@ -635,6 +635,7 @@ async fn token_bucket_answers_429_past_the_burst() {
             per_second: 2.0,
             burst: 3,
             retry_after: RetryAfterStyle::Seconds,
+            announce_window_secs: None,
         })
         .start()
         .await
@@ -661,6 +662,7 @@ async fn token_bucket_answers_429_past_the_burst() {
         per_second: 0.5,
         burst: 1,
         retry_after: RetryAfterStyle::HttpDate,
+        announce_window_secs: None,
     }));
     assert_eq!(
         http.get(&ping).send().await.unwrap().status(),

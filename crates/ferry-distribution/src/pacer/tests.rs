@@ -1,0 +1,202 @@
+//! Unit tests of the pacer on tokio's paused clock: header parsing (hostile values included),
+//! the configured bucket, the announced quota, the learned rate and repository holds.
+
+use super::*;
+use proptest::prelude::*;
+use reqwest::header::HeaderMap;
+
+fn headers(limit: &str, remaining: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("ratelimit-limit", limit.parse().unwrap());
+    h.insert("ratelimit-remaining", remaining.parse().unwrap());
+    h
+}
+
+#[test]
+fn reads_docker_hub_quota_headers_with_their_window() {
+    let q = quota_headers(&headers("100;w=21600", "76;w=21600")).unwrap();
+    assert_eq!(
+        q,
+        Quota {
+            limit: 100,
+            remaining: 76,
+            window: Duration::from_secs(21600)
+        }
+    );
+    let q = quota_headers(&headers("20;w=1", "3")).unwrap();
+    assert_eq!(q.window, Duration::from_secs(1));
+    let q = quota_headers(&headers("20", "3")).unwrap();
+    assert_eq!(q.window, DEFAULT_QUOTA_WINDOW, "no w=: the default window");
+    assert_eq!(quota_headers(&headers("100;w=60", "junk")), None);
+    assert_eq!(quota_headers(&HeaderMap::new()), None);
+}
+
+#[test]
+fn hostile_quota_numbers_saturate_or_are_ignored() {
+    let q = quota_headers(&headers(
+        "99999999999999999999999999;w=99999999999999999999",
+        "99999999999999999999999999",
+    ))
+    .unwrap();
+    assert_eq!(q.limit, u64::MAX);
+    assert_eq!(q.remaining, u64::MAX);
+    assert_eq!(q.window, Duration::from_secs(u64::MAX));
+    assert_eq!(
+        quota_headers(&headers("20;w=0", "1")).unwrap().window,
+        DEFAULT_QUOTA_WINDOW,
+        "a zero window is no window"
+    );
+    for bad in ["-1", "1.5", "", ";w=1", "0x10", "1e9"] {
+        assert_eq!(quota_headers(&headers(bad, "1")), None, "{bad:?}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn any_quota_header_pair_parses_or_not_without_panicking_and_paces_finitely(
+        limit in "[0-9;w= a-z]{0,40}", remaining in "[0-9;w= ]{0,40}"
+    ) {
+        let (Ok(l), Ok(r)) = (limit.parse(), remaining.parse()) else { return Ok(()) };
+        let mut h = HeaderMap::new();
+        h.insert("ratelimit-limit", l);
+        h.insert("ratelimit-remaining", r);
+        if let Some(q) = quota_headers(&h) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let p = Pacer::new("r", None);
+                let t = p.admit(Operation::ManifestGet).await;
+                p.observe_quota(q, t);
+                // Whatever was announced, the next admission comes within the longest wait.
+                let start = Instant::now();
+                p.admit(Operation::ManifestGet).await;
+                assert!(start.elapsed() <= LONGEST_WAIT);
+            });
+        }
+    }
+}
+
+fn quota(limit: u64, remaining: u64, window_secs: u64) -> Quota {
+    Quota {
+        limit,
+        remaining,
+        window: Duration::from_secs(window_secs),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_rate_spaces_requests_after_the_burst() {
+    let p = Pacer::new("r", Some(10.0));
+    let start = Instant::now();
+    for _ in 0..30 {
+        p.admit(Operation::BlobGet).await;
+    }
+    // 5 from the burst, then 25 at 10 per second.
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(2490), "{elapsed:?}");
+    assert!(elapsed < Duration::from_millis(2600), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_announced_quota_meters_every_operation_but_those_answered_without_it() {
+    let p = Pacer::new("r", None);
+    let t = p.admit(Operation::ManifestGet).await;
+    // Docker Hub: 100 per six hours, three left.
+    p.observe_quota(quota(100, 3, 21600), t);
+    let start = Instant::now();
+    for _ in 0..2 {
+        p.admit(Operation::ManifestGet).await;
+    }
+    // A blob request draws from the quota until its answer comes without the headers.
+    let blob = p.admit(Operation::BlobGet).await;
+    p.observe_no_quota(blob);
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "what remains is spent freely"
+    );
+    for _ in 0..50 {
+        p.admit(Operation::BlobGet).await;
+    }
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "blob requests are not metered once seen unannounced"
+    );
+    p.admit(Operation::ManifestGet).await;
+    // The fourth metered request waits for the quota to refill one: 216 s at 95%.
+    let waited = start.elapsed().as_secs_f64();
+    assert!((waited - 216.0 / 0.95).abs() < 1.0, "{waited}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_announced_quota_is_corrected_by_requests_admitted_after_the_one_it_answers() {
+    let p = Pacer::new("r", None);
+    let first = p.admit(Operation::ManifestGet).await;
+    p.observe_quota(quota(20, 20, 1), first);
+    let early = p.admit(Operation::ManifestGet).await;
+    for _ in 0..5 {
+        p.admit(Operation::ManifestGet).await;
+    }
+    // The answer to `early` says 10 remain; five were admitted after it, so 5 are left.
+    p.observe_quota(quota(20, 10, 1), early);
+    let start = Instant::now();
+    for _ in 0..5 {
+        p.admit(Operation::ManifestGet).await;
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    p.admit(Operation::ManifestGet).await;
+    assert!(
+        start.elapsed() > Duration::ZERO,
+        "the sixth waits for a refill"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn isolated_throttles_among_successes_teach_no_rate() {
+    let p = Pacer::new("r", None);
+    for i in 0..400u32 {
+        let repo = format!("repo{}", i % 7);
+        if i % 25 == 3 {
+            assert_eq!(p.on_throttle(Some(&repo)), Scope::Request);
+        } else {
+            p.on_answer(Some(&repo));
+        }
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    assert_eq!(p.rate(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epoch() {
+    let p = Pacer::new("r", None);
+    for i in 0..20 {
+        p.on_answer(Some(["a", "b"][i % 2]));
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo));
+    }
+    let learned = p.learned_rate().unwrap();
+    assert!((learned - 18.0).abs() < 1e-9, "{learned}");
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo));
+    }
+    assert_eq!(p.learned_rate(), Some(learned), "one cut per epoch");
+    tokio::time::advance(Duration::from_millis(1100)).await;
+    p.on_throttle(Some("a"));
+    let cut = p.learned_rate().unwrap();
+    assert!(cut < learned, "{cut}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_throttled_repository_is_held_alone() {
+    let p = Pacer::new("r", None);
+    p.hold("stuck", Duration::from_secs(2));
+    assert!(p.is_held("stuck"));
+    let start = Instant::now();
+    p.wait_for_hold(Some("healthy")).await;
+    p.wait_for_hold(None).await;
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    p.wait_for_hold(Some("stuck")).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    assert!(!p.is_held("stuck"));
+}
