@@ -104,6 +104,10 @@ fn a_value_that_cannot_stay_one_string_inside_a_larger_word_is_an_error_naming_w
         let problem = &error.problems()[0];
         assert_eq!(problem.file, Path::new("mirror.yaml"));
         assert_eq!((problem.line, problem.column), (4, 18), "{error}");
+        assert_eq!(
+            problem.field, "registries[0] (host registry.example:5000): url",
+            "{error}"
+        );
         let shown = error.to_string();
         assert!(shown.contains("VALUE") && shown.contains(named), "{shown}");
         assert!(!shown.contains(value), "the value is not echoed: {shown}");

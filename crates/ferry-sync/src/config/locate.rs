@@ -119,6 +119,18 @@ impl Locator {
             })
     }
 
+    /// The field whose value is at `line` and starts at or before `column` (the nearest such),
+    /// if any: what an error found at that place in the text is about.
+    pub fn field_at(&self, line: usize, column: usize) -> Option<FieldPath> {
+        self.nodes
+            .iter()
+            .filter(|(path, n)| {
+                !path.0.is_empty() && n.value.line == line && n.value.column <= column
+            })
+            .max_by_key(|(path, n)| (n.value.column, path.0.len()))
+            .map(|(path, _)| path.clone())
+    }
+
     /// The text of the scalar at exactly `path`, if it is one.
     pub fn scalar(&self, path: &FieldPath) -> Option<&str> {
         self.nodes.get(path).and_then(|n| n.scalar.as_deref())

@@ -302,14 +302,29 @@ pub fn parse(
     origin: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    let interpolated = interpolate::interpolate(text, env).map_err(|e| ConfigError::Invalid {
-        problems: vec![Problem {
-            file: origin.to_path_buf(),
-            line: e.line,
-            column: e.column,
-            field: String::new(),
-            message: e.message,
-        }],
+    let interpolated = interpolate::interpolate(text, env).map_err(|e| {
+        // The field is found in the text as written (it parses with its `${…}` unreplaced,
+        // except inside a flow collection, where the field is then left unnamed).
+        let written = Locator::new(text);
+        let checker = Checker {
+            file: origin,
+            locator: &written,
+            redactions: Vec::new(),
+            problems: Vec::new(),
+        };
+        let field = written
+            .field_at(e.line, e.column)
+            .map(|path| checker.describe(&path))
+            .unwrap_or_default();
+        ConfigError::Invalid {
+            problems: vec![Problem {
+                file: origin.to_path_buf(),
+                line: e.line,
+                column: e.column,
+                field,
+                message: e.message,
+            }],
+        }
     })?;
     let locator = Locator::new(&interpolated.text);
     let mut redactions: Vec<String> = interpolated
