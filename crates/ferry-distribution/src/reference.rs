@@ -198,6 +198,129 @@ pub fn validate_tag(tag: &str) -> Result<(), ReferenceError> {
     }
 }
 
+/// A tag, valid by the OCI grammar `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`. Constructed only by
+/// [`Tag::parse`], so a tag can never carry `/`, `..`, `%`, a control character or a space into a
+/// URL path or a file name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(String);
+
+impl Tag {
+    /// Validates `text` as a tag.
+    pub fn parse(text: &str) -> Result<Tag, ReferenceError> {
+        validate_tag(text).map(|()| Tag(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A repository name by the distribution grammar: `/`-separated components of
+/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`, at most 255 characters. Constructed only by
+/// [`RepositoryName::parse`]: no component is empty, `.`, `..` or percent-encoded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RepositoryName(String);
+
+impl RepositoryName {
+    /// Validates `text` as a repository name (no registry host, tag or digest).
+    pub fn parse(text: &str) -> Result<RepositoryName, ReferenceError> {
+        let fail = |problem| ReferenceError {
+            input: text.to_owned(),
+            problem,
+        };
+        if text.is_empty() {
+            return Err(fail(ReferenceProblem::MissingRepository));
+        }
+        if let Some(component) = text.split('/').find(|c| !is_valid_path_component(c)) {
+            return Err(fail(ReferenceProblem::InvalidRepositoryComponent {
+                component: component.to_owned(),
+            }));
+        }
+        if text.len() > REPOSITORY_MAX_LEN {
+            return Err(fail(ReferenceProblem::RepositoryTooLong {
+                length: text.len(),
+            }));
+        }
+        Ok(RepositoryName(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The components between the slashes, each safe as one URL path segment.
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.0.split('/')
+    }
+}
+
+/// What names a manifest in a request path: a validated tag or a digest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ManifestReference {
+    Tag(Tag),
+    Digest(Digest),
+}
+
+impl ManifestReference {
+    /// A digest when `text` has a `:` (`sha256:…`), otherwise a tag; either is validated.
+    pub fn parse(text: &str) -> Result<ManifestReference, ReferenceError> {
+        if text.contains(':') {
+            Digest::parse(text)
+                .map(ManifestReference::Digest)
+                .map_err(|e| ReferenceError {
+                    input: text.to_owned(),
+                    problem: ReferenceProblem::InvalidDigest(e),
+                })
+        } else {
+            Tag::parse(text).map(ManifestReference::Tag)
+        }
+    }
+
+    pub fn digest(&self) -> Option<&Digest> {
+        match self {
+            ManifestReference::Digest(d) => Some(d),
+            ManifestReference::Tag(_) => None,
+        }
+    }
+}
+
+macro_rules! name_text {
+    ($name:ty) => {
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+        impl FromStr for $name {
+            type Err = ReferenceError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                <$name>::parse(s)
+            }
+        }
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+    };
+}
+name_text!(Tag);
+name_text!(RepositoryName);
+
+impl fmt::Display for ManifestReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ManifestReference::Tag(t) => t.fmt(f),
+            ManifestReference::Digest(d) => d.fmt(f),
+        }
+    }
+}
+
 impl FromStr for Reference {
     type Err = ReferenceError;
 
@@ -522,6 +645,54 @@ mod tests {
         }
         validate_tag(&"a".repeat(128)).unwrap();
         assert!(validate_tag(&"a".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn names_from_outside_become_types_only_when_valid() {
+        for hostile in [
+            "..",
+            ".",
+            "x/../../../repo-0001/manifests/v0",
+            "a%2fb",
+            "..\\..\\x",
+            "a b",
+            "a\u{1b}[2Jb",
+            "a\nb",
+            "",
+            "ä",
+        ] {
+            assert!(Tag::parse(hostile).is_err(), "tag {hostile:?}");
+            assert!(
+                RepositoryName::parse(hostile).is_err(),
+                "repository {hostile:?}"
+            );
+            assert!(
+                ManifestReference::parse(hostile).is_err(),
+                "reference {hostile:?}"
+            );
+        }
+        for hostile in ["a/../b", "a//b", "/a", "a/", "a/%2e%2e/b", "A/b"] {
+            assert!(RepositoryName::parse(hostile).is_err(), "{hostile:?}");
+        }
+        assert!(RepositoryName::parse(&"a".repeat(256)).is_err());
+        assert_eq!(Tag::parse("v1.2_3-x").unwrap().as_str(), "v1.2_3-x");
+        assert_eq!(
+            RepositoryName::parse("team/app")
+                .unwrap()
+                .components()
+                .collect::<Vec<_>>(),
+            ["team", "app"]
+        );
+        let d = sha();
+        assert_eq!(
+            ManifestReference::parse(&d.to_string()).unwrap(),
+            ManifestReference::Digest(d)
+        );
+        assert!(ManifestReference::parse("sha256:zz").is_err());
+        assert!(matches!(
+            ManifestReference::parse("latest").unwrap(),
+            ManifestReference::Tag(_)
+        ));
     }
 
     #[test]

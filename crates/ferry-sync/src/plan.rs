@@ -34,11 +34,22 @@ pub struct ResolvedMapping {
     pub filtered_out: Vec<(String, Reason)>,
     /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
+    /// Listed names that are not valid tags: left out, each with why (they count as failures).
+    pub rejected_names: Vec<RejectedName>,
     pub platforms: Vec<String>,
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
     /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
     pub target_tags: Vec<(Target, Vec<String>)>,
+}
+
+/// A name a source listed that is not a valid tag (`x/../y`, `..`, a control character): it is
+/// never put into a request or a path, and the run's exit code says something was left out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RejectedName {
+    /// The name as listed (rendered escaped wherever it is printed).
+    pub name: String,
+    pub reason: String,
 }
 
 /// One image to mirror: a selected tag or a pinned digest.

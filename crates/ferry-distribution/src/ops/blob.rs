@@ -17,7 +17,7 @@ use crate::gate::Slot;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid};
+use super::{expect_status, invalid, repository_name, repository_url};
 
 const MAX_REDIRECTS: usize = 5;
 
@@ -52,7 +52,8 @@ impl RegistryClient {
     /// The blob's size if `repository` has it, `None` if not.
     pub async fn head_blob(&self, repository: &str, digest: &Digest) -> Result<Option<u64>, Error> {
         let scopes = Scopes::pull(repository);
-        let url = self.api_url(&format!("{repository}/blobs/{digest}"));
+        let name = self.repository_for(Operation::BlobHead, repository)?;
+        let url = repository_url(self, &name, &["blobs", &digest.to_string()]);
         self.run(
             Call::new(Operation::BlobHead, Some(repository)),
             |_| async {
@@ -103,7 +104,8 @@ impl RegistryClient {
         slot: Option<Slot>,
     ) -> Result<BlobStream, Failure> {
         let scopes = Scopes::pull(repository);
-        let mut url = self.api_url(&format!("{repository}/blobs/{digest}"));
+        let name = repository_name(repository)?;
+        let mut url = repository_url(self, &name, &["blobs", &digest.to_string()]);
         let range = (offset > 0).then(|| format!("bytes={offset}-"));
         let with_range = |r: reqwest::RequestBuilder| match &range {
             Some(v) => r.header(RANGE, v.as_str()),

@@ -5,9 +5,10 @@
 use ferry_distribution::Reference;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
+use ferry_distribution::reference::Tag;
 
 use crate::config::Mapping;
-use crate::plan::{ImagePlan, ResolvedMapping, TargetPlan};
+use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan};
 use crate::prepare::PrepareOptions;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
@@ -37,11 +38,20 @@ pub async fn resolve_mapping(
     // the source is not listed (thousands of tags to learn about two; or a registry or token
     // that does not list at all). A missing exact tag is found missing by its own request.
     let listed = mapping.prune || !mapping.tags.names_its_tags();
-    let tags = if listed {
-        source.list_tags().await?
-    } else {
-        Vec::new()
-    };
+    // The one point where listed names (registry tag lists, layout `ref.name`) become tags.
+    let mut rejected_names = Vec::new();
+    let mut tags = Vec::new();
+    if listed {
+        for name in source.list_tags().await? {
+            match Tag::parse(&name) {
+                Ok(tag) => tags.push(tag.as_str().to_owned()),
+                Err(e) => rejected_names.push(RejectedName {
+                    reason: e.problem.to_string(),
+                    name,
+                }),
+            }
+        }
+    }
     let mut selection = if listed {
         mapping.tags.select(&tags)
     } else {
@@ -172,6 +182,7 @@ pub async fn resolve_mapping(
         images,
         filtered_out,
         missing_exact: selection.missing_exact,
+        rejected_names,
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
         target_tags,
