@@ -56,7 +56,9 @@ pub struct Authenticator {
 struct TokenResponse {
     token: Option<String>,
     access_token: Option<String>,
-    expires_in: Option<u64>,
+    /// Seconds; anything but a whole non-negative number (a string, `-1`, `1e300`) counts as
+    /// absent rather than failing the exchange.
+    expires_in: Option<serde_json::Value>,
 }
 
 impl Authenticator {
@@ -240,12 +242,15 @@ impl Authenticator {
                         "token response has neither token nor access_token".into(),
                     ))
                 })?;
-            let ttl = Duration::from_secs(parsed.expires_in.unwrap_or(60).max(1));
-            // Refresh a little before expiry: at 90% of the lifetime, and at least 5 s early.
-            let early = (ttl / 10).max(Duration::from_secs(5)).min(ttl);
             Ok(Token {
                 value: Secret::new(value),
-                refresh_at: Instant::now() + (ttl - early),
+                refresh_at: refresh_at(
+                    Instant::now(),
+                    parsed
+                        .expires_in
+                        .as_ref()
+                        .and_then(serde_json::Value::as_u64),
+                ),
             })
         })
         .await
@@ -254,6 +259,18 @@ impl Authenticator {
             e
         })
     }
+}
+
+/// No token is trusted for longer than this, whatever `expires_in` says.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// When a token issued at `now` with `expires_in` seconds (60 when absent) is refreshed: at 90%
+/// of its lifetime and at least 5 s early. The lifetime is capped, so no `expires_in` a token
+/// service sends can overflow the clock.
+fn refresh_at(now: Instant, expires_in: Option<u64>) -> Instant {
+    let ttl = Duration::from_secs(expires_in.unwrap_or(60).max(1)).min(MAX_TOKEN_LIFETIME);
+    let early = (ttl / 10).max(Duration::from_secs(5)).min(ttl);
+    now.checked_add(ttl.saturating_sub(early)).unwrap_or(now)
 }
 
 /// Picks Bearer over Basic when both are offered, and checks the realm.
@@ -390,6 +407,22 @@ mod tests {
             choose_scheme(&[Challenge::Basic { realm: None }], false),
             Ok(AuthScheme::Basic)
         );
+    }
+
+    #[test]
+    fn any_expires_in_gives_a_refresh_time_without_overflow() {
+        let now = Instant::now();
+        for (expires_in, after) in [
+            (None, 54),
+            (Some(0), 0),
+            (Some(1), 0),
+            (Some(3600), 3240),
+            (Some(18_446_744_073_709_549_568), 77_760),
+            (Some(u64::MAX), 77_760),
+        ] {
+            let at = refresh_at(now, expires_in);
+            assert_eq!(at - now, Duration::from_secs(after), "{expires_in:?}");
+        }
     }
 
     #[test]
