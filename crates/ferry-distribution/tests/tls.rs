@@ -159,3 +159,44 @@ async fn insecure_skips_verification_only_when_configured() {
     let client = RegistryClient::new(o).unwrap();
     assert_eq!(client.list_tags("app").await.unwrap(), ["1", "2"]);
 }
+
+#[tokio::test]
+async fn a_token_realm_on_another_host_keeps_verified_tls_for_an_insecure_registry() {
+    use ferry_testkit::registry::{HostileRule, Hostility, TestRegistry, TokenAuthConfig};
+    let (tls_url, served) = https_registry().await;
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![],
+            anonymous_pull: true,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("mine", "v1", &[b"layer"]);
+    // The realm is a host with a certificate only the insecure client would accept.
+    let realm = tls_url.replace("127.0.0.1", "localhost") + "/token";
+    reg.hostile().add(HostileRule {
+        op: None,
+        repo: None,
+        answer: vec![Hostility::Header(
+            "www-authenticate",
+            format!("Bearer realm=\"{realm}\",service=\"testkit\"").into_bytes(),
+        )],
+        times: None,
+    });
+    let mut o = RegistryOptions::insecure_at(&reg.url());
+    o.gate.retry.attempts = 2;
+    o.gate.retry.base = std::time::Duration::from_millis(10);
+    let err = RegistryClient::new(o)
+        .unwrap()
+        .list_tags("mine")
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Certificate(_)), "{err}");
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        0,
+        "nothing reached the realm"
+    );
+}

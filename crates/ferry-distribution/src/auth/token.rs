@@ -43,8 +43,9 @@ type Slot = Arc<tokio::sync::Mutex<Option<Token>>>;
 pub struct Authenticator {
     registry: String,
     credentials: Credentials,
-    /// An http realm is accepted only for a registry configured insecure.
-    allow_http_realm: bool,
+    /// The host of a registry configured insecure: a realm there may use http and unverified
+    /// TLS. A realm on any other host must be https and is always verified.
+    insecure_host: Option<String>,
     scheme: RwLock<Option<AuthScheme>>,
     tokens: Mutex<HashMap<String, Slot>>,
     /// Token endpoints are a service of their own: their requests are paced and guarded apart
@@ -65,13 +66,13 @@ impl Authenticator {
     pub fn new(
         registry: &str,
         credentials: Credentials,
-        allow_http_realm: bool,
+        insecure_host: Option<&str>,
         gate: RegistryGate,
     ) -> Self {
         Authenticator {
             registry: registry.to_owned(),
             credentials,
-            allow_http_realm,
+            insecure_host: insecure_host.map(str::to_owned),
             scheme: RwLock::new(None),
             tokens: Mutex::new(HashMap::new()),
             gate,
@@ -92,7 +93,7 @@ impl Authenticator {
     /// Records how the registry wants to be authenticated, from the challenges of a 401 (or
     /// `None` after a 200 ping). A challenge whose realm is unsafe is refused.
     pub fn learn(&self, challenges: &[Challenge]) -> Result<AuthScheme, ErrorKind> {
-        let scheme = choose_scheme(challenges, self.allow_http_realm)?;
+        let scheme = choose_scheme(challenges, self.insecure_host.as_deref())?;
         *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(scheme.clone());
         Ok(scheme)
     }
@@ -104,7 +105,7 @@ impl Authenticator {
     /// The `Authorization` header for a request needing `scopes`, minting a token if needed.
     pub async fn header(
         &self,
-        http: &reqwest::Client,
+        client: &crate::RegistryClient,
         scopes: &Scopes,
     ) -> Result<Option<HeaderValue>, Failure> {
         if let Credentials::Bearer { token } = &self.credentials {
@@ -117,6 +118,7 @@ impl Authenticator {
                 _ => Ok(None),
             },
             Some(AuthScheme::Bearer { realm, service }) => {
+                let http = client.http_for(&realm);
                 let token = self.token(http, &realm, service.as_deref(), scopes).await?;
                 Ok(Some(bearer(&token)?))
             }
@@ -273,8 +275,12 @@ fn refresh_at(now: Instant, expires_in: Option<u64>) -> Instant {
     now.checked_add(ttl.saturating_sub(early)).unwrap_or(now)
 }
 
-/// Picks Bearer over Basic when both are offered, and checks the realm.
-fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthScheme, ErrorKind> {
+/// Picks Bearer over Basic when both are offered, and checks the realm: https, or http only on
+/// the host of a registry configured insecure.
+fn choose_scheme(
+    challenges: &[Challenge],
+    insecure_host: Option<&str>,
+) -> Result<AuthScheme, ErrorKind> {
     if let Some(Challenge::Bearer { realm, service, .. }) = challenges
         .iter()
         .find(|c| matches!(c, Challenge::Bearer { .. }))
@@ -284,11 +290,11 @@ fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthSchem
         })?;
         match url.scheme() {
             "https" => {}
-            "http" if allow_http => {}
+            "http" if insecure_host.is_some() && url.host_str() == insecure_host => {}
             other => {
                 return Err(ErrorKind::Refused(format!(
-                    "token realm {} uses {other}: credentials go only over https (configure the \
-                     registry insecure to allow http)",
+                    "token realm {} uses {other}: credentials go only over https (http only to \
+                     the host of a registry configured insecure)",
                     redact_url(realm)
                 )));
             }
@@ -376,19 +382,25 @@ mod tests {
     }
 
     #[test]
-    fn an_http_realm_is_refused_unless_the_registry_is_insecure() {
+    fn an_http_realm_is_refused_unless_it_is_the_insecure_registrys_own_origin() {
+        let registry = "auth.example";
+        let elsewhere = "other.example";
         let c = [bearer_challenge("http://auth.example/token")];
         assert!(matches!(
-            choose_scheme(&c, false),
+            choose_scheme(&c, None),
             Err(ErrorKind::Refused(_))
         ));
         assert!(matches!(
-            choose_scheme(&c, true),
+            choose_scheme(&c, Some(registry)),
             Ok(AuthScheme::Bearer { .. })
+        ));
+        assert!(matches!(
+            choose_scheme(&c, Some(elsewhere)),
+            Err(ErrorKind::Refused(_))
         ));
         let c = [bearer_challenge("file:///etc/passwd")];
         assert!(matches!(
-            choose_scheme(&c, true),
+            choose_scheme(&c, Some(registry)),
             Err(ErrorKind::Refused(_))
         ));
     }
@@ -400,11 +412,11 @@ mod tests {
             bearer_challenge("https://auth.example/token"),
         ];
         assert!(matches!(
-            choose_scheme(&c, false),
+            choose_scheme(&c, None),
             Ok(AuthScheme::Bearer { .. })
         ));
         assert_eq!(
-            choose_scheme(&[Challenge::Basic { realm: None }], false),
+            choose_scheme(&[Challenge::Basic { realm: None }], None),
             Ok(AuthScheme::Basic)
         );
     }

@@ -128,9 +128,13 @@ impl RegistryClient {
             let next = url
                 .join(location)
                 .map_err(|e| invalid(format!("redirect to an unusable URL: {e}")))?;
-            if url.scheme() == "https" && next.scheme() != "https" && !self.options().insecure {
+            // Plain http only to the host of a registry configured insecure: `insecure` covers
+            // that host alone, and any other host is https.
+            let insecure_here = self.options().insecure && self.is_configured_host(&next);
+            if next.scheme() != "https" && !insecure_here {
                 return Err(Failure::Final(ErrorKind::Refused(format!(
-                    "blob redirect from https to {}: not followed",
+                    "blob redirect to {} over {}: another host is reached over https only",
+                    next.host_str().unwrap_or("?"),
                     next.scheme()
                 ))));
             }
@@ -140,7 +144,7 @@ impl RegistryClient {
                     .await?
             } else {
                 // Another host (object storage): the registry's credentials stay behind.
-                with_range(self.http().get(url.clone()))
+                with_range(self.http_for(&url).get(url.clone()))
                     .send()
                     .await
                     .map_err(|e| Failure::from_transport(&e))?

@@ -34,6 +34,8 @@ pub struct HostileRule {
     pub op: Option<OpKind>,
     pub repo: Option<String>,
     pub answer: Vec<Hostility>,
+    /// How many answers it rewrites (`None`: every one).
+    pub times: Option<usize>,
 }
 
 impl HostileRule {
@@ -43,7 +45,14 @@ impl HostileRule {
             op: Some(op),
             repo: repo.map(str::to_owned),
             answer,
+            times: None,
         }
+    }
+
+    /// The same rule for the first `n` matching answers only.
+    pub fn times(mut self, n: usize) -> Self {
+        self.times = Some(n);
+        self
     }
 }
 
@@ -68,10 +77,15 @@ impl HostileHandle {
 
     /// The answer with every matching rule applied, in the order they were added.
     pub(crate) fn apply(&self, op: OpKind, repo: Option<&str>, mut reply: Reply) -> Reply {
-        let rules = self.lock().clone();
-        for rule in rules.iter().filter(|r| {
-            r.op.is_none_or(|o| o == op) && r.repo.as_deref().is_none_or(|x| Some(x) == repo)
+        let mut rules = self.lock();
+        for rule in rules.iter_mut().filter(|r| {
+            r.op.is_none_or(|o| o == op)
+                && r.repo.as_deref().is_none_or(|x| Some(x) == repo)
+                && r.times != Some(0)
         }) {
+            if let Some(n) = &mut rule.times {
+                *n -= 1;
+            }
             for hostility in &rule.answer {
                 reply = rewrite(reply, hostility);
             }
