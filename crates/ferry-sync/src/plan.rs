@@ -52,6 +52,25 @@ pub struct RejectedName {
     pub reason: String,
 }
 
+impl RejectedName {
+    /// The one point where names a source lists (a registry's tag list, a layout's `ref.name`)
+    /// become tags: the valid ones, in order, and the others with why.
+    pub fn split(names: Vec<String>) -> (Vec<String>, Vec<RejectedName>) {
+        let mut tags = Vec::with_capacity(names.len());
+        let mut rejected = Vec::new();
+        for name in names {
+            match ferry_distribution::reference::Tag::parse(&name) {
+                Ok(tag) => tags.push(tag.as_str().to_owned()),
+                Err(e) => rejected.push(RejectedName {
+                    reason: e.problem.to_string(),
+                    name,
+                }),
+            }
+        }
+        (tags, rejected)
+    }
+}
+
 /// One image to mirror: a selected tag or a pinned digest.
 #[derive(Debug, Clone)]
 pub struct ImagePlan {

@@ -5,7 +5,6 @@
 use ferry_distribution::Reference;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
-use ferry_distribution::reference::Tag;
 
 use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan};
@@ -38,20 +37,11 @@ pub async fn resolve_mapping(
     // the source is not listed (thousands of tags to learn about two; or a registry or token
     // that does not list at all). A missing exact tag is found missing by its own request.
     let listed = mapping.prune || !mapping.tags.names_its_tags();
-    // The one point where listed names (registry tag lists, layout `ref.name`) become tags.
-    let mut rejected_names = Vec::new();
-    let mut tags = Vec::new();
-    if listed {
-        for name in source.list_tags().await? {
-            match Tag::parse(&name) {
-                Ok(tag) => tags.push(tag.as_str().to_owned()),
-                Err(e) => rejected_names.push(RejectedName {
-                    reason: e.problem.to_string(),
-                    name,
-                }),
-            }
-        }
-    }
+    let (tags, rejected_names) = if listed {
+        RejectedName::split(source.list_tags().await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut selection = if listed {
         mapping.tags.select(&tags)
     } else {
