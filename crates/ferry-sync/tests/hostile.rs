@@ -450,3 +450,66 @@ async fn a_token_lifetime_at_the_u64_limit_neither_panics_nor_stops_the_run() {
     assert_eq!(dst.tags("mirror/other"), ["v1"]);
     assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
 }
+
+#[tokio::test(start_paused = true)]
+async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("app", "v1", &[b"layer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = tmp.path().join("layout");
+    let to_layout = format!(
+        "  - source: \"{}/app\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.host(),
+        layout.display()
+    );
+    let (_, report) = plan_and_sync(&config(&[&src], &to_layout)).await;
+    assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
+
+    // The same manifest, also named by hostile ref.names in index.json.
+    let hostile = [
+        "..\\..\\x",
+        "../../etc/passwd",
+        "a/b",
+        "docker.io/x:..",
+        "nul\u{0}byte",
+        "ansi\u{1b}[2J",
+    ];
+    let path = layout.join("index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let good = index["manifests"][0].clone();
+    for name in hostile {
+        let mut entry = good.clone();
+        entry["annotations"]["org.opencontainers.image.ref.name"] = serde_json::json!(name);
+        index["manifests"].as_array_mut().unwrap().push(entry);
+    }
+    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+
+    let from_layout = format!(
+        "  - source: \"oci:{}\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        layout.display(),
+        dst.host()
+    );
+    let (_, report) = plan_and_sync(&config(&[&dst], &from_layout)).await;
+    assert_eq!(dst.tags("mirror/app"), ["v1"]);
+    let rejected: Vec<&str> = report
+        .rejected_names
+        .iter()
+        .map(|r| r.rejected.name.as_str())
+        .collect();
+    // A ref.name with a '/' is a full reference: its tag is what follows the last ':' (none
+    // for the two paths, '..' for docker.io/x:..). The layout lists its tags sorted.
+    assert_eq!(
+        rejected,
+        ["..", "..\\..\\x", "ansi\u{1b}[2J", "nul\u{0}byte"]
+    );
+    assert_eq!(report.verdict(), Verdict::Partial);
+    for r in dst.requests() {
+        assert!(
+            r.repo.as_deref().is_none_or(|x| x == "mirror/app"),
+            "{}",
+            r.path
+        );
+    }
+}
