@@ -248,10 +248,15 @@ impl DryRun {
                             continue;
                         };
                         change.blobs_missing = Some(size.missing.len() as u64);
-                        change.bytes_missing = Some(size.missing.iter().map(|b| b.size).sum());
+                        // Sizes come from the source's manifests: they saturate, never overflow.
+                        change.bytes_missing = Some(
+                            size.missing
+                                .iter()
+                                .fold(0u64, |sum, b| sum.saturating_add(b.size)),
+                        );
                         for blob in size.missing {
                             if unique.insert((size.target.clone(), blob.digest)) {
-                                bytes += blob.size;
+                                bytes = bytes.saturating_add(blob.size);
                             }
                         }
                     }

@@ -513,3 +513,45 @@ async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs(
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn descriptor_sizes_at_the_u64_limit_neither_panic_the_dry_run_nor_the_sync() {
+    use ferry_testkit::registry::{OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST, sha256_digest};
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("fine", "v1", &[b"fine layer"]);
+    let config_blob = br#"{"architecture":"amd64","os":"linux"}"#;
+    let layer = b"small layer";
+    src.seed_blob("huge", config_blob);
+    src.seed_blob("huge", layer);
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": sha256_digest(config_blob), "size": config_blob.len()},
+        "layers": [
+            {"mediaType": OCI_LAYER_TAR, "digest": sha256_digest(layer), "size": u64::MAX},
+            {"mediaType": OCI_LAYER_TAR, "digest": sha256_digest(b"other"), "size": u64::MAX},
+        ],
+    });
+    src.seed_manifest(
+        "huge",
+        "v1",
+        OCI_MANIFEST,
+        &serde_json::to_vec(&manifest).unwrap(),
+    );
+    let mappings = mapping(&src, "huge", &dst) + &mapping(&src, "fine", &dst);
+    let config = config(&[&src, &dst], &mappings);
+
+    let registries = Registries::new(&config);
+    let mut prepare = PrepareOptions::from_config(&config);
+    prepare.watch_interval = None;
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    let plan = resolve_all(&config, &registries, &prepare, tracker).await;
+    let dry = DryRun::measure(&plan, &registries).await;
+    assert_eq!(dry.totals.bytes_to_transfer, u64::MAX, "saturated");
+
+    let (_, report) = plan_and_sync(&config).await;
+    assert_eq!(dst.tags("mirror/fine"), ["v1"]);
+    assert!(dst.tags("mirror/huge").is_empty());
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+}
