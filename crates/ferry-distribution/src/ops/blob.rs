@@ -17,7 +17,7 @@ use crate::gate::Slot;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, repository_name, repository_url};
+use super::{Segment, expect_status, invalid, repository_name, repository_url};
 
 const MAX_REDIRECTS: usize = 5;
 
@@ -53,7 +53,11 @@ impl RegistryClient {
     pub async fn head_blob(&self, repository: &str, digest: &Digest) -> Result<Option<u64>, Error> {
         let scopes = Scopes::pull(repository);
         let name = self.repository_for(Operation::BlobHead, repository)?;
-        let url = repository_url(self, &name, &["blobs", &digest.to_string()]);
+        let url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("blobs"), Segment::Digest(digest)],
+        );
         self.run(
             Call::new(Operation::BlobHead, Some(repository)),
             |_| async {
@@ -105,7 +109,11 @@ impl RegistryClient {
     ) -> Result<BlobStream, Failure> {
         let scopes = Scopes::pull(repository);
         let name = repository_name(repository)?;
-        let mut url = repository_url(self, &name, &["blobs", &digest.to_string()]);
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("blobs"), Segment::Digest(digest)],
+        );
         let range = (offset > 0).then(|| format!("bytes={offset}-"));
         let with_range = |r: reqwest::RequestBuilder| match &range {
             Some(v) => r.header(RANGE, v.as_str()),

@@ -20,20 +20,35 @@ use crate::operation::Operation;
 use crate::reference::{ManifestReference, ReferenceError, RepositoryName};
 use crate::retry::Failure;
 
-/// `<base>/v2/<repository>/<tail…>`, built from a validated repository name and segments that
-/// are validated names or constants. Each becomes one percent-encoded path segment, so nothing a
-/// source or target sends can add a `/`, a `..` or an encoded separator to a request path.
+/// One path segment after the repository: a constant of the API, or a validated name.
+pub(crate) enum Segment<'a> {
+    Fixed(&'static str),
+    Digest(&'a Digest),
+    Reference(&'a ManifestReference),
+}
+
+/// `<base>/v2/<repository>/<tail…>`, built from a validated repository name and typed segments
+/// only. Each becomes one percent-encoded path segment, so nothing a source or target sends can
+/// add a `/`, a `..` or an encoded separator to a request path.
 pub(crate) fn repository_url(
     client: &crate::RegistryClient,
     repository: &RepositoryName,
-    tail: &[&str],
+    tail: &[Segment<'_>],
 ) -> url::Url {
     let mut url = client.api_url("");
+    let tail: Vec<String> = tail
+        .iter()
+        .map(|s| match s {
+            Segment::Fixed(text) => (*text).to_owned(),
+            Segment::Digest(d) => d.to_string(),
+            Segment::Reference(r) => r.to_string(),
+        })
+        .collect();
     if let Ok(mut segments) = url.path_segments_mut() {
         segments
             .pop_if_empty()
             .extend(repository.components())
-            .extend(tail);
+            .extend(&tail);
     }
     url
 }
@@ -73,7 +88,11 @@ impl crate::RegistryClient {
         let fail = |e| Error::new(self.host(), Some(repository), op, unsendable(e));
         let reference = parsed.map_err(fail)?;
         let name = RepositoryName::parse(repository).map_err(fail)?;
-        let url = repository_url(self, &name, &["manifests", &reference.to_string()]);
+        let url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("manifests"), Segment::Reference(&reference)],
+        );
         Ok((reference, op, url))
     }
 }

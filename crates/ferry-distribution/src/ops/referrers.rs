@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, read_page, repository_url};
+use super::{Segment, expect_status, invalid, read_page, repository_url};
 
 const MAX_PAGES: usize = 100;
 
@@ -44,7 +44,11 @@ impl RegistryClient {
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::ReferrersList, Some(repository));
         let name = self.repository_for(Operation::ReferrersList, repository)?;
-        let mut url = repository_url(self, &name, &["referrers", &digest.to_string()]);
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("referrers"), Segment::Digest(digest)],
+        );
         let mut all = Vec::new();
         for _ in 0..MAX_PAGES {
             let page = self

@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, read_page, repository_url};
+use super::{Segment, expect_status, invalid, read_page, repository_url};
 
 /// No listing walks more pages than this.
 pub const MAX_TAG_PAGES: usize = 10_000;
@@ -41,7 +41,11 @@ impl RegistryClient {
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::TagList, Some(repository));
         let name = self.repository_for(Operation::TagList, repository)?;
-        let mut url = repository_url(self, &name, &["tags", "list"]);
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("tags"), Segment::Fixed("list")],
+        );
         let mut tags = Vec::new();
         for _page in 0..MAX_TAG_PAGES {
             let (page, next) = self

@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, repository_name, repository_url};
+use super::{Segment, expect_status, invalid, repository_name, repository_url};
 
 /// An open upload session. Every answer may move it: keep the latest `location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +69,15 @@ impl RegistryClient {
     pub async fn start_upload_once(&self, repository: &str) -> Result<UploadSession, Failure> {
         self.name_accepted(repository)?;
         let name = repository_name(repository)?;
-        let url = repository_url(self, &name, &["blobs", "uploads", ""]);
+        let url = repository_url(
+            self,
+            &name,
+            &[
+                Segment::Fixed("blobs"),
+                Segment::Fixed("uploads"),
+                Segment::Fixed(""),
+            ],
+        );
         let response = self
             .send(&Scopes::push(repository), |http| {
                 http.post(url.clone()).header(CONTENT_LENGTH, "0")
@@ -117,7 +125,15 @@ impl RegistryClient {
     ) -> Result<MountOutcome, Failure> {
         let name = repository_name(repository)?;
         repository_name(from)?;
-        let mut url = repository_url(self, &name, &["blobs", "uploads", ""]);
+        let mut url = repository_url(
+            self,
+            &name,
+            &[
+                Segment::Fixed("blobs"),
+                Segment::Fixed("uploads"),
+                Segment::Fixed(""),
+            ],
+        );
         url.query_pairs_mut()
             .append_pair("mount", &digest.to_string())
             .append_pair("from", from);
