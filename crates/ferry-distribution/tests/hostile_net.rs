@@ -89,6 +89,7 @@ async fn an_http_token_realm_on_another_host_is_refused_even_for_an_insecure_reg
         repo: None,
         answer: vec![challenge(&elsewhere, "repository:mine:pull")],
         times: None,
+        skip: 0,
     });
     let err = alice_at(&reg.url()).list_tags("mine").await.unwrap_err();
     assert!(

@@ -184,6 +184,7 @@ async fn a_token_realm_on_another_host_keeps_verified_tls_for_an_insecure_regist
             format!("Bearer realm=\"{realm}\",service=\"testkit\"").into_bytes(),
         )],
         times: None,
+        skip: 0,
     });
     let mut o = RegistryOptions::insecure_at(&reg.url());
     o.gate.retry.attempts = 2;

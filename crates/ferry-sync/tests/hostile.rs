@@ -296,6 +296,7 @@ fn attacks(src: &TestRegistry, dst: &TestRegistry) -> Vec<(&'static str, Vec<Hos
                 repo: Some("digest-header".into()),
                 answer: vec![h("docker-content-digest", "sha256:../../../../etc/passwd")],
                 times: None,
+                skip: 0,
             }],
         ),
         (
@@ -443,6 +444,7 @@ async fn a_token_lifetime_at_the_u64_limit_neither_panics_nor_stops_the_run() {
             serde_json::json!(18_446_744_073_709_549_568u64),
         )],
         times: None,
+        skip: 0,
     });
     let mappings = mapping(&src, "app", &dst) + &mapping(&src, "other", &dst);
     let (_, report) = plan_and_sync(&config(&[&src, &dst], &mappings)).await;
@@ -554,4 +556,65 @@ async fn descriptor_sizes_at_the_u64_limit_neither_panic_the_dry_run_nor_the_syn
     assert_eq!(dst.tags("mirror/fine"), ["v1"]);
     assert!(dst.tags("mirror/huge").is_empty());
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_ranged_read_longer_than_the_rest_of_the_blob_is_cut_off_too() {
+    use ferry_testkit::registry::{FaultAction, FaultRule};
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let big = ferry_testkit::noise(9, 3_000_000);
+    src.seed_image("big", "v1", &[&big]);
+    src.seed_image("fine", "v1", &[b"fine layer"]);
+    // The first 1 MiB chunk lands but its reply is lost: the rest is read again from the
+    // source with a Range, and that read sends 16 MiB more than the blob has left.
+    dst.faults().push(FaultRule::on(
+        OpKind::UploadPatch,
+        FaultAction::AfterCommit { code: 502 },
+    ));
+    let big_digest = ferry_testkit::registry::sha256_digest(&big);
+    src.hostile().add(
+        HostileRule::new(
+            OpKind::BlobGet,
+            Some("big"),
+            vec![Hostility::Overlong(16 << 20)],
+        )
+        .after(2),
+    );
+    let registries: String = [&src, &dst].iter().map(|r| registry_yaml(r)).collect();
+    let text = format!(
+        "version: 1\nconcurrency: 4\nengine: {{ chunk_size: \"1MiB\", monolithic_limit: \"1MiB\" }}\nregistries:\n{registries}mappings:\n{}{}",
+        mapping(&src, "big", &dst),
+        mapping(&src, "fine", &dst)
+    );
+    let config = config::parse(&text, Path::new("test.yaml"), &|_| None).unwrap();
+    let (_, report) = plan_and_sync(&config).await;
+
+    assert_eq!(dst.tags("mirror/fine"), ["v1"]);
+    assert!(
+        dst.tags("mirror/big").is_empty(),
+        "{}",
+        report.render_text()
+    );
+    assert!(!dst.has_blob("mirror/big", &big_digest));
+    let ranged: Vec<_> = src
+        .requests()
+        .into_iter()
+        .filter(|r| r.op == OpKind::BlobGet && r.headers.iter().any(|(k, _)| k == "range"))
+        .collect();
+    assert!(!ranged.is_empty(), "the upload resumed with a ranged read");
+    let error = report
+        .images
+        .iter()
+        .find_map(|i| match &i.status {
+            ImageStatus::Failed { error, .. } if i.source.ends_with("/big") => Some(error.clone()),
+            _ => None,
+        })
+        .expect("the big image failed");
+    assert!(error.contains("more than its declared"), "{error}");
+    assert!(
+        report.totals.bytes_read < 3_000_000 + (4 << 20) * ranged.len() as u64,
+        "read {} bytes",
+        report.totals.bytes_read
+    );
 }

@@ -36,6 +36,8 @@ pub struct HostileRule {
     pub answer: Vec<Hostility>,
     /// How many answers it rewrites (`None`: every one).
     pub times: Option<usize>,
+    /// How many matching answers it lets through untouched first.
+    pub skip: usize,
 }
 
 impl HostileRule {
@@ -46,7 +48,14 @@ impl HostileRule {
             repo: repo.map(str::to_owned),
             answer,
             times: None,
+            skip: 0,
         }
+    }
+
+    /// The same rule, leaving the first `n` matching answers untouched.
+    pub fn after(mut self, n: usize) -> Self {
+        self.skip = n;
+        self
     }
 
     /// The same rule for the first `n` matching answers only.
@@ -83,6 +92,10 @@ impl HostileHandle {
                 && r.repo.as_deref().is_none_or(|x| Some(x) == repo)
                 && r.times != Some(0)
         }) {
+            if rule.skip > 0 {
+                rule.skip -= 1;
+                continue;
+            }
             if let Some(n) = &mut rule.times {
                 *n -= 1;
             }
