@@ -28,10 +28,13 @@ pub fn for_report(report: &SyncReport) -> u8 {
     }
 }
 
-/// The code for a dry run: only prepare-phase failures count.
+/// The code for a dry run: only prepare-phase failures and names left out as invalid count.
 pub fn for_dry_run(plan: &Plan, dry: &DryRun) -> u8 {
     let failed: Vec<_> = plan.failed().collect();
-    if failed.is_empty() {
+    let rejected = plan.resolved().any(|(_, r)| !r.rejected_names.is_empty());
+    if failed.is_empty() && rejected {
+        PARTIAL
+    } else if failed.is_empty() {
         CLEAN
     } else if failed.iter().all(|(_, e)| e.is_auth()) {
         AUTH

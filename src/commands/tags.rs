@@ -4,6 +4,7 @@
 use ferry_distribution::Reference;
 use ferry_sync::config::Origin;
 use ferry_sync::filter::{TagFilter, TagFilterSpec, TagSort};
+use ferry_sync::plan::RejectedName;
 use ferry_sync::registries::Registries;
 use ferry_sync::source::Source;
 
@@ -63,8 +64,8 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         Ok(source) => source.list_tags().await,
         Err(e) => Err(e),
     };
-    let tags = match listed {
-        Ok(t) => t,
+    let (tags, rejected) = match listed {
+        Ok(t) => RejectedName::split(t),
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
             return exit::for_error(&e);
@@ -80,6 +81,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
                 .map(|(t, r)| serde_json::json!({"tag": t, "reason": r.to_string()}))
                 .collect::<Vec<_>>(),
             "missing_exact": selection.missing_exact,
+            "rejected_names": rejected,
         });
         println!("{value:#}");
         return exit::CLEAN;
@@ -95,6 +97,9 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         print_stdout(&format!(
             "missing {tag:<width$}  exact tag not in the repository\n"
         ));
+    }
+    for r in &rejected {
+        println!("invalid {:?}  left out: {}", r.name, r.reason);
     }
     println!(
         "{} listed, {} selected, {} filtered out{}",

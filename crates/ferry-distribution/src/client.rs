@@ -82,7 +82,10 @@ pub struct RegistryClient {
 struct Inner {
     host: String,
     base: Url,
+    /// For the registry's own origin: unverified TLS when the registry is configured insecure.
     http: reqwest::Client,
+    /// For every other host (token realms, redirects to storage): always verified TLS.
+    verified_http: reqwest::Client,
     auth: Authenticator,
     gate: RegistryGate,
     options: RegistryOptions,
@@ -112,38 +115,52 @@ impl RegistryClient {
                 })?
             }
         };
+        if base.cannot_be_a_base() || !matches!(base.scheme(), "http" | "https") {
+            return Err(err(ErrorKind::Local(format!(
+                "registry endpoint {base} is not an http(s) URL"
+            ))));
+        }
         if base.scheme() == "http" && !options.insecure {
             return Err(err(ErrorKind::Refused(
                 "plain http is used only for a registry configured insecure".into(),
             )));
         }
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(options.connect_timeout)
-            .read_timeout(options.read_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(60));
-        if options.insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        if let Some(path) = &options.ca_bundle {
-            let pem = std::fs::read(path).map_err(|e| {
-                err(ErrorKind::Local(format!(
-                    "cannot read CA bundle {}: {e}",
-                    path.display()
-                )))
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                err(ErrorKind::Local(format!(
-                    "CA bundle {} is not PEM: {e}",
-                    path.display()
-                )))
-            })?;
-            builder = builder.tls_certs_merge(certs);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| err(ErrorKind::Local(format!("cannot build HTTP client: {e}"))))?;
+        let bundle = match &options.ca_bundle {
+            None => None,
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    err(ErrorKind::Local(format!(
+                        "cannot read CA bundle {}: {e}",
+                        path.display()
+                    )))
+                })?;
+                Some(reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                    err(ErrorKind::Local(format!(
+                        "CA bundle {} is not PEM: {e}",
+                        path.display()
+                    )))
+                })?)
+            }
+        };
+        // `insecure` applies to the configured host alone: one client for its origin, and a
+        // verified one for every other host it points at.
+        let build = |unverified: bool| {
+            let mut builder = reqwest::Client::builder()
+                .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(options.connect_timeout)
+                .read_timeout(options.read_timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .pool_idle_timeout(Duration::from_secs(60))
+                .tls_danger_accept_invalid_certs(unverified);
+            if let Some(certs) = &bundle {
+                builder = builder.tls_certs_merge(certs.clone());
+            }
+            builder
+                .build()
+                .map_err(|e| err(ErrorKind::Local(format!("cannot build HTTP client: {e}"))))
+        };
+        let http = build(options.insecure)?;
+        let verified_http = build(false)?;
         let token_gate = RegistryGate::new(
             format!("{} token service", options.host),
             GateSettings {
@@ -157,7 +174,7 @@ impl RegistryClient {
         let auth = Authenticator::new(
             &options.host,
             options.credentials.clone(),
-            options.insecure,
+            base.host_str().filter(|_| options.insecure),
             token_gate,
         );
         Ok(RegistryClient {
@@ -165,6 +182,7 @@ impl RegistryClient {
                 host: options.host.clone(),
                 base,
                 http,
+                verified_http,
                 auth,
                 gate: RegistryGate::new(options.host.clone(), options.gate.clone()),
                 options,
@@ -190,8 +208,24 @@ impl RegistryClient {
         &self.inner.options
     }
 
+    /// The client for the registry's own origin.
     pub fn http(&self) -> &reqwest::Client {
         &self.inner.http
+    }
+
+    /// Whether `url` is on the configured host (any port): the only host `insecure` covers.
+    pub fn is_configured_host(&self, url: &Url) -> bool {
+        url.host() == self.inner.base.host()
+    }
+
+    /// The client for `url`: the registry's own (unverified when configured insecure) on the
+    /// configured host, a verified one for any other host.
+    pub fn http_for(&self, url: &Url) -> &reqwest::Client {
+        if self.is_configured_host(url) {
+            &self.inner.http
+        } else {
+            &self.inner.verified_http
+        }
     }
 
     /// Whether the registry serves the referrers API: `None` until a listing has said.
@@ -376,7 +410,7 @@ impl RegistryClient {
         scopes: &Scopes,
         mut request: RequestBuilder,
     ) -> Result<Response, Failure> {
-        if let Some(header) = self.inner.auth.header(&self.inner.http, scopes).await? {
+        if let Some(header) = self.inner.auth.header(self, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }
         let response = request

@@ -31,6 +31,9 @@ pub enum ErrorKind {
     InvalidResponse(String),
     /// ferry refused to follow the registry somewhere unsafe (another origin, https to http).
     Refused(String),
+    /// The registry's TLS certificate was refused (untrusted issuer, expired, wrong name): a
+    /// permanent failure of this configuration, never retried and not counted in the breaker.
+    Certificate(String),
     /// Credentials could not be found, or the registry refused them.
     Auth(String),
     /// A failure of this machine (out of sockets, a local file), not of the registry.
@@ -122,6 +125,7 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::InvalidResponse(e) => write!(f, "invalid response: {e}"),
             ErrorKind::Refused(e) => write!(f, "refused: {e}"),
+            ErrorKind::Certificate(e) => write!(f, "TLS certificate refused: {e}"),
             ErrorKind::Auth(e) => write!(f, "authentication failed: {e}"),
             ErrorKind::Local(e) => write!(f, "local failure: {e}"),
             ErrorKind::Cancelled => f.write_str("cancelled"),

@@ -23,6 +23,12 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Serves `/v2/` (200) and one tag list over TLS; counts completed requests.
 async fn https_registry() -> (String, Arc<AtomicUsize>) {
+    let (url, served, _) = https_registry_counting_connections().await;
+    (url, served)
+}
+
+/// As [`https_registry`], also counting the TCP connections it accepted.
+async fn https_registry_counting_connections() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fixture("server.pem"))
         .unwrap()
         .map(Result::unwrap)
@@ -39,12 +45,15 @@ async fn https_registry() -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let served = Arc::new(AtomicUsize::new(0));
+    let connections = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&served);
+    let accepted = Arc::clone(&connections);
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            accepted.fetch_add(1, Ordering::SeqCst);
             let acceptor = acceptor.clone();
             let count = Arc::clone(&count);
             tokio::spawn(async move {
@@ -83,7 +92,7 @@ async fn https_registry() -> (String, Arc<AtomicUsize>) {
             });
         }
     });
-    (format!("https://127.0.0.1:{port}"), served)
+    (format!("https://127.0.0.1:{port}"), served, connections)
 }
 
 fn options(url: &str) -> RegistryOptions {
@@ -99,8 +108,37 @@ async fn a_private_ca_is_refused_by_default() {
     let (url, served) = https_registry().await;
     let client = RegistryClient::new(options(&url)).unwrap();
     let err = client.list_tags("app").await.unwrap_err();
-    assert!(matches!(err.kind, ErrorKind::Transport(_)), "{err}");
+    assert!(matches!(err.kind, ErrorKind::Certificate(_)), "{err}");
     assert_eq!(served.load(Ordering::SeqCst), 0, "no request completed");
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_is_tried_once_names_ca_bundle_and_leaves_the_breaker_closed() {
+    let (url, served, connections) = https_registry_counting_connections().await;
+    let mut o = options(&url);
+    o.gate.retry.attempts = 5;
+    let client = RegistryClient::new(o).unwrap();
+    let err = client.list_tags("app").await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err.kind, ErrorKind::Certificate(_)), "{text}");
+    assert!(
+        text.contains("UnknownIssuer") && text.contains("ca_bundle") && text.contains("127.0.0.1"),
+        "{text}"
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "one handshake, no retries"
+    );
+    assert_eq!(served.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        client.gate().breaker.state(),
+        ferry_distribution::breaker::BreakerState::Closed,
+        "a certificate says nothing about the registry's health"
+    );
+    // A second operation is refused the same way, not by an open breaker.
+    let again = client.list_tags("app").await.unwrap_err();
+    assert!(!matches!(again.kind, ErrorKind::BreakerOpen), "{again}");
 }
 
 #[tokio::test]
@@ -120,4 +158,46 @@ async fn insecure_skips_verification_only_when_configured() {
     o.insecure = true;
     let client = RegistryClient::new(o).unwrap();
     assert_eq!(client.list_tags("app").await.unwrap(), ["1", "2"]);
+}
+
+#[tokio::test]
+async fn a_token_realm_on_another_host_keeps_verified_tls_for_an_insecure_registry() {
+    use ferry_testkit::registry::{HostileRule, Hostility, TestRegistry, TokenAuthConfig};
+    let (tls_url, served) = https_registry().await;
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![],
+            anonymous_pull: true,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("mine", "v1", &[b"layer"]);
+    // The realm is a host with a certificate only the insecure client would accept.
+    let realm = tls_url.replace("127.0.0.1", "localhost") + "/token";
+    reg.hostile().add(HostileRule {
+        op: None,
+        repo: None,
+        answer: vec![Hostility::Header(
+            "www-authenticate",
+            format!("Bearer realm=\"{realm}\",service=\"testkit\"").into_bytes(),
+        )],
+        times: None,
+        skip: 0,
+    });
+    let mut o = RegistryOptions::insecure_at(&reg.url());
+    o.gate.retry.attempts = 2;
+    o.gate.retry.base = std::time::Duration::from_millis(10);
+    let err = RegistryClient::new(o)
+        .unwrap()
+        .list_tags("mine")
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Certificate(_)), "{err}");
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        0,
+        "nothing reached the realm"
+    );
 }

@@ -45,6 +45,9 @@ pub struct MappingDryRun {
     pub up_to_date: Vec<ImageUpToDate>,
     pub filtered_out: Vec<FilteredTag>,
     pub missing_exact: Vec<String>,
+    /// Listed names that are not valid tags, left out; present only when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected_names: Vec<crate::plan::RejectedName>,
 }
 
 /// An image stale on at least one target.
@@ -151,6 +154,7 @@ impl DryRun {
                         })
                         .collect();
                     entry.missing_exact = resolved.missing_exact.clone();
+                    entry.rejected_names = resolved.rejected_names.clone();
                 }
             }
             out.mappings.push(entry);
@@ -244,10 +248,15 @@ impl DryRun {
                             continue;
                         };
                         change.blobs_missing = Some(size.missing.len() as u64);
-                        change.bytes_missing = Some(size.missing.iter().map(|b| b.size).sum());
+                        // Sizes come from the source's manifests: they saturate, never overflow.
+                        change.bytes_missing = Some(
+                            size.missing
+                                .iter()
+                                .fold(0u64, |sum, b| sum.saturating_add(b.size)),
+                        );
                         for blob in size.missing {
                             if unique.insert((size.target.clone(), blob.digest)) {
-                                bytes += blob.size;
+                                bytes = bytes.saturating_add(blob.size);
                             }
                         }
                     }
@@ -312,6 +321,9 @@ impl DryRun {
             }
             for tag in &m.missing_exact {
                 let _ = writeln!(out, "  missing {tag}  (exact tag not in the source)");
+            }
+            for r in &m.rejected_names {
+                let _ = writeln!(out, "  invalid {:?}  left out: {}", r.name, r.reason);
             }
         }
         let t = &self.totals;

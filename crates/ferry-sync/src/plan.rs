@@ -34,11 +34,41 @@ pub struct ResolvedMapping {
     pub filtered_out: Vec<(String, Reason)>,
     /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
+    /// Listed names that are not valid tags: left out, each with why (they count as failures).
+    pub rejected_names: Vec<RejectedName>,
     pub platforms: Vec<String>,
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
     /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
     pub target_tags: Vec<(Target, Vec<String>)>,
+}
+
+/// A name a source listed that is not a valid tag (`x/../y`, `..`, a control character): it is
+/// never put into a request or a path, and the run's exit code says something was left out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RejectedName {
+    /// The name as listed (rendered escaped wherever it is printed).
+    pub name: String,
+    pub reason: String,
+}
+
+impl RejectedName {
+    /// The one point where names a source lists (a registry's tag list, a layout's `ref.name`)
+    /// become tags: the valid ones, in order, and the others with why.
+    pub fn split(names: Vec<String>) -> (Vec<String>, Vec<RejectedName>) {
+        let mut tags = Vec::with_capacity(names.len());
+        let mut rejected = Vec::new();
+        for name in names {
+            match ferry_distribution::reference::Tag::parse(&name) {
+                Ok(tag) => tags.push(tag.as_str().to_owned()),
+                Err(e) => rejected.push(RejectedName {
+                    reason: e.problem.to_string(),
+                    name,
+                }),
+            }
+        }
+        (tags, rejected)
+    }
 }
 
 /// One image to mirror: a selected tag or a pinned digest.

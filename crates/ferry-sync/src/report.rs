@@ -59,6 +59,16 @@ pub struct MappingFailure {
     pub status: ImageStatus,
 }
 
+/// A name a mapping's source listed that is not a valid tag, left out (see
+/// `plan::RejectedName`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectedNameReport {
+    pub mapping: usize,
+    pub source: String,
+    #[serde(flatten)]
+    pub rejected: crate::plan::RejectedName,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
     pub images_synced: u64,
@@ -127,6 +137,9 @@ impl RegistryReport {
 pub struct SyncReport {
     pub images: Vec<ImageReport>,
     pub failed_mappings: Vec<MappingFailure>,
+    /// Listed names left out as invalid; present in the JSON only when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected_names: Vec<RejectedNameReport>,
     pub registries: Vec<RegistryReport>,
     pub totals: Totals,
     #[serde(serialize_with = "secs")]
@@ -152,7 +165,10 @@ pub enum Verdict {
 impl SyncReport {
     pub fn verdict(&self) -> Verdict {
         let t = &self.totals;
-        let bad = t.images_failed + t.mappings_failed + t.images_interrupted;
+        let bad = t.images_failed
+            + t.mappings_failed
+            + t.images_interrupted
+            + self.rejected_names.len() as u64;
         let good = t.images_synced + t.images_up_to_date;
         if bad == 0 && !self.interrupted {
             Verdict::Clean
@@ -194,6 +210,13 @@ impl SyncReport {
             if let ImageStatus::Failed { error, .. } = &m.status {
                 let _ = writeln!(out, "FAILED  mapping {} ({}): {error}", m.mapping, m.source);
             }
+        }
+        for r in &self.rejected_names {
+            let _ = writeln!(
+                out,
+                "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
+                r.mapping, r.source, r.rejected.name, r.rejected.reason
+            );
         }
         for i in &self.images {
             match &i.status {

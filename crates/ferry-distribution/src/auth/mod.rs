@@ -89,19 +89,38 @@ impl Scopes {
         self.0.join(" ")
     }
 
-    /// These scopes plus any the registry named in its challenge.
+    /// The repositories these scopes name.
+    fn repositories(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|s| scope_repository(s))
+    }
+
+    /// These scopes plus those a challenge asked for on the same repositories. A challenge is
+    /// the registry's word, not the operation's: a scope on another repository, a registry-wide
+    /// scope (`registry:catalog:*`) or anything unparsable is left out, so a hostile registry
+    /// cannot have ferry's credentials exchanged for access the operation never named.
     pub fn with(&self, extra: Option<&str>) -> Self {
         let mut v = self.0.clone();
-        if let Some(extra) = extra {
-            for s in extra.split(' ').filter(|s| !s.is_empty()) {
-                if !v.iter().any(|x| x == s) {
-                    v.push(s.to_owned());
-                }
+        for s in extra.unwrap_or("").split(' ').filter(|s| !s.is_empty()) {
+            let named = scope_repository(s).is_some_and(|r| self.repositories().any(|o| o == r));
+            if !named {
+                tracing::debug!(scope = ?s, "challenge scope outside the operation's repositories: not asked for");
+            } else if !v.iter().any(|x| x == s) {
+                v.push(s.to_owned());
             }
         }
         v.sort();
         Scopes(v)
     }
+}
+
+/// The repository of a `repository:<name>:<actions>` scope (names may hold `:port`), when its
+/// actions are ones ferry itself asks for.
+fn scope_repository(scope: &str) -> Option<&str> {
+    let (name, actions) = scope.strip_prefix("repository:")?.rsplit_once(':')?;
+    let known = actions
+        .split(',')
+        .all(|a| matches!(a, "pull" | "push" | "delete"));
+    (known && !name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]
@@ -122,6 +141,31 @@ mod tests {
             Scopes::mount("a", "a").as_slice(),
             ["repository:a:pull,push"]
         );
+    }
+
+    #[test]
+    fn challenge_scopes_are_limited_to_the_operations_repositories() {
+        let s = Scopes::push("mirror/app");
+        let asked = "repository:mirror/app:pull,push,delete repository:prod/app:pull,push \
+                     registry:catalog:* repository:mirror/app:* repository:mirror/app";
+        assert_eq!(
+            s.with(Some(asked)).as_slice(),
+            [
+                "repository:mirror/app:pull,push",
+                "repository:mirror/app:pull,push,delete"
+            ]
+        );
+        let m = Scopes::mount("mirror/app", "base/app");
+        assert_eq!(
+            m.with(Some("repository:base/app:pull,push repository:other:pull"))
+                .as_slice(),
+            [
+                "repository:base/app:pull",
+                "repository:base/app:pull,push",
+                "repository:mirror/app:pull,push"
+            ]
+        );
+        assert_eq!(s.with(None), s);
     }
 
     #[test]

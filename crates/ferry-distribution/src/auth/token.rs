@@ -43,8 +43,9 @@ type Slot = Arc<tokio::sync::Mutex<Option<Token>>>;
 pub struct Authenticator {
     registry: String,
     credentials: Credentials,
-    /// An http realm is accepted only for a registry configured insecure.
-    allow_http_realm: bool,
+    /// The host of a registry configured insecure: a realm there may use http and unverified
+    /// TLS. A realm on any other host must be https and is always verified.
+    insecure_host: Option<String>,
     scheme: RwLock<Option<AuthScheme>>,
     tokens: Mutex<HashMap<String, Slot>>,
     /// Token endpoints are a service of their own: their requests are paced and guarded apart
@@ -56,20 +57,22 @@ pub struct Authenticator {
 struct TokenResponse {
     token: Option<String>,
     access_token: Option<String>,
-    expires_in: Option<u64>,
+    /// Seconds; anything but a whole non-negative number (a string, `-1`, `1e300`) counts as
+    /// absent rather than failing the exchange.
+    expires_in: Option<serde_json::Value>,
 }
 
 impl Authenticator {
     pub fn new(
         registry: &str,
         credentials: Credentials,
-        allow_http_realm: bool,
+        insecure_host: Option<&str>,
         gate: RegistryGate,
     ) -> Self {
         Authenticator {
             registry: registry.to_owned(),
             credentials,
-            allow_http_realm,
+            insecure_host: insecure_host.map(str::to_owned),
             scheme: RwLock::new(None),
             tokens: Mutex::new(HashMap::new()),
             gate,
@@ -90,7 +93,7 @@ impl Authenticator {
     /// Records how the registry wants to be authenticated, from the challenges of a 401 (or
     /// `None` after a 200 ping). A challenge whose realm is unsafe is refused.
     pub fn learn(&self, challenges: &[Challenge]) -> Result<AuthScheme, ErrorKind> {
-        let scheme = choose_scheme(challenges, self.allow_http_realm)?;
+        let scheme = choose_scheme(challenges, self.insecure_host.as_deref())?;
         *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(scheme.clone());
         Ok(scheme)
     }
@@ -102,7 +105,7 @@ impl Authenticator {
     /// The `Authorization` header for a request needing `scopes`, minting a token if needed.
     pub async fn header(
         &self,
-        http: &reqwest::Client,
+        client: &crate::RegistryClient,
         scopes: &Scopes,
     ) -> Result<Option<HeaderValue>, Failure> {
         if let Credentials::Bearer { token } = &self.credentials {
@@ -115,6 +118,7 @@ impl Authenticator {
                 _ => Ok(None),
             },
             Some(AuthScheme::Bearer { realm, service }) => {
+                let http = client.http_for(&realm);
                 let token = self.token(http, &realm, service.as_deref(), scopes).await?;
                 Ok(Some(bearer(&token)?))
             }
@@ -240,12 +244,15 @@ impl Authenticator {
                         "token response has neither token nor access_token".into(),
                     ))
                 })?;
-            let ttl = Duration::from_secs(parsed.expires_in.unwrap_or(60).max(1));
-            // Refresh a little before expiry: at 90% of the lifetime, and at least 5 s early.
-            let early = (ttl / 10).max(Duration::from_secs(5)).min(ttl);
             Ok(Token {
                 value: Secret::new(value),
-                refresh_at: Instant::now() + (ttl - early),
+                refresh_at: refresh_at(
+                    Instant::now(),
+                    parsed
+                        .expires_in
+                        .as_ref()
+                        .and_then(serde_json::Value::as_u64),
+                ),
             })
         })
         .await
@@ -256,8 +263,24 @@ impl Authenticator {
     }
 }
 
-/// Picks Bearer over Basic when both are offered, and checks the realm.
-fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthScheme, ErrorKind> {
+/// No token is trusted for longer than this, whatever `expires_in` says.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// When a token issued at `now` with `expires_in` seconds (60 when absent) is refreshed: at 90%
+/// of its lifetime and at least 5 s early. The lifetime is capped, so no `expires_in` a token
+/// service sends can overflow the clock.
+fn refresh_at(now: Instant, expires_in: Option<u64>) -> Instant {
+    let ttl = Duration::from_secs(expires_in.unwrap_or(60).max(1)).min(MAX_TOKEN_LIFETIME);
+    let early = (ttl / 10).max(Duration::from_secs(5)).min(ttl);
+    now.checked_add(ttl.saturating_sub(early)).unwrap_or(now)
+}
+
+/// Picks Bearer over Basic when both are offered, and checks the realm: https, or http only on
+/// the host of a registry configured insecure.
+fn choose_scheme(
+    challenges: &[Challenge],
+    insecure_host: Option<&str>,
+) -> Result<AuthScheme, ErrorKind> {
     if let Some(Challenge::Bearer { realm, service, .. }) = challenges
         .iter()
         .find(|c| matches!(c, Challenge::Bearer { .. }))
@@ -267,11 +290,11 @@ fn choose_scheme(challenges: &[Challenge], allow_http: bool) -> Result<AuthSchem
         })?;
         match url.scheme() {
             "https" => {}
-            "http" if allow_http => {}
+            "http" if insecure_host.is_some() && url.host_str() == insecure_host => {}
             other => {
                 return Err(ErrorKind::Refused(format!(
-                    "token realm {} uses {other}: credentials go only over https (configure the \
-                     registry insecure to allow http)",
+                    "token realm {} uses {other}: credentials go only over https (http only to \
+                     the host of a registry configured insecure)",
                     redact_url(realm)
                 )));
             }
@@ -359,19 +382,25 @@ mod tests {
     }
 
     #[test]
-    fn an_http_realm_is_refused_unless_the_registry_is_insecure() {
+    fn an_http_realm_is_refused_unless_it_is_the_insecure_registrys_own_origin() {
+        let registry = "auth.example";
+        let elsewhere = "other.example";
         let c = [bearer_challenge("http://auth.example/token")];
         assert!(matches!(
-            choose_scheme(&c, false),
+            choose_scheme(&c, None),
             Err(ErrorKind::Refused(_))
         ));
         assert!(matches!(
-            choose_scheme(&c, true),
+            choose_scheme(&c, Some(registry)),
             Ok(AuthScheme::Bearer { .. })
+        ));
+        assert!(matches!(
+            choose_scheme(&c, Some(elsewhere)),
+            Err(ErrorKind::Refused(_))
         ));
         let c = [bearer_challenge("file:///etc/passwd")];
         assert!(matches!(
-            choose_scheme(&c, true),
+            choose_scheme(&c, Some(registry)),
             Err(ErrorKind::Refused(_))
         ));
     }
@@ -383,13 +412,29 @@ mod tests {
             bearer_challenge("https://auth.example/token"),
         ];
         assert!(matches!(
-            choose_scheme(&c, false),
+            choose_scheme(&c, None),
             Ok(AuthScheme::Bearer { .. })
         ));
         assert_eq!(
-            choose_scheme(&[Challenge::Basic { realm: None }], false),
+            choose_scheme(&[Challenge::Basic { realm: None }], None),
             Ok(AuthScheme::Basic)
         );
+    }
+
+    #[test]
+    fn any_expires_in_gives_a_refresh_time_without_overflow() {
+        let now = Instant::now();
+        for (expires_in, after) in [
+            (None, 54),
+            (Some(0), 0),
+            (Some(1), 0),
+            (Some(3600), 3240),
+            (Some(18_446_744_073_709_549_568), 77_760),
+            (Some(u64::MAX), 77_760),
+        ] {
+            let at = refresh_at(now, expires_in);
+            assert_eq!(at - now, Duration::from_secs(after), "{expires_in:?}");
+        }
     }
 
     #[test]

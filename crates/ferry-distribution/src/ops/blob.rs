@@ -17,7 +17,7 @@ use crate::gate::Slot;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid};
+use super::{Segment, expect_status, invalid, repository_name, repository_url};
 
 const MAX_REDIRECTS: usize = 5;
 
@@ -52,7 +52,12 @@ impl RegistryClient {
     /// The blob's size if `repository` has it, `None` if not.
     pub async fn head_blob(&self, repository: &str, digest: &Digest) -> Result<Option<u64>, Error> {
         let scopes = Scopes::pull(repository);
-        let url = self.api_url(&format!("{repository}/blobs/{digest}"));
+        let name = self.repository_for(Operation::BlobHead, repository)?;
+        let url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("blobs"), Segment::Digest(digest)],
+        );
         self.run(
             Call::new(Operation::BlobHead, Some(repository)),
             |_| async {
@@ -103,7 +108,12 @@ impl RegistryClient {
         slot: Option<Slot>,
     ) -> Result<BlobStream, Failure> {
         let scopes = Scopes::pull(repository);
-        let mut url = self.api_url(&format!("{repository}/blobs/{digest}"));
+        let name = repository_name(repository)?;
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("blobs"), Segment::Digest(digest)],
+        );
         let range = (offset > 0).then(|| format!("bytes={offset}-"));
         let with_range = |r: reqwest::RequestBuilder| match &range {
             Some(v) => r.header(RANGE, v.as_str()),
@@ -126,9 +136,13 @@ impl RegistryClient {
             let next = url
                 .join(location)
                 .map_err(|e| invalid(format!("redirect to an unusable URL: {e}")))?;
-            if url.scheme() == "https" && next.scheme() != "https" && !self.options().insecure {
+            // Plain http only to the host of a registry configured insecure: `insecure` covers
+            // that host alone, and any other host is https.
+            let insecure_here = self.options().insecure && self.is_configured_host(&next);
+            if next.scheme() != "https" && !insecure_here {
                 return Err(Failure::Final(ErrorKind::Refused(format!(
-                    "blob redirect from https to {}: not followed",
+                    "blob redirect to {} over {}: another host is reached over https only",
+                    next.host_str().unwrap_or("?"),
                     next.scheme()
                 ))));
             }
@@ -138,7 +152,7 @@ impl RegistryClient {
                     .await?
             } else {
                 // Another host (object storage): the registry's credentials stay behind.
-                with_range(self.http().get(url.clone()))
+                with_range(self.http_for(&url).get(url.clone()))
                     .send()
                     .await
                     .map_err(|e| Failure::from_transport(&e))?

@@ -13,6 +13,7 @@ use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
 use super::{content_digest, expect_status, invalid};
+use crate::reference::ManifestReference;
 
 /// What a HEAD learns about a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +29,6 @@ pub struct Manifest {
     pub bytes: Bytes,
     pub media_type: String,
     pub digest: Digest,
-}
-
-fn is_digest(reference: &str) -> Option<Digest> {
-    if reference.contains(':') {
-        Digest::parse(reference).ok()
-    } else {
-        None
-    }
 }
 
 fn media_type(response: &reqwest::Response) -> String {
@@ -56,8 +49,9 @@ impl RegistryClient {
         reference: &str,
     ) -> Result<Option<ManifestInfo>, Error> {
         let scopes = Scopes::pull(repository);
-        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
-        let call = Call::new(Operation::ManifestHead, Some(repository));
+        let (_, operation, url) =
+            self.manifest_for(|_| Operation::ManifestHead, repository, reference)?;
+        let call = Call::new(operation, Some(repository));
         let head = self
             .run(call, |_| async {
                 let response = self
@@ -104,10 +98,11 @@ impl RegistryClient {
     /// digest is computed from the bytes and must agree with the registry's header.
     pub async fn get_manifest(&self, repository: &str, reference: &str) -> Result<Manifest, Error> {
         let scopes = Scopes::pull(repository);
-        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
+        let (parsed, operation, url) =
+            self.manifest_for(|_| Operation::ManifestGet, repository, reference)?;
         let limit = self.options().manifest_limit;
-        let wanted = is_digest(reference);
-        let call = Call::new(Operation::ManifestGet, Some(repository));
+        let wanted = parsed.digest().cloned();
+        let call = Call::new(operation, Some(repository));
         self.run(call, |_| async {
             let response = self
                 .send(&scopes, |http| {
@@ -163,12 +158,11 @@ impl RegistryClient {
         manifest: &Manifest,
     ) -> Result<Digest, Error> {
         let scopes = Scopes::push(repository);
-        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
-        let operation = if is_digest(reference).is_some() {
-            Operation::ManifestPutByDigest
-        } else {
-            Operation::ManifestPutByTag
+        let by = |r: &ManifestReference| match r {
+            ManifestReference::Digest(_) => Operation::ManifestPutByDigest,
+            ManifestReference::Tag(_) => Operation::ManifestPutByTag,
         };
+        let (_, operation, url) = self.manifest_for(by, repository, reference)?;
         let call = Call::new(operation, Some(repository));
         self.run(call, |_| async {
             let response = self
@@ -197,12 +191,11 @@ impl RegistryClient {
     /// manifest already gone counts as deleted.
     pub async fn delete_manifest(&self, repository: &str, reference: &str) -> Result<(), Error> {
         let scopes = Scopes::push(repository);
-        let url = self.api_url(&format!("{repository}/manifests/{reference}"));
-        let operation = if is_digest(reference).is_some() {
-            Operation::ManifestDeleteByDigest
-        } else {
-            Operation::TagDelete
+        let by = |r: &ManifestReference| match r {
+            ManifestReference::Digest(_) => Operation::ManifestDeleteByDigest,
+            ManifestReference::Tag(_) => Operation::TagDelete,
         };
+        let (_, operation, url) = self.manifest_for(by, repository, reference)?;
         self.run(Call::new(operation, Some(repository)), |_| async {
             let response = self.send(&scopes, |http| http.delete(url.clone())).await?;
             expect_status(response, &[200, 202, 204, 404]).await?;

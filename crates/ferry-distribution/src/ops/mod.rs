@@ -15,8 +15,87 @@ pub use upload::{MountOutcome, UploadSession};
 use reqwest::Response;
 
 use crate::digest::Digest;
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind};
+use crate::operation::Operation;
+use crate::reference::{ManifestReference, ReferenceError, RepositoryName};
 use crate::retry::Failure;
+
+/// One path segment after the repository: a constant of the API, or a validated name.
+pub(crate) enum Segment<'a> {
+    Fixed(&'static str),
+    Digest(&'a Digest),
+    Reference(&'a ManifestReference),
+}
+
+/// `<base>/v2/<repository>/<tail…>`, built from a validated repository name and typed segments
+/// only. Each becomes one percent-encoded path segment, so nothing a source or target sends can
+/// add a `/`, a `..` or an encoded separator to a request path.
+pub(crate) fn repository_url(
+    client: &crate::RegistryClient,
+    repository: &RepositoryName,
+    tail: &[Segment<'_>],
+) -> url::Url {
+    let mut url = client.api_url("");
+    let tail: Vec<String> = tail
+        .iter()
+        .map(|s| match s {
+            Segment::Fixed(text) => (*text).to_owned(),
+            Segment::Digest(d) => d.to_string(),
+            Segment::Reference(r) => r.to_string(),
+        })
+        .collect();
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments
+            .pop_if_empty()
+            .extend(repository.components())
+            .extend(&tail);
+    }
+    url
+}
+
+/// Why a name from outside cannot go into a request path: the request is refused unsent.
+pub(crate) fn unsendable(e: ReferenceError) -> ErrorKind {
+    ErrorKind::Refused(format!("{e}; no request was sent"))
+}
+
+/// The repository a single attempt names, or its final failure.
+pub(crate) fn repository_name(repository: &str) -> Result<RepositoryName, Failure> {
+    RepositoryName::parse(repository).map_err(|e| Failure::Final(unsendable(e)))
+}
+
+impl crate::RegistryClient {
+    /// The validated repository of a retried operation, or that operation's error: nothing is
+    /// sent for a name that fails validation.
+    pub(crate) fn repository_for(
+        &self,
+        operation: Operation,
+        repository: &str,
+    ) -> Result<RepositoryName, Error> {
+        RepositoryName::parse(repository)
+            .map_err(|e| Error::new(self.host(), Some(repository), operation, unsendable(e)))
+    }
+
+    /// The validated repository and manifest URL of a manifest operation; `operation` picks
+    /// the operation from whether the reference is a tag or a digest.
+    pub(crate) fn manifest_for(
+        &self,
+        operation: impl Fn(&ManifestReference) -> Operation,
+        repository: &str,
+        reference: &str,
+    ) -> Result<(ManifestReference, Operation, url::Url), Error> {
+        let parsed = ManifestReference::parse(reference);
+        let op = parsed.as_ref().map_or(Operation::ManifestGet, &operation);
+        let fail = |e| Error::new(self.host(), Some(repository), op, unsendable(e));
+        let reference = parsed.map_err(fail)?;
+        let name = RepositoryName::parse(repository).map_err(fail)?;
+        let url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("manifests"), Segment::Reference(&reference)],
+        );
+        Ok((reference, op, url))
+    }
+}
 
 /// The `Docker-Content-Digest` header, when present and well formed.
 pub(crate) fn content_digest(response: &Response) -> Option<Digest> {

@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, read_page};
+use super::{Segment, expect_status, invalid, read_page, repository_url};
 
 const MAX_PAGES: usize = 100;
 
@@ -43,7 +43,12 @@ impl RegistryClient {
         let scopes = Scopes::pull(repository);
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::ReferrersList, Some(repository));
-        let mut url = self.api_url(&format!("{repository}/referrers/{digest}"));
+        let name = self.repository_for(Operation::ReferrersList, repository)?;
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("referrers"), Segment::Digest(digest)],
+        );
         let mut all = Vec::new();
         for _ in 0..MAX_PAGES {
             let page = self

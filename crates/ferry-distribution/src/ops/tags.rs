@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid, read_page};
+use super::{Segment, expect_status, invalid, read_page, repository_url};
 
 /// No listing walks more pages than this.
 pub const MAX_TAG_PAGES: usize = 10_000;
@@ -40,7 +40,12 @@ impl RegistryClient {
         let scopes = Scopes::pull(repository);
         let budget = self.gate().policy.budget();
         let call = Call::new(Operation::TagList, Some(repository));
-        let mut url = self.api_url(&format!("{repository}/tags/list"));
+        let name = self.repository_for(Operation::TagList, repository)?;
+        let mut url = repository_url(
+            self,
+            &name,
+            &[Segment::Fixed("tags"), Segment::Fixed("list")],
+        );
         let mut tags = Vec::new();
         for _page in 0..MAX_TAG_PAGES {
             let (page, next) = self

@@ -14,7 +14,7 @@ use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
-use super::{expect_status, invalid};
+use super::{Segment, expect_status, invalid, repository_name, repository_url};
 
 /// An open upload session. Every answer may move it: keep the latest `location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,16 @@ impl RegistryClient {
     /// `POST /v2/<name>/blobs/uploads/`: one attempt.
     pub async fn start_upload_once(&self, repository: &str) -> Result<UploadSession, Failure> {
         self.name_accepted(repository)?;
-        let url = self.api_url(&format!("{repository}/blobs/uploads/"));
+        let name = repository_name(repository)?;
+        let url = repository_url(
+            self,
+            &name,
+            &[
+                Segment::Fixed("blobs"),
+                Segment::Fixed("uploads"),
+                Segment::Fixed(""),
+            ],
+        );
         let response = self
             .send(&Scopes::push(repository), |http| {
                 http.post(url.clone()).header(CONTENT_LENGTH, "0")
@@ -114,7 +123,17 @@ impl RegistryClient {
         digest: &Digest,
         from: &str,
     ) -> Result<MountOutcome, Failure> {
-        let mut url = self.api_url(&format!("{repository}/blobs/uploads/"));
+        let name = repository_name(repository)?;
+        repository_name(from)?;
+        let mut url = repository_url(
+            self,
+            &name,
+            &[
+                Segment::Fixed("blobs"),
+                Segment::Fixed("uploads"),
+                Segment::Fixed(""),
+            ],
+        );
         url.query_pairs_mut()
             .append_pair("mount", &digest.to_string())
             .append_pair("from", from);
@@ -154,7 +173,7 @@ impl RegistryClient {
         body: reqwest::Body,
     ) -> Result<UploadSession, Failure> {
         let url = session.location.clone();
-        let end = offset + len.saturating_sub(1);
+        let end = offset.saturating_add(len.saturating_sub(1));
         let request = self
             .http()
             .patch(url)
@@ -359,5 +378,5 @@ fn next_offset(response: &reqwest::Response) -> u64 {
         .and_then(|(_, end)| end.trim().parse::<u64>().ok())
         // `0-0` is what distribution answers for an empty session as well as for one byte:
         // read it as empty (a replay of one byte is refused with 416, never doubled).
-        .map_or(0, |end| if end == 0 { 0 } else { end + 1 })
+        .map_or(0, |end| if end == 0 { 0 } else { end.saturating_add(1) })
 }

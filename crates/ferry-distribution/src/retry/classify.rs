@@ -126,6 +126,9 @@ pub fn breaker_verdict(failure: &Failure) -> Option<bool> {
 impl Failure {
     /// A failure built from a reqwest error, deciding whether the request was sent.
     pub fn from_transport(error: &reqwest::Error) -> Failure {
+        if let Some(problem) = certificate_problem(error) {
+            return Failure::Final(ErrorKind::Certificate(problem));
+        }
         let local = is_local_io_failure(error);
         // A connect error (refused, unreachable, connect timeout, TLS handshake) means the request
         // never reached the registry. Anything later may have.
@@ -232,6 +235,53 @@ fn describe_transport(error: &reqwest::Error) -> String {
         }
     }
     text
+}
+
+/// What was wrong with the server's certificate, when TLS verification refused it: which host,
+/// and why. Sending again cannot fix a certificate, so this failure is final.
+fn certificate_problem(error: &reqwest::Error) -> Option<String> {
+    use rustls::CertificateError as C;
+    let mut node: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    let mut found = None;
+    for _ in 0..16 {
+        let Some(current) = node else { break };
+        if let Some(rustls::Error::InvalidCertificate(c)) = current.downcast_ref::<rustls::Error>()
+        {
+            found = Some(c.clone());
+            break;
+        }
+        // An io::Error's `source()` skips the error it wraps: step into it instead.
+        node = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
+    }
+    let problem = found?;
+    let host = error
+        .url()
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| "the server".to_owned());
+    let why = match &problem {
+        C::UnknownIssuer => "UnknownIssuer: it was not signed by a trusted CA (if the registry \
+                             uses a private CA, set the registry's ca_bundle to that CA's PEM)"
+            .to_owned(),
+        C::Expired | C::ExpiredContext { .. } => "Expired: it is past its validity".to_owned(),
+        C::NotValidYet | C::NotValidYetContext { .. } => {
+            "NotValidYet: its validity has not begun (check this machine's clock)".to_owned()
+        }
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "NotValidForName: it does not name this host".to_owned()
+        }
+        other => format!("{other:?}"),
+    };
+    Some(format!("the certificate of {host} was refused: {why}"))
 }
 
 /// Out of file descriptors, sockets or buffers: this machine's failure, not the registry's.

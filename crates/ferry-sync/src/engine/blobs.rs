@@ -85,7 +85,8 @@ impl BlobScheduler {
                 let job = c.job.lock().unwrap_or_else(|p| p.into_inner());
                 job.as_ref().map(|j| j.blob.size)
             })
-            .sum()
+            // Sizes come from the source's manifests: saturate rather than overflow.
+            .fold(0, u64::saturating_add)
     }
 
     /// Records that `blob` (read from `source`) must be at `place`.

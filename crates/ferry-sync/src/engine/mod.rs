@@ -21,7 +21,10 @@ use crate::config::{EngineSettings, Target};
 use crate::plan::{ImagePlan, Plan, TargetState};
 use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
-use crate::report::{ImageReport, ImageStatus, MappingFailure, RegistryReport, SyncReport, Totals};
+use crate::report::{
+    ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
+    Totals,
+};
 use crate::source::Source;
 
 use blobs::{BlobScheduler, Place};
@@ -86,6 +89,7 @@ pub async fn sync(
     let start = Instant::now();
     let mut images = Vec::new();
     let mut failed_mappings = Vec::new();
+    let mut rejected_names = Vec::new();
     let mut work = Vec::new();
 
     for m in &plan.mappings {
@@ -100,6 +104,11 @@ pub async fn sync(
                 continue;
             }
         };
+        rejected_names.extend(resolved.rejected_names.iter().map(|r| RejectedNameReport {
+            mapping: m.index,
+            source: m.source.clone(),
+            rejected: r.clone(),
+        }));
         for image in &resolved.images {
             let mut stale = Vec::new();
             for t in &image.targets {
@@ -271,6 +280,7 @@ pub async fn sync(
     SyncReport {
         images,
         failed_mappings,
+        rejected_names,
         registries: registries_report,
         totals,
         // The whole run: the prepare phase and the engine.

@@ -103,7 +103,7 @@ async fn read_once(
             kept
         }
     };
-    let mut stream = match source.open_blob(&blob.digest, blob.size, 0).await {
+    let mut stream = match open_bounded(source, blob, 0).await {
         Ok(s) => s,
         Err(e) => {
             live = broadcast(&mut live, Err(Failure::Inner(Box::new(e)))).await;
@@ -126,6 +126,11 @@ async fn read_once(
                 }
             }
             Err(f) => {
+                // A final failure of the source (a stream past its declared size) ends the blob
+                // for every sink: none retries it from the source again.
+                if let Failure::Final(kind) = &f {
+                    let _ = poisoned.set(source.error(Operation::BlobGet, kind.clone()));
+                }
                 let _ = broadcast(&mut live, Err(f)).await;
                 return;
             }
@@ -220,10 +225,21 @@ async fn write_sink(
 
 /// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
 async fn reopen(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Failure> {
-    source
-        .open_blob(&blob.digest, blob.size, offset)
+    open_bounded(source, blob, offset)
         .await
         .map_err(|e| Failure::Inner(Box::new(e)))
+}
+
+/// The source's stream of the blob from `offset`, cut off at the first byte beyond the size its
+/// descriptor declares: a source streaming without end fails this blob at once instead of
+/// filling a temporary file or an upload until the deadline.
+async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Error> {
+    let stream = source.open_blob(&blob.digest, blob.size, offset).await?;
+    let what = format!("blob {} from {}", blob.digest, source.name());
+    let left = blob.size.saturating_sub(offset);
+    Ok(Box::pin(ferry_distribution::limit::bounded(
+        stream, left, what,
+    )))
 }
 
 /// One attempt at getting the blob into a registry repository. The first attempt streams from

@@ -217,7 +217,7 @@ impl TagFilter {
             });
         }
         for (i, tag) in spec.exact.iter().enumerate() {
-            if !is_valid_tag(tag) {
+            if ferry_distribution::reference::Tag::parse(tag).is_err() {
                 return Err(FilterError {
                     field: format!("exact[{i}]"),
                     message: format!(
@@ -354,17 +354,6 @@ fn glob(text: &str, field: &str) -> Result<Glob, FilterError> {
         field: field.to_string(),
         message: format!("invalid glob \"{text}\": {}", e.kind()),
     })
-}
-
-/// The OCI tag grammar: `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
-pub fn is_valid_tag(tag: &str) -> bool {
-    let bytes = tag.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 #[cfg(test)]

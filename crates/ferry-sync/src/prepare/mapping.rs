@@ -7,7 +7,7 @@ use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
 use crate::config::Mapping;
-use crate::plan::{ImagePlan, ResolvedMapping, TargetPlan};
+use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan};
 use crate::prepare::PrepareOptions;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
@@ -37,10 +37,10 @@ pub async fn resolve_mapping(
     // the source is not listed (thousands of tags to learn about two; or a registry or token
     // that does not list at all). A missing exact tag is found missing by its own request.
     let listed = mapping.prune || !mapping.tags.names_its_tags();
-    let tags = if listed {
-        source.list_tags().await?
+    let (tags, rejected_names) = if listed {
+        RejectedName::split(source.list_tags().await?)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let mut selection = if listed {
         mapping.tags.select(&tags)
@@ -172,6 +172,7 @@ pub async fn resolve_mapping(
         images,
         filtered_out,
         missing_exact: selection.missing_exact,
+        rejected_names,
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
         target_tags,

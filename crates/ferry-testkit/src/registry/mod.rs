@@ -4,6 +4,7 @@
 mod auth;
 mod content;
 mod faults;
+mod hostile;
 mod metrics;
 mod net;
 mod personality;
@@ -26,6 +27,7 @@ pub use faults::{
     FaultAction, FaultRule, FaultsHandle, RandomFaultKind, RandomFaults, RetryAfter,
     RetryAfterStyle, TokenBucket,
 };
+pub use hostile::{HostileHandle, HostileRule, Hostility};
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
 pub use personality::Personality;
@@ -132,6 +134,7 @@ impl TestRegistryBuilder {
             base_url: format!("http://{host}"),
             redirect_url: format!("http://{redirect_host}"),
             redirect_authorizations: Mutex::default(),
+            hostile: HostileHandle::default(),
         });
         let router = |redirect_target| {
             axum::Router::new()
@@ -209,6 +212,11 @@ impl TestRegistry {
     /// `http://127.0.0.1:PORT2` of the redirect-target listener.
     pub fn redirect_url(&self) -> String {
         self.shared.redirect_url.clone()
+    }
+
+    /// The hostile rules that rewrite this registry's answers (see [`Hostility`]).
+    pub fn hostile(&self) -> HostileHandle {
+        self.shared.hostile.clone()
     }
 
     /// Runtime fault knobs.

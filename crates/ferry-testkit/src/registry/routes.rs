@@ -41,6 +41,7 @@ pub(crate) struct Shared {
     pub(crate) base_url: String,
     pub(crate) redirect_url: String,
     pub(crate) redirect_authorizations: Mutex<Vec<String>>,
+    pub(crate) hostile: super::hostile::HostileHandle,
 }
 
 impl Shared {
@@ -380,7 +381,10 @@ pub(crate) async fn handle(
             if let Err(challenge) = auth.check(&shared.base_url, authorization.as_deref(), &needs) {
                 let reply = oci_error(401, "UNAUTHORIZED", "authentication required")
                     .header("www-authenticate", challenge);
-                return finish(&shared, announce(reply, &announced), guard, None, &conn);
+                let reply = shared
+                    .hostile
+                    .apply(op, route.repo(), announce(reply, &announced));
+                return finish(&shared, reply, guard, None, &conn);
             }
         }
     }
@@ -441,13 +445,10 @@ pub(crate) async fn handle(
         Some(code) => oci_error(code, code_for_status(code), "injected fault after commit"),
         None => reply,
     };
-    finish(
-        &shared,
-        announce(reply, &announced),
-        guard,
-        cut_response_after,
-        &conn,
-    )
+    let reply = shared
+        .hostile
+        .apply(op, incoming.route.repo(), announce(reply, &announced));
+    finish(&shared, reply, guard, cut_response_after, &conn)
 }
 
 /// Adds the rate limiter's `ratelimit-*` announcement (if any) to an answer.
