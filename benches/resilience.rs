@@ -384,7 +384,8 @@ fn table(run: usize, outcomes: &[Outcome], tags: usize) -> String {
                 let (max_share, max_ratio) = match o.condition {
                     Condition::Announced => (1.0, 1.3),
                     Condition::Silent => (5.0, 1.5),
-                    _ => (1.0, 1.08),
+                    // The politeness bench's documented target for a configured rate.
+                    _ => (1.0, 1.2),
                 };
                 let r = ratio(o.wall, o.imposed());
                 format!(
