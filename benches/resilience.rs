@@ -177,6 +177,8 @@ struct Outcome {
     finished: BTreeMap<String, Duration>,
     /// The first failure's report line, if any.
     first_failure: Option<String>,
+    /// When (since the start) the source proxy answered its first and last 429.
+    throttled_between: Option<(Duration, Duration)>,
 }
 
 impl Outcome {
@@ -318,6 +320,17 @@ async fn run(
             *entry = (*entry).max(at);
         }
     }
+    let throttled_at: Vec<Duration> = source_proxy
+        .requests()
+        .iter()
+        .filter(|r| r.status == 429)
+        .map(|r| r.at.saturating_duration_since(started_tokio))
+        .collect();
+    let throttled_between = throttled_at
+        .iter()
+        .min()
+        .zip(throttled_at.iter().max())
+        .map(|(first, last)| (*first, *last));
     let verified = verify(corpus, &target).await?;
     let source_stats = source_proxy.stats();
     let outcome = Outcome {
@@ -332,6 +345,7 @@ async fn run(
         verified,
         finished,
         first_failure: failure_line(&report),
+        throttled_between,
     };
     drop(source_proxy);
     drop(target_proxy);
@@ -412,6 +426,17 @@ fn table(run: usize, outcomes: &[Outcome], tags: usize) -> String {
             o.failed,
             o.verified,
         ));
+    }
+    for o in outcomes {
+        if let Some((first, last)) = o.throttled_between {
+            out.push_str(&format!(
+                "\n{}: {} answered 429 between {} and {} after the start",
+                o.condition.key(),
+                o.source_429,
+                secs(first),
+                secs(last)
+            ));
+        }
     }
     for o in outcomes {
         if let Some(line) = &o.first_failure {
