@@ -33,7 +33,7 @@ use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{
-    FaultProxy, FaultRule, OpKind, RandomFaultKind, RandomFaults, TokenBucket,
+    FaultProxy, FaultRule, OpKind, RandomFaultKind, RandomFaults, RequestRecord, TokenBucket,
 };
 use futures::StreamExt as _;
 
@@ -331,6 +331,13 @@ async fn run(
         .min()
         .zip(throttled_at.iter().max())
         .map(|(first, last)| (*first, *last));
+    if condition.bucket().is_some() {
+        eprintln!(
+            "resilience: {} source arrivals per 100 ms, first 3 s (429s in brackets): {}",
+            condition.key(),
+            arrivals(&source_proxy.requests(), started_tokio)
+        );
+    }
     let verified = verify(corpus, &target).await?;
     let source_stats = source_proxy.stats();
     let outcome = Outcome {
@@ -354,6 +361,26 @@ async fn run(
         .await
         .map_err(|e| format!("stopping the target registry: {e}"))?;
     Ok(outcome)
+}
+
+/// Requests per 100 ms slot over the first 3 s, with the 429s of each slot: `12 8[3] 2 ...`.
+fn arrivals(records: &[RequestRecord], start: tokio::time::Instant) -> String {
+    let mut slots = [(0u32, 0u32); 30];
+    for record in records {
+        let slot = (record.at.saturating_duration_since(start).as_millis() / 100) as usize;
+        if let Some((all, throttled)) = slots.get_mut(slot) {
+            *all += 1;
+            *throttled += u32::from(record.status == 429);
+        }
+    }
+    slots
+        .iter()
+        .map(|(all, throttled)| match throttled {
+            0 => all.to_string(),
+            n => format!("{all}[{n}]"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn secs(d: Duration) -> String {
