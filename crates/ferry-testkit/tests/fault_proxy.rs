@@ -329,3 +329,49 @@ async fn one_throttled_repository_leaves_the_others_served() {
     }
     assert_eq!(proxy.stats().too_many_requests, 10);
 }
+
+#[tokio::test]
+async fn hostile_paths_get_the_registrys_own_answer_or_a_clear_refusal() {
+    let Some((real, proxy)) = setup().await else {
+        return;
+    };
+    let http = client();
+    push_image(&http, &real.url(), "lib/app", "v1", &[b"layer"]).await;
+    let proxy_addr: std::net::SocketAddr = proxy.host().parse().unwrap();
+    // Forwarded byte for byte: the proxy answers what the registry answers.
+    for path in [
+        "/v2/lib%2fapp/manifests/v1",
+        "/v2/lib/app%00/manifests/v1",
+        "/v2/lib/app/tags/list?n=18446744073709551616",
+        "/v2/lib/app/blobs/sha256:..%2f..%2fetc",
+    ] {
+        let direct = real.request("GET", path).await.unwrap();
+        let proxied = ferry_testkit::distribution::http_request(proxy_addr, "GET", path)
+            .await
+            .unwrap();
+        assert_eq!(proxied.status, direct.status, "{path}");
+        assert_eq!(proxied.body, direct.body, "{path}");
+    }
+    // A dot segment cannot be forwarded as sent (URL parsing would resolve it into another
+    // path): the proxy itself refuses it with a 400 that names the path.
+    let refused = ferry_testkit::distribution::http_request(
+        proxy_addr,
+        "GET",
+        "/v2/lib/app/../other/manifests/v1",
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status, 400);
+    let body = String::from_utf8_lossy(&refused.body);
+    assert!(body.contains("/v2/lib/app/../other/manifests/v1"), "{body}");
+    let encoded = ferry_testkit::distribution::http_request(
+        proxy_addr,
+        "GET",
+        "/v2/lib/app/manifests/%2E%2e",
+    )
+    .await
+    .unwrap();
+    assert_eq!(encoded.status, 400);
+    let stats = proxy.stats();
+    assert_eq!(stats.status(400), 2);
+}

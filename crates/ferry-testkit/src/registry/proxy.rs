@@ -156,6 +156,17 @@ async fn forward(
         at: tokio::time::Instant::now(),
     });
 
+    if has_dot_segment(&path) {
+        let reply = oci_error(
+            400,
+            "UNSUPPORTED",
+            format!(
+                "proxy: cannot forward {path:?} as sent: it holds a dot segment that URL parsing would resolve"
+            ),
+        );
+        return local(reply, guard);
+    }
+
     let admission = shared.faults.admit();
     let announced = admission.headers;
     if let Some(retry_after) = admission.refused {
@@ -257,6 +268,14 @@ async fn forward(
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
+}
+
+/// Whether a path segment is `.` or `..`, literally or percent-encoded (`%2e`, any case).
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
 }
 
 /// The upstream's answer headers for the client: hop-by-hop headers dropped, and a `Location`
