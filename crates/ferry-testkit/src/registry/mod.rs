@@ -1,5 +1,6 @@
 //! An in-process OCI distribution registry for tests: real HTTP on 127.0.0.1 over real
-//! in-memory state, with token auth, pagination, latency, rate limits, faults and metrics.
+//! in-memory state, with token auth, pagination, latency, rate limits, faults and metrics; and
+//! [`FaultProxy`], the same fault knobs in front of any upstream registry.
 
 mod auth;
 mod content;
@@ -8,6 +9,7 @@ mod hostile;
 mod metrics;
 mod net;
 mod personality;
+mod proxy;
 mod reply;
 mod routes;
 mod state;
@@ -31,6 +33,7 @@ pub use hostile::{HostileHandle, HostileRule, Hostility};
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
 pub use personality::Personality;
+pub use proxy::FaultProxy;
 pub use state::sha256_digest;
 
 use routes::{Config, Listening, Shared};

@@ -182,7 +182,7 @@ pub(crate) fn query_value<'a>(pairs: &'a [(String, String)], key: &str) -> Optio
         .map(|(_, v)| v.as_str())
 }
 
-fn classify(method: &Method, route: &Route, pairs: &[(String, String)]) -> OpKind {
+pub(crate) fn classify(method: &Method, route: &Route, pairs: &[(String, String)]) -> OpKind {
     match (route, method.as_str()) {
         (Route::Ping, "GET" | "HEAD") => OpKind::Ping,
         (Route::Token, "GET" | "POST") => OpKind::Token,
@@ -213,7 +213,7 @@ fn classify(method: &Method, route: &Route, pairs: &[(String, String)]) -> OpKin
     }
 }
 
-fn carries_body(op: OpKind, method: &Method) -> bool {
+pub(crate) fn carries_body(op: OpKind, method: &Method) -> bool {
     (op == OpKind::Token && method == Method::POST)
         || matches!(
             op,
