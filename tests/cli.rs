@@ -393,6 +393,50 @@ async fn copy_moves_one_tag_to_a_registry_and_to_an_oci_layout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_needs_no_listing_and_gets_through_a_docker_flow_only_registry() {
+    use ferry_testkit::registry::Personality;
+    let src = TestRegistry::builder()
+        .personality(Personality::no_tag_list())
+        .start()
+        .await
+        .unwrap();
+    let dst = TestRegistry::builder()
+        .personality(Personality::docker_flow_only())
+        .start()
+        .await
+        .unwrap();
+    src.seed_image("lib/app", "v2", &[b"layer one", b"layer two"]);
+    let source = format!("{}/lib/app:v2", src.host());
+    let target = format!("{}/mirror/app", dst.host());
+    let out = ferry(&["copy", &source, &target, "--insecure", "--json"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        dst.manifest("mirror/app", "v2"),
+        src.manifest("lib/app", "v2")
+    );
+    assert_eq!(
+        src.stats().op(OpKind::TagList),
+        0,
+        "the named tag needs no listing"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flow = |host: String| {
+        json["registries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["registry"] == host.as_str())
+            .map(|r| r["capabilities"]["upload_flow"].clone())
+    };
+    assert_eq!(flow(dst.host()), Some(serde_json::json!("docker")));
+    assert!(
+        text(&out.stderr).contains(&format!("registry {}: upload flow docker", dst.host())),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once_with_code_2_and_says_what_is_known() {
     use tokio::io::AsyncBufReadExt as _;
 

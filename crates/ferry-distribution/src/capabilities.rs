@@ -18,7 +18,9 @@ pub enum UploadFlow {
     /// `Content-Range` for blobs above the monolithic limit, then an empty PUT).
     Monolithic,
     /// Docker's and skopeo's: POST, one PATCH carrying the whole blob (no `Content-Range`),
-    /// then a PUT with an empty body. Used once a registry refused the cheapest flow.
+    /// then a PUT with an empty body. Used once a registry refused a PUT carrying bytes, or
+    /// chunked PATCHes. Blobs above the monolithic limit stay chunked (and resumable chunk by
+    /// chunk) unless `chunked_patch` is refused too.
     Docker,
 }
 
@@ -75,9 +77,11 @@ pub enum Feature {
     TagDelete,
     /// Repository names without a `/` (`host/app`).
     OneComponentNames,
+    /// PATCHes with `Content-Range` (chunked uploads, resumable chunk by chunk).
+    ChunkedPatch,
 }
 
-const FEATURES: usize = 5;
+const FEATURES: usize = 6;
 
 impl Feature {
     fn slot(self) -> usize {
@@ -87,6 +91,7 @@ impl Feature {
             Feature::TagList => 2,
             Feature::TagDelete => 3,
             Feature::OneComponentNames => 4,
+            Feature::ChunkedPatch => 5,
         }
     }
 }
@@ -107,6 +112,8 @@ pub struct CapabilitiesSnapshot {
     pub tag_list: Support,
     pub tag_delete: Support,
     pub one_component_names: Support,
+    /// Refused: blobs above the monolithic limit go up in one PATCH too (docker's flow).
+    pub chunked_patch: Support,
 }
 
 impl Capabilities {
@@ -146,6 +153,7 @@ impl Capabilities {
             tag_list: self.support(Feature::TagList),
             tag_delete: self.support(Feature::TagDelete),
             one_component_names: self.support(Feature::OneComponentNames),
+            chunked_patch: self.support(Feature::ChunkedPatch),
         }
     }
 }

@@ -113,6 +113,7 @@ impl RegistryReport {
             ("tag listing", c.tag_list),
             ("tag deletion", c.tag_delete),
             ("one-component names", c.one_component_names),
+            ("chunked PATCH", c.chunked_patch),
         ]
         .iter()
         .filter_map(|(name, s)| match s {

@@ -73,6 +73,11 @@ fn writes_outside_app(reg: &TestRegistry) -> usize {
         .count()
 }
 
+/// 500 answers the registry gave (the refused PUTs of a docker-flow-only registry).
+fn server_errors(reg: &TestRegistry) -> u64 {
+    reg.requests().iter().filter(|r| r.status >= 500).count() as u64
+}
+
 /// A multi-arch index over two images sharing a base layer, a 3 MB image (above the
 /// monolithic limit: chunked), and a cosign-style signature tag of the index.
 fn seed(src: &TestRegistry) -> Vec<String> {
@@ -146,8 +151,30 @@ async fn scenario(
         }
     }
     assert_eq!(report.failed_mappings.len(), 0, "{name}\n{text}");
-    // Learning a capability is not a failure: nothing was retried, no breaker opened.
-    assert_eq!(report.totals.retries, 0, "{name}\n{text}");
+    // Learning a capability is not a failure: no refusal was retried (a retry here could only
+    // follow a broken connection, which a loaded machine may cause), no breaker opened.
+    let unexplained: u64 = report
+        .registries
+        .iter()
+        .map(|r| r.stats.retries.saturating_sub(r.stats.transport_errors))
+        .sum();
+    assert_eq!(unexplained, 0, "{name}: retries\n{text}");
+    // The refused PUTs were answered 500, and none reached the retry loop's books (nor so the
+    // breaker's): they taught the flow instead.
+    assert_eq!(
+        personality.put_with_body_refused,
+        server_errors(&dst) > 0,
+        "{name}: 500s seen by the target"
+    );
+    let recorded: u64 = report
+        .registries
+        .iter()
+        .map(|r| r.stats.server_errors)
+        .sum();
+    assert_eq!(
+        recorded, 0,
+        "{name}: 5xx recorded against a registry\n{text}"
+    );
     assert!(!text.contains("breaker"), "{name}\n{text}");
 
     // A warm re-run writes nothing where everything landed.
@@ -210,6 +237,7 @@ async fn a_docker_flow_only_registry_gets_every_blob_through_docker_flow() {
 async fn a_registry_refusing_chunked_patches_takes_the_large_blob_in_one_patch() {
     let (report, _, dst) = scenario("no_chunked_patch", Personality::no_chunked_patch()).await;
     assert_eq!(capabilities(&report, &dst).upload_flow, UploadFlow::Docker);
+    assert_eq!(capabilities(&report, &dst).chunked_patch, Support::Refused);
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,4 +302,50 @@ async fn a_registry_refusing_tag_deletes_copies_everything_and_reports_the_refus
     refresh_capabilities(&mut report, &registries);
     assert_eq!(capabilities(&report, &dst).tag_delete, Support::Refused);
     assert!(dst.tags("mirror/app").contains(&"gone".to_owned()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_docker_flow_only_registry_keeps_large_blobs_chunked_and_resumable() {
+    use std::time::Duration;
+    // The large image's repository answers late, so its blob goes up after the small blobs
+    // have taught docker's flow: it must still go up in chunks (each one a resume point).
+    let src = TestRegistry::builder()
+        .repo_latency("lib/slow", Duration::from_secs(20))
+        .start()
+        .await
+        .unwrap();
+    let dst = TestRegistry::builder()
+        .personality(Personality::docker_flow_only())
+        .start()
+        .await
+        .unwrap();
+    src.seed_image("lib/app", "1", &[b"small layer"]);
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
+    src.seed_image("lib/slow", "1", &[&big]);
+    let mapping = |repo: &str| {
+        format!(
+            "  - source: \"{}/{repo}\"\n    targets: [\"{}/m/{repo}\"]\n    tags: {{ exact: [\"1\"] }}\n",
+            src.host(),
+            dst.host()
+        )
+    };
+    let cfg = config(
+        &[&src, &dst],
+        &format!("{}{}", mapping("lib/app"), mapping("lib/slow")),
+    );
+    let (report, _, _) = run_with(&cfg).await;
+    assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
+    assert_eq!(capabilities(&report, &dst).upload_flow, UploadFlow::Docker);
+    let big_digest = ferry_testkit::registry::sha256_digest(&big);
+    assert_eq!(dst.blob(&big_digest).as_deref(), Some(&big[..]));
+    let chunks = dst
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.op == OpKind::UploadPatch
+                && r.repo.as_deref() == Some("m/lib/slow")
+                && r.headers.iter().any(|(k, _)| k == "content-range")
+        })
+        .count();
+    assert_eq!(chunks, 3, "3 MB in 1 MiB chunks");
 }

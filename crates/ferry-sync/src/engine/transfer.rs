@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio::sync::{Mutex, mpsc};
 
-use ferry_distribution::capabilities::{self, UploadFlow};
+use ferry_distribution::capabilities::{self, Feature, Support, UploadFlow};
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::UploadSession;
 use ferry_distribution::retry::{Call, Failure};
@@ -297,7 +297,12 @@ async fn upload_attempt(
         Some(stream) if offset == 0 => stream,
         _ => reopen(source, blob, offset).await?,
     };
-    if client.capabilities().upload_flow() == UploadFlow::Docker {
+    let host = client.host();
+    let caps = client.capabilities();
+    let chunks_refused = caps.support(Feature::ChunkedPatch) == Support::Refused;
+    let small = !quirks::needs_chunked_uploads(host)
+        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host));
+    if (small && caps.upload_flow() == UploadFlow::Docker) || chunks_refused {
         // Docker's flow: the rest of the blob in one PATCH (appended to what the session
         // holds, so a resumed attempt sends only what is missing), then an empty PUT.
         let body = reqwest::Body::wrap_stream(stream);
@@ -307,18 +312,23 @@ async fn upload_attempt(
         *session.lock().await = Some(s.clone());
         return client.finish_upload_once(&s, &blob.digest, None).await;
     }
-    let host = client.host();
-    let monolithic = offset == 0
-        && !quirks::needs_chunked_uploads(host)
-        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host));
-    if monolithic {
+    if small && offset == 0 {
         let body = reqwest::Body::wrap_stream(stream);
         return match client
             .finish_upload_once(&s, &blob.digest, Some((body, blob.size)))
             .await
         {
             Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
-                docker_flow(client, repository, source, blob, session, &s).await
+                docker_flow(
+                    client,
+                    repository,
+                    source,
+                    blob,
+                    session,
+                    &s,
+                    Refused::PutBody,
+                )
+                .await
             }
             other => other,
         };
@@ -334,7 +344,16 @@ async fn upload_attempt(
             Err(Failure::Status { status, .. })
                 if fresh && offset == 0 && capabilities::refuses_flow(status) =>
             {
-                return docker_flow(client, repository, source, blob, session, &s).await;
+                return docker_flow(
+                    client,
+                    repository,
+                    source,
+                    blob,
+                    session,
+                    &s,
+                    Refused::Chunks,
+                )
+                .await;
             }
             other => other?,
         };
@@ -342,6 +361,16 @@ async fn upload_attempt(
         offset += n;
     }
     client.finish_upload_once(&s, &blob.digest, None).await
+}
+
+/// What the registry refused of the cheapest flow.
+#[derive(Debug, Clone, Copy)]
+enum Refused {
+    /// The closing PUT carrying the blob: small blobs take docker's flow from now on, large
+    /// ones stay chunked (and resumable).
+    PutBody,
+    /// The first chunked PATCH: large blobs go up in one PATCH from now on.
+    Chunks,
 }
 
 /// The registry refused the cheapest flow for this blob in a way that is about the flow (see
@@ -356,6 +385,7 @@ async fn docker_flow(
     blob: &BlobRef,
     session: &Mutex<Option<UploadSession>>,
     refused: &UploadSession,
+    what: Refused,
 ) -> Result<(), Failure> {
     tracing::debug!(
         registry = client.host(),
@@ -373,9 +403,19 @@ async fn docker_flow(
         .await?;
     *session.lock().await = Some(s.clone());
     client.finish_upload_once(&s, &blob.digest, None).await?;
-    if client.capabilities().learn_docker_flow() {
+    let caps = client.capabilities();
+    let news = match what {
+        Refused::PutBody => caps.learn_docker_flow(),
+        Refused::Chunks => {
+            let news = caps.support(Feature::ChunkedPatch) != Support::Refused;
+            caps.learn(Feature::ChunkedPatch, Support::Refused);
+            caps.learn_docker_flow() || news
+        }
+    };
+    if news {
         tracing::info!(
             registry = client.host(),
+            refused = ?what,
             "the registry refused the cheapest upload flow: docker's flow (POST, PATCH, empty PUT) for it from now on"
         );
     }
