@@ -463,9 +463,10 @@ async fn a_layout_whose_manifest_cannot_be_read_is_not_garbage_collected() {
             .unwrap()
     );
     let before = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
-    let error = ferry_sync::layout::prune::collect_garbage(&dir)
-        .await
-        .unwrap_err();
+    let error =
+        ferry_sync::layout::prune::collect_garbage(&dir, ferry_sync::layout::lock::LOCK_WAIT)
+            .await
+            .unwrap_err();
     assert!(error.contains(&b_digest.to_string()), "{error}");
     assert_eq!(
         std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count(),

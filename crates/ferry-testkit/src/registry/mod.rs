@@ -6,6 +6,7 @@ mod auth;
 mod content;
 mod faults;
 mod hostile;
+mod listing;
 mod metrics;
 mod net;
 mod personality;
@@ -30,6 +31,7 @@ pub use faults::{
     RetryAfterStyle, TokenBucket,
 };
 pub use hostile::{HostileHandle, HostileRule, Hostility};
+pub use listing::{LaterPage, ListingFaults};
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
 pub use personality::Personality;
@@ -225,6 +227,11 @@ impl TestRegistry {
     /// Runtime fault knobs.
     pub fn faults(&self) -> FaultsHandle {
         self.shared.faults.clone()
+    }
+
+    /// Runtime tag-listing faults (pages after the first failing or linking to themselves).
+    pub fn listing_faults(&self) -> ListingFaults {
+        self.shared.config.listing.clone()
     }
 
     /// Stores a blob and links it into `repo`; returns its digest.

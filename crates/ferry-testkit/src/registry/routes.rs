@@ -28,6 +28,7 @@ pub(crate) struct Config {
     pub(crate) referrers_api: bool,
     pub(crate) redirect_blobs: bool,
     pub(crate) personality: super::personality::Personality,
+    pub(crate) listing: super::listing::ListingFaults,
 }
 
 /// State shared by both listeners and the test's handle.
