@@ -170,3 +170,104 @@ fn references(bytes: &[u8]) -> Option<Vec<(Digest, bool)>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::layout::lock::{self, LockKind};
+
+    /// A layout whose index lists `names` (all pointing at one empty manifest) and one blob
+    /// nothing references; returns that blob's path.
+    fn layout(dir: &Path, names: &[&str]) -> std::path::PathBuf {
+        let manifest = br#"{"schemaVersion":2,"config":null,"layers":[]}"#;
+        let m = Digest::of_bytes(ferry_distribution::digest::Algorithm::Sha256, manifest);
+        let stray = Digest::of_bytes(ferry_distribution::digest::Algorithm::Sha256, b"stray");
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join(blob_path(&m)), manifest).unwrap();
+        std::fs::write(dir.join(blob_path(&stray)), b"stray").unwrap();
+        let entries: Vec<serde_json::Value> = names
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": m.to_string(),
+                    "size": manifest.len(),
+                    "annotations": { crate::layout::REF_NAME: n },
+                })
+            })
+            .collect();
+        let index = serde_json::json!({ "schemaVersion": 2, "manifests": entries });
+        std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
+        dir.join(blob_path(&stray))
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        read_index(dir)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.ref_name)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn removing_a_tag_keeps_full_references_that_end_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        layout(dir.path(), &["a:v1", "b:v1", "v1", "v2"]);
+        assert!(remove_tag(dir.path(), "v1").await.unwrap());
+        assert_eq!(names(dir.path()), ["a:v1", "b:v1", "v2"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collection_waits_for_writers_and_removes_nothing_a_writer_may_still_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let stray = layout(dir.path(), &["v1"]);
+        // A writer between its blob write and its index entry (`stray` stands for that blob).
+        let writer = lock::acquire(dir.path(), LockKind::Writing, lock::LOCK_WAIT)
+            .await
+            .unwrap();
+        let err = collect_garbage(dir.path(), Duration::from_secs(3))
+            .await
+            .unwrap_err();
+        assert!(err.contains(".ferry-gc.lock"), "{err}");
+        assert!(
+            stray.exists(),
+            "a blob a writer may still index was removed"
+        );
+        drop(writer);
+        let collected = collect_garbage(dir.path(), Duration::from_secs(3))
+            .await
+            .unwrap();
+        assert_eq!(collected.blobs, 1);
+        assert!(!stray.exists());
+    }
+
+    #[tokio::test]
+    async fn collection_never_follows_a_symlinked_blob_directory_out_of_the_layout() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("layout");
+        layout(&dir, &["v1"]);
+        // Another algorithm's directory is a symlink to a directory outside the layout, holding
+        // a file named like an unreferenced digest.
+        let outside = root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let victim = outside.join("b".repeat(128));
+        std::fs::write(&victim, b"not the layout's").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("blobs/sha512")).unwrap();
+        // And an unreferenced blob name that is a symlink to a file outside.
+        let target = root.path().join("target-file");
+        std::fs::write(&target, b"keep").unwrap();
+        let hex = "c".repeat(64);
+        std::os::unix::fs::symlink(&target, dir.join("blobs/sha256").join(&hex)).unwrap();
+
+        collect_garbage(&dir, Duration::from_secs(3)).await.unwrap();
+        assert!(victim.exists(), "a file outside the layout was removed");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        assert!(
+            std::fs::symlink_metadata(dir.join("blobs/sha256").join(&hex)).is_err(),
+            "the symlink itself is unreferenced and goes"
+        );
+    }
+}

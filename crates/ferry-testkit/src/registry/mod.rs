@@ -13,6 +13,7 @@ mod personality;
 mod proxy;
 mod reply;
 mod routes;
+mod stall;
 mod state;
 mod uploads;
 
@@ -36,6 +37,7 @@ pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
 pub use personality::Personality;
 pub use proxy::FaultProxy;
+pub use stall::BodyStalls;
 pub use state::sha256_digest;
 
 use routes::{Config, Listening, Shared};
@@ -229,6 +231,11 @@ impl TestRegistry {
         self.shared.faults.clone()
     }
 
+    /// Runtime body stalls (blob GETs that stop part way and never end).
+    pub fn body_stalls(&self) -> BodyStalls {
+        self.shared.config.stalls.clone()
+    }
+
     /// Runtime tag-listing faults (pages after the first failing or linking to themselves).
     pub fn listing_faults(&self) -> ListingFaults {
         self.shared.config.listing.clone()
@@ -324,6 +331,11 @@ impl TestRegistry {
         let index = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": descriptors})
             .to_string();
         self.seed_manifest(repo, tag, OCI_INDEX, index.as_bytes())
+    }
+
+    /// Removes `tag` from `repo` (its manifest stays, by digest), as a tag delete would.
+    pub fn untag(&self, repo: &str, tag: &str) {
+        self.shared.store().repo_mut(repo).tags.remove(tag);
     }
 
     /// Tags of `repo`, sorted; empty when the repository is unknown.
