@@ -225,8 +225,9 @@ async fn a_copy_killed_during_a_layout_write_leaves_nothing_half_written_and_a_r
     let source = format!("{}/src/app:v1", reg.host());
     let target = format!("oci:{}", dir.display());
 
-    // Every blob body stops after 1000 bytes and never ends: the copy is caught mid-write.
-    reg.body_stalls().stall_blob_bodies(1000);
+    // Every blob body stops half way (128 KiB in: several reads, so ferry writes some of it)
+    // and never ends: the copy is caught mid-write. The small blobs arrive whole.
+    reg.body_stalls().stall_blob_bodies(128 * 1024);
     let mut child = command(&["copy", &source, &target, "--insecure", "--progress", "none"])
         .spawn()
         .expect("ferry starts");
