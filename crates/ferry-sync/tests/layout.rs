@@ -679,3 +679,30 @@ async fn an_index_and_its_children_tagged_too_land_in_one_layout_target() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_into_a_layout_holding_several_repositories_keeps_their_full_references() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut source = HandLayout::new(&src);
+    let v1 = source.image("amd64", &[b"the source's v1"]);
+    source.tag(&v1, Some("v1"));
+    // The target already holds two repositories' v1, named by full reference.
+    let mut target = HandLayout::new(&dst);
+    let a = target.image("amd64", &[b"a's v1"]);
+    let b = target.image("amd64", &[b"b's v1"]);
+    target.tag(&a, Some("a:v1"));
+    target.tag(&b, Some("b:v1"));
+
+    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    assert_eq!(
+        layout_tags(&dst),
+        [
+            ("a:v1".to_owned(), digest_of(&a)),
+            ("b:v1".to_owned(), digest_of(&b)),
+            ("v1".to_owned(), digest_of(&v1)),
+        ]
+    );
+}
