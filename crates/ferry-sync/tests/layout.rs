@@ -706,3 +706,51 @@ async fn a_sync_into_a_layout_holding_several_repositories_keeps_their_full_refe
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_mapping_with_an_image_that_failed_in_this_run_prunes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut source = HandLayout::new(&src);
+    let bad_layer = b"a layer that will rot".to_vec();
+    let bad = source.image("amd64", &[&bad_layer]);
+    source.tag(&bad, Some("v1"));
+    let rotten = Digest::of_bytes(Algorithm::Sha256, &bad_layer);
+    let mut bytes = bad_layer.clone();
+    bytes[0] ^= 1;
+    std::fs::write(src.join("blobs/sha256").join(rotten.hex()), bytes).unwrap();
+    // The target holds a tag the source does not list: a candidate, on a clean run.
+    let mut target = HandLayout::new(&dst);
+    let old = target.image("amd64", &[b"old layer"]);
+    target.tag(&old, Some("old"));
+
+    let config = layout_to_layout(&src, &dst, "    prune: true\n");
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let before_run = prune::decide(&plan, &config, None);
+    assert_eq!(before_run.candidates.len(), 1, "the dry run's view");
+    let report = sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&config.engine),
+        &StopSignal::default(),
+    )
+    .await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let decision = prune::decide(&plan, &config, Some(&report));
+    assert!(decision.candidates.is_empty(), "{decision:?}");
+    assert_eq!(decision.skipped.len(), 1);
+    assert!(
+        decision.skipped[0].reason.contains("failed"),
+        "{decision:?}"
+    );
+    let mut pruned = prune::execute(decision.candidates, &registries, &StopSignal::default()).await;
+    pruned.add_skipped(decision.skipped);
+    assert!(
+        pruned.render_text().contains("prune skipped  mapping 0"),
+        "{}",
+        pruned.render_text()
+    );
+    assert_eq!(layout_tags(&dst), [("old".to_owned(), digest_of(&old))]);
+}
