@@ -28,11 +28,13 @@ pub fn for_report(report: &SyncReport) -> u8 {
     }
 }
 
-/// The code for a dry run: only prepare-phase failures and names left out as invalid count.
+/// The code for a dry run: only prepare-phase failures, names left out as invalid and listed
+/// tags that could not be fetched count.
 pub fn for_dry_run(plan: &Plan, dry: &DryRun) -> u8 {
     let failed: Vec<_> = plan.failed().collect();
     let rejected = plan.resolved().any(|(_, r)| !r.rejected_names.is_empty());
-    if failed.is_empty() && rejected {
+    let unfetched = dry.mappings.iter().any(|m| !m.unfetched.is_empty());
+    if failed.is_empty() && (rejected || unfetched) {
         PARTIAL
     } else if failed.is_empty() {
         CLEAN

@@ -116,7 +116,12 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     let prunes = config.mappings.iter().any(|m| m.prune);
     let code = if options.dry_run {
         let dry = DryRun::measure(&plan, &registries).await;
-        let pruned = prunes.then(|| prune::dry_run(prune::candidates(&plan, config)));
+        let pruned = prunes.then(|| {
+            let decision = prune::decide(&plan, config, None);
+            let mut report = prune::dry_run(decision.candidates);
+            report.add_skipped(decision.skipped);
+            report
+        });
         let json = match &pruned {
             None => serde_json::to_string_pretty(&dry),
             Some(p) => with_prune(serde_json::to_value(&dry), p),
@@ -140,7 +145,10 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         // Pruning runs after the copies, and not at all once a signal stopped the run.
         let pruned = match prunes {
             true => {
-                Some(prune::execute(prune::candidates(&plan, config), &registries, &stop).await)
+                let decision = prune::decide(&plan, config, Some(&report));
+                let mut pruned = prune::execute(decision.candidates, &registries, &stop).await;
+                pruned.add_skipped(decision.skipped);
+                Some(pruned)
             }
             false => None,
         };

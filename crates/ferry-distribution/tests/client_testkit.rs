@@ -151,6 +151,27 @@ async fn lists_every_tag_across_pages() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_tag_list_whose_link_repeats_a_page_is_an_error_not_an_end() {
+    let reg = TestRegistry::builder().page_size(2).start().await.unwrap();
+    let client = client_at(&reg.url(), 3);
+    let digest = reg.seed_image("team/app", "t0", &[b"layer"]);
+    let (_, bytes) = reg.manifest("team/app", &digest).unwrap();
+    for i in 1..6 {
+        reg.seed_manifest("team/app", &format!("t{i}"), OCI_MANIFEST, &bytes);
+    }
+    // Page 2 names itself as the next page: tags t4 and t5 are never listed.
+    reg.listing_faults()
+        .later_pages("team/app", ferry_testkit::registry::LaterPage::LinkToItself);
+    let err = client.list_tags("team/app").await.unwrap_err();
+    assert!(
+        matches!(&err.kind, ErrorKind::InvalidResponse(m) if m.contains("page already read")),
+        "{err}"
+    );
+    // Each page once: the repeat is caught before it is fetched again.
+    assert_eq!(reg.stats().op(OpKind::TagList), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn head_blob_answers_size_or_none() {
     let reg = registry().await;
     let client = client_at(&reg.url(), 3);

@@ -48,6 +48,9 @@ pub struct MappingDryRun {
     /// Listed names that are not valid tags, left out; present only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected_names: Vec<crate::plan::RejectedName>,
+    /// Listed tags whose manifest the source did not serve: a sync reports them failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unfetched: Vec<FilteredTag>,
 }
 
 /// An image stale on at least one target.
@@ -155,6 +158,14 @@ impl DryRun {
                         .collect();
                     entry.missing_exact = resolved.missing_exact.clone();
                     entry.rejected_names = resolved.rejected_names.clone();
+                    entry.unfetched = resolved
+                        .unfetched
+                        .iter()
+                        .map(|u| FilteredTag {
+                            tag: u.tag.clone(),
+                            reason: u.error.to_string(),
+                        })
+                        .collect();
                 }
             }
             out.mappings.push(entry);
@@ -324,6 +335,13 @@ impl DryRun {
             }
             for r in &m.rejected_names {
                 let _ = writeln!(out, "  invalid {:?}  left out: {}", r.name, r.reason);
+            }
+            for u in &m.unfetched {
+                let _ = writeln!(
+                    out,
+                    "  FAILED  {}  listed, but not fetched: {}",
+                    u.tag, u.reason
+                );
             }
         }
         let t = &self.totals;

@@ -36,6 +36,10 @@ pub struct ResolvedMapping {
     pub missing_exact: Vec<String>,
     /// Listed names that are not valid tags: left out, each with why (they count as failures).
     pub rejected_names: Vec<RejectedName>,
+    /// Tags the source listed whose manifest could not be fetched (a 404 after the listing:
+    /// replica lag, a tag being re-pushed), each with the error: reported failed, never
+    /// dropped, and they stop the mapping from pruning in this run.
+    pub unfetched: Vec<UnfetchedTag>,
     pub platforms: Vec<String>,
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
@@ -69,6 +73,15 @@ impl RejectedName {
         }
         (tags, rejected)
     }
+}
+
+/// A listed tag whose manifest the source did not serve.
+#[derive(Debug, Clone)]
+pub struct UnfetchedTag {
+    pub tag: String,
+    pub error: Error,
+    /// The mapping's targets, on each of which the tag is reported failed.
+    pub targets: Vec<Target>,
 }
 
 /// One image to mirror: a selected tag or a pinned digest.

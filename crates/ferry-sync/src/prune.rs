@@ -21,6 +21,7 @@ use crate::engine::StopSignal;
 use crate::plan::Plan;
 use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
+use crate::report::{ImageStatus, SyncReport};
 
 /// One target tag that pruning would delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,10 +65,28 @@ pub struct PrunedTag {
     pub status: PruneStatus,
 }
 
+/// A mapping with `prune` on that deletes nothing in this run, and why: pruning deletes only
+/// what a complete, faultless reading of the source shows is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PruneSkipped {
+    pub mapping: usize,
+    pub source: String,
+    pub reason: String,
+}
+
+/// What pruning will do: the tags to delete, and the pruning mappings that delete nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneDecision {
+    pub candidates: Vec<PruneCandidate>,
+    pub skipped: Vec<PruneSkipped>,
+}
+
 /// Everything pruning did (or, in a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PruneReport {
     pub tags: Vec<PrunedTag>,
+    /// Pruning mappings left untouched this run, each with the reason.
+    pub skipped: Vec<PruneSkipped>,
     pub deleted: u64,
     pub would_delete: u64,
     pub unsupported: u64,
@@ -101,9 +120,21 @@ impl PruneReport {
         self.unsupported + self.failed + self.interrupted > 0
     }
 
+    /// Records the mappings that prune nothing this run.
+    pub fn add_skipped(&mut self, skipped: Vec<PruneSkipped>) {
+        self.skipped.extend(skipped);
+    }
+
     /// For people: one line per tag, then a summary (empty when there was nothing to prune).
     pub fn render_text(&self) -> String {
         let mut out = String::new();
+        for s in &self.skipped {
+            let _ = writeln!(
+                out,
+                "prune skipped  mapping {} ({}): {}",
+                s.mapping, s.source, s.reason
+            );
+        }
         if self.tags.is_empty() {
             return out;
         }
@@ -151,19 +182,76 @@ impl PruneReport {
     }
 }
 
-/// The tags to prune, in config order: for each resolved mapping with `prune` on and each
-/// target the prepare phase listed, the tags that the mapping's filter selects from
-/// that listing and that the source did not list. Referrer tags (`sha256-<hex>[.sig|.att|
-/// .sbom]`) are never candidates: they follow their image, and ferry writes some itself. A
-/// source that listed no tags at all prunes nothing (an empty listing is more likely a
-/// registry fault than an intent to delete everything).
+/// The tags to prune, in config order (see [`decide`]), without a run's outcome: what a dry
+/// run shows.
 pub fn candidates(plan: &Plan, config: &Config) -> Vec<PruneCandidate> {
-    let mut out = Vec::new();
-    for (m, resolved) in plan.resolved() {
+    decide(plan, config, None).candidates
+}
+
+/// What pruning does, in config order. For each mapping with `prune` on and each target the
+/// prepare phase listed, the candidates are the tags that the mapping's filter selects from
+/// that listing and that the source's listing does not name. Referrer tags (`sha256-<hex>
+/// [.sig|.att|.sbom]`) are never candidates: they follow their image, and ferry writes some
+/// itself.
+///
+/// A mapping deletes nothing (it is `skipped`, with the reason) unless the source was read
+/// completely and without a fault in this run: its listing read in full (every page, none
+/// repeated: a listing that fails or loops fails the mapping), every listed tag's manifest
+/// fetched, and, given `run`, no image of the mapping failed or was interrupted. A source that
+/// listed no tags at all prunes nothing either (an empty listing is more likely a registry
+/// fault than an intent to delete everything).
+pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDecision {
+    let mut out = PruneDecision::default();
+    for m in &plan.mappings {
         let Some(mapping) = config.mappings.iter().find(|c| c.index == m.index) else {
             continue;
         };
-        if !mapping.prune || resolved.target_tags.is_empty() {
+        if !mapping.prune {
+            continue;
+        }
+        let skip = |reason: String| PruneSkipped {
+            mapping: m.index,
+            source: m.source.clone(),
+            reason,
+        };
+        let resolved = match &m.outcome {
+            Ok(r) => r,
+            Err(e) => {
+                out.skipped.push(skip(format!(
+                    "the source was not read in full ({e}), so what it dropped is unknown"
+                )));
+                continue;
+            }
+        };
+        if let Some(u) = resolved.unfetched.first() {
+            out.skipped.push(skip(format!(
+                "{} listed tag(s) could not be fetched (first: {}: {})",
+                resolved.unfetched.len(),
+                u.tag,
+                u.error
+            )));
+            continue;
+        }
+        if let Some(run) = run {
+            let failed = run
+                .images
+                .iter()
+                .filter(|i| i.mapping == m.index)
+                .filter(|i| {
+                    matches!(
+                        i.status,
+                        ImageStatus::Failed { .. } | ImageStatus::Interrupted
+                    )
+                })
+                .count();
+            if failed > 0 {
+                out.skipped.push(skip(format!(
+                    "{failed} image(s) of this mapping failed or were interrupted in this run"
+                )));
+                continue;
+            }
+        }
+        if resolved.target_tags.is_empty() {
             continue;
         }
         // Every tag the source listed: selected (now images) or left out by the filter.
@@ -174,7 +262,11 @@ pub fn candidates(plan: &Plan, config: &Config) -> Vec<PruneCandidate> {
             .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
             .collect();
         if source_tags.is_empty() {
-            tracing::warn!(mapping = m.index, source = %m.source, "the source lists no tags: not pruning");
+            out.skipped.push(skip(
+                "the source lists no tags (more likely a registry fault than an intent to \
+                 delete everything)"
+                    .into(),
+            ));
             continue;
         }
         for (target, listed) in &resolved.target_tags {
@@ -182,7 +274,7 @@ pub fn candidates(plan: &Plan, config: &Config) -> Vec<PruneCandidate> {
                 if source_tags.contains(tag.as_str()) || is_referrer_tag(&tag) {
                     continue;
                 }
-                out.push(PruneCandidate {
+                out.candidates.push(PruneCandidate {
                     mapping: m.index,
                     source: m.source.clone(),
                     target: target.clone(),
@@ -277,7 +369,8 @@ pub async fn execute(
     }
     // Blobs only the pruned tags reached go once every tag of the layout is out of its index.
     for dir in pruned_layouts {
-        match crate::layout::prune::collect_garbage(&dir).await {
+        let wait = crate::layout::lock::LOCK_WAIT;
+        match crate::layout::prune::collect_garbage(&dir, wait).await {
             Ok(collected) => {
                 report.layout_blobs_removed += collected.blobs;
                 report.layout_bytes_freed += collected.bytes;

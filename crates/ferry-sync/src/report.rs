@@ -81,7 +81,10 @@ pub struct Totals {
     pub blobs_skipped: u64,
     pub bytes_copied: u64,
     pub bytes_read: u64,
+    /// Bytes sent to registries and written into layout targets.
     pub bytes_written: u64,
+    /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
+    pub layout_bytes_written: u64,
     pub requests: u64,
     pub retries: u64,
     pub throttled: u64,

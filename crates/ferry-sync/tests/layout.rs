@@ -463,9 +463,10 @@ async fn a_layout_whose_manifest_cannot_be_read_is_not_garbage_collected() {
             .unwrap()
     );
     let before = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
-    let error = ferry_sync::layout::prune::collect_garbage(&dir)
-        .await
-        .unwrap_err();
+    let error =
+        ferry_sync::layout::prune::collect_garbage(&dir, ferry_sync::layout::lock::LOCK_WAIT)
+            .await
+            .unwrap_err();
     assert!(error.contains(&b_digest.to_string()), "{error}");
     assert_eq!(
         std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count(),
@@ -677,4 +678,79 @@ async fn an_index_and_its_children_tagged_too_land_in_one_layout_target() {
             ("1.0-arm64".to_string(), digest_of(&arm)),
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sync_into_a_layout_holding_several_repositories_keeps_their_full_references() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut source = HandLayout::new(&src);
+    let v1 = source.image("amd64", &[b"the source's v1"]);
+    source.tag(&v1, Some("v1"));
+    // The target already holds two repositories' v1, named by full reference.
+    let mut target = HandLayout::new(&dst);
+    let a = target.image("amd64", &[b"a's v1"]);
+    let b = target.image("amd64", &[b"b's v1"]);
+    target.tag(&a, Some("a:v1"));
+    target.tag(&b, Some("b:v1"));
+
+    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    assert_eq!(
+        layout_tags(&dst),
+        [
+            ("a:v1".to_owned(), digest_of(&a)),
+            ("b:v1".to_owned(), digest_of(&b)),
+            ("v1".to_owned(), digest_of(&v1)),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_mapping_with_an_image_that_failed_in_this_run_prunes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut source = HandLayout::new(&src);
+    let bad_layer = b"a layer that will rot".to_vec();
+    let bad = source.image("amd64", &[&bad_layer]);
+    source.tag(&bad, Some("v1"));
+    let rotten = Digest::of_bytes(Algorithm::Sha256, &bad_layer);
+    let mut bytes = bad_layer.clone();
+    bytes[0] ^= 1;
+    std::fs::write(src.join("blobs/sha256").join(rotten.hex()), bytes).unwrap();
+    // The target holds a tag the source does not list: a candidate, on a clean run.
+    let mut target = HandLayout::new(&dst);
+    let old = target.image("amd64", &[b"old layer"]);
+    target.tag(&old, Some("old"));
+
+    let config = layout_to_layout(&src, &dst, "    prune: true\n");
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let before_run = prune::decide(&plan, &config, None);
+    assert_eq!(before_run.candidates.len(), 1, "the dry run's view");
+    let report = sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&config.engine),
+        &StopSignal::default(),
+    )
+    .await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let decision = prune::decide(&plan, &config, Some(&report));
+    assert!(decision.candidates.is_empty(), "{decision:?}");
+    assert_eq!(decision.skipped.len(), 1);
+    assert!(
+        decision.skipped[0].reason.contains("failed"),
+        "{decision:?}"
+    );
+    let mut pruned = prune::execute(decision.candidates, &registries, &StopSignal::default()).await;
+    pruned.add_skipped(decision.skipped);
+    assert!(
+        pruned.render_text().contains("prune skipped  mapping 0"),
+        "{}",
+        pruned.render_text()
+    );
+    assert_eq!(layout_tags(&dst), [("old".to_owned(), digest_of(&old))]);
 }

@@ -1,5 +1,6 @@
 //! Tag listing: every page of `/v2/<name>/tags/list`, following `Link: rel="next"` on the
-//! registry's own origin only, with one retry budget for the whole walk and bounds on size.
+//! registry's own origin only, with one retry budget for the whole walk and bounds on size; a
+//! `Link` back to a page already read is an error (an incomplete listing), never the end.
 
 use crate::auth::Scopes;
 use crate::client::RegistryClient;
@@ -47,6 +48,7 @@ impl RegistryClient {
             &[Segment::Fixed("tags"), Segment::Fixed("list")],
         );
         let mut tags = Vec::new();
+        let mut read = std::collections::HashSet::new();
         for _page in 0..MAX_TAG_PAGES {
             let (page, next) = self
                 .run_with_budget(call, &budget, |_| {
@@ -74,9 +76,24 @@ impl RegistryClient {
                     },
                 ));
             }
+            // A `Link` back to a page already read would end (or loop) the walk early: the
+            // listing is then incomplete, which is an error, never the end of the list.
+            read.insert(url.clone());
             match next {
-                Some(n) if n != url => url = n,
-                _ => return Ok(tags),
+                Some(n) if read.contains(&n) => {
+                    return Err(Error::new(
+                        self.host(),
+                        Some(repository),
+                        Operation::TagList,
+                        ErrorKind::InvalidResponse(format!(
+                            "the tag list's Link points back at a page already read ({n}) \
+                             after {} tags: the listing is incomplete",
+                            tags.len()
+                        )),
+                    ));
+                }
+                Some(n) => url = n,
+                None => return Ok(tags),
             }
         }
         Err(Error::new(

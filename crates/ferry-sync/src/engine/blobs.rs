@@ -31,6 +31,8 @@ pub struct BlobCounters {
     pub mounted: AtomicU64,
     pub skipped: AtomicU64,
     pub bytes_copied: AtomicU64,
+    /// Blob bytes written into layout targets (part of `bytes_copied`).
+    pub layout_bytes_written: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -159,7 +161,7 @@ async fn run_job(
     let mut needed: Vec<Place> = Vec::new();
     for (place, new_repo) in &job.places {
         let present = match place {
-            Place::Layout(dir) => Ok(dir.join(crate::layout::blob_path(digest)).exists()),
+            Place::Layout(dir) => Ok(crate::layout::writer::holds_blob(dir, digest)),
             Place::Registry { .. } if *new_repo => Ok(false),
             Place::Registry { host, repository } => match job.clients.get(host) {
                 Some(c) => c.head_blob(repository, digest).await.map(|s| s.is_some()),
@@ -322,6 +324,11 @@ async fn copy_to(
             counters
                 .bytes_copied
                 .fetch_add(job.blob.size, Ordering::Relaxed);
+            if matches!(place, Place::Layout(_)) {
+                counters
+                    .layout_bytes_written
+                    .fetch_add(job.blob.size, Ordering::Relaxed);
+            }
         }
         outcome.insert(place, result);
     }

@@ -22,7 +22,8 @@ pub struct ManifestPusher {
     /// One push per (registry, repository, digest) in a run; a second image that needs the
     /// same manifest waits for that push to finish (and shares its outcome) before it goes on.
     pushed: Mutex<HashMap<PushKey, PushCell>>,
-    layout_lock: tokio::sync::Mutex<()>,
+    /// Manifest bytes written into layout targets.
+    pub layout_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl ManifestPusher {
@@ -74,7 +75,8 @@ impl ManifestPusher {
         Ok(())
     }
 
-    /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root.
+    /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
+    /// (the caller holds the layout's writing lock; the index lock is taken here).
     pub async fn push_layout(
         &self,
         dir: &Path,
@@ -82,9 +84,10 @@ impl ManifestPusher {
         tag: Option<&str>,
     ) -> Result<(), Error> {
         for m in &graph.manifests {
-            write_manifest_blob(dir, m).await?;
+            let written = write_manifest_blob(dir, m).await?;
+            self.layout_bytes
+                .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         }
-        let _guard = self.layout_lock.lock().await;
         update_index(dir, graph.root(), tag).await
     }
 }
@@ -98,32 +101,29 @@ fn layout_error(dir: &Path, e: impl std::fmt::Display) -> Error {
     )
 }
 
-async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<(), Error> {
-    let path = dir.join(crate::layout::blob_path(&m.digest));
-    if path.exists() {
-        return Ok(());
+/// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
+async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<u64, Error> {
+    if crate::layout::writer::holds_blob(dir, &m.digest) {
+        return Ok(0);
     }
-    crate::layout::write_atomic(&path, &m.bytes)
+    let parent = crate::layout::writer::blob_dir(dir, &m.digest)
         .await
-        .map_err(|e| layout_error(dir, e))
+        .map_err(|e| layout_error(dir, e))?;
+    crate::layout::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
+        .await
+        .map_err(|e| layout_error(dir, e))?;
+    Ok(m.bytes.len() as u64)
 }
 
+/// Points the layout's `index.json` at `root` under `tag` (replacing the entry whose `ref.name`
+/// is exactly `tag`), or adds it untagged; under the layout's cross-process index lock.
 async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), Error> {
     let layout = dir.join("oci-layout");
-    if !layout.exists() {
+    if tokio::fs::symlink_metadata(&layout).await.is_err() {
         crate::layout::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
             .await
             .map_err(|e| layout_error(dir, e))?;
     }
-    let index_path = dir.join("index.json");
-    let mut index: serde_json::Value = match tokio::fs::read(&index_path).await {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| layout_error(dir, e))?,
-        Err(_) => serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": ferry_distribution::media::OCI_INDEX,
-            "manifests": []
-        }),
-    };
     let entry = {
         let mut e = serde_json::json!({
             "mediaType": root.media_type,
@@ -135,28 +135,18 @@ async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<
         }
         e
     };
-    let manifests = index
-        .get_mut("manifests")
-        .and_then(|m| m.as_array_mut())
-        .ok_or_else(|| layout_error(dir, "index.json has no manifests array"))?;
-    manifests.retain(|m| {
-        let same_tag = tag.is_some()
-            && m.pointer(&format!(
-                "/annotations/{}",
-                crate::layout::REF_NAME.replace('/', "~1")
-            ))
-            .and_then(|v| v.as_str())
-            .and_then(crate::layout::tag_of_ref_name)
-            .as_deref()
-                == tag;
-        let same_untagged = tag.is_none()
-            && m.get("annotations").is_none()
-            && m.get("digest").and_then(|d| d.as_str()) == Some(&root.digest.to_string());
-        !(same_tag || same_untagged)
-    });
-    manifests.push(entry);
-    let bytes = serde_json::to_vec_pretty(&index).map_err(|e| layout_error(dir, e))?;
-    crate::layout::write_atomic(&index_path, &bytes)
-        .await
-        .map_err(|e| layout_error(dir, e))
+    let digest = root.digest.to_string();
+    crate::layout::writer::update_index(dir, |manifests| {
+        manifests.retain(|m| {
+            let same_tag = tag.is_some() && crate::layout::writer::ref_name_of(m) == tag;
+            let same_untagged = tag.is_none()
+                && m.get("annotations").is_none()
+                && m.get("digest").and_then(|d| d.as_str()) == Some(digest.as_str());
+            !(same_tag || same_untagged)
+        });
+        manifests.push(entry);
+        (true, ())
+    })
+    .await
+    .map_err(|e| layout_error(dir, e))
 }

@@ -109,6 +109,20 @@ pub async fn sync(
             source: m.source.clone(),
             rejected: r.clone(),
         }));
+        // A listed tag whose manifest could not be fetched: failed on every target, never
+        // dropped (it also keeps the mapping from pruning; see `crate::prune`).
+        for u in &resolved.unfetched {
+            for t in &u.targets {
+                images.push(ImageReport {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    image: u.tag.clone(),
+                    digest: String::new(),
+                    target: t.to_string(),
+                    status: ImageStatus::failed(&u.error),
+                });
+            }
+        }
         for image in &resolved.images {
             let mut stale = Vec::new();
             for t in &image.targets {
@@ -150,6 +164,11 @@ pub async fn sync(
             }
         }
     }
+
+    // Every layout this run writes is held (shared) from before its first blob until the
+    // run's index entries are in, so no garbage collection removes a blob not yet indexed.
+    let (_layout_locks, refused) = hold_layouts(&mut work).await;
+    images.extend(refused);
 
     // Stage 1: every stale image's manifest graph (images sharing a digest share one fetch).
     let graphs = fetch_graphs(&work, options).await;
@@ -269,6 +288,9 @@ pub async fn sync(
     totals.blobs_mounted = c.mounted.load(Ordering::Relaxed);
     totals.blobs_skipped = c.skipped.load(Ordering::Relaxed);
     totals.bytes_copied = c.bytes_copied.load(Ordering::Relaxed);
+    totals.layout_bytes_written = c.layout_bytes_written.load(Ordering::Relaxed)
+        + pusher.layout_bytes.load(Ordering::Relaxed);
+    totals.bytes_written += totals.layout_bytes_written;
     let registries_report = registry_reports(registries);
     for r in &registries_report {
         totals.bytes_read += r.stats.bytes_read;
@@ -287,6 +309,64 @@ pub async fn sync(
         elapsed: plan.elapsed + start.elapsed(),
         interrupted: stop.is_stopped(),
     }
+}
+
+/// Takes the writing lock of every layout some work targets; a layout whose lock cannot be
+/// taken is dropped from the work, each of its images reported failed with the reason.
+async fn hold_layouts(
+    work: &mut [Work<'_>],
+) -> (Vec<crate::layout::lock::LayoutLock>, Vec<ImageReport>) {
+    use crate::layout::lock::{self, LockKind};
+    let mut held = Vec::new();
+    let mut refused: HashMap<std::path::PathBuf, Error> = HashMap::new();
+    let mut taken: std::collections::HashSet<std::path::PathBuf> = Default::default();
+    for w in work.iter() {
+        for (t, _) in &w.targets {
+            let Target::OciLayout { path } = t else {
+                continue;
+            };
+            if taken.contains(path) || refused.contains_key(path) {
+                continue;
+            }
+            match lock::acquire(path, LockKind::Writing, lock::LOCK_WAIT).await {
+                Ok(l) => {
+                    held.push(l);
+                    taken.insert(path.clone());
+                }
+                Err(e) => {
+                    let error = Error::new(
+                        format!("oci:{}", path.display()),
+                        None,
+                        ferry_distribution::Operation::ManifestPutByTag,
+                        ferry_distribution::error::ErrorKind::Local(e.to_string()),
+                    );
+                    refused.insert(path.clone(), error);
+                }
+            }
+        }
+    }
+    let mut failed = Vec::new();
+    for w in work.iter_mut() {
+        w.targets.retain(|(t, _)| {
+            let Target::OciLayout { path } = t else {
+                return true;
+            };
+            match refused.get(path) {
+                Some(e) => {
+                    failed.push(report(
+                        w.mapping,
+                        w.source_name,
+                        w.image,
+                        t,
+                        ImageStatus::failed(e),
+                    ));
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+    (held, failed)
 }
 
 /// The referrers (with a subject) that reached a registry target in this run.

@@ -475,8 +475,9 @@ fn take_bytes(
     })
 }
 
-/// Writes a blob into a layout: to a temporary name, verified, synced, then renamed, so an
-/// interrupted run never leaves a partial file under a digest.
+/// Writes a blob into a layout: to a temporary created exclusively (never through a symlink)
+/// inside a real `blobs/<alg>` directory, verified, synced, then renamed, so an interrupted run
+/// never leaves a partial file under a digest.
 pub async fn write_layout_blob(
     dir: &Path,
     blob: &BlobRef,
@@ -485,14 +486,18 @@ pub async fn write_layout_blob(
     use tokio::io::AsyncWriteExt;
     let local =
         |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
-    let path = dir.join(crate::layout::blob_path(&blob.digest));
-    if path.exists() {
+    if crate::layout::writer::holds_blob(dir, &blob.digest) {
         return Ok(());
     }
-    let parent = path.parent().unwrap_or(dir);
-    tokio::fs::create_dir_all(parent).await.map_err(local)?;
+    // `blobs/<alg>` must be a real directory of the layout, and the temporary a new file.
+    let parent = crate::layout::writer::blob_dir(dir, &blob.digest)
+        .await
+        .map_err(local)?;
+    let path = parent.join(blob.digest.hex());
     let tmp = parent.join(crate::layout::temp_name(blob.digest.hex()));
-    let mut file = tokio::fs::File::create(&tmp).await.map_err(local)?;
+    let mut file = crate::layout::writer::create_temp(&tmp)
+        .await
+        .map_err(local)?;
     let mut digester = blob.digest.digester();
     let result = async {
         while let Some(chunk) = stream.next().await {
@@ -510,7 +515,7 @@ pub async fn write_layout_blob(
         }
         file.sync_all().await.map_err(local)?;
         tokio::fs::rename(&tmp, &path).await.map_err(local)?;
-        crate::layout::sync_dir(parent).await.map_err(local)
+        crate::layout::sync_dir(&parent).await.map_err(local)
     }
     .await;
     if result.is_err() {

@@ -1,9 +1,11 @@
 //! OCI image-layout directories: `index.json` and blob paths shared by reading a layout as a
 //! source ([`reader`]), writing one as a target (the engine) and pruning one ([`prune`]).
 
+pub mod lock;
 pub mod open;
 pub mod prune;
 pub mod reader;
+pub mod writer;
 
 use std::path::Path;
 
@@ -41,6 +43,8 @@ pub struct IndexEntry {
     pub media_type: Option<String>,
     /// The tag, from `org.opencontainers.image.ref.name`.
     pub tag: Option<String>,
+    /// That annotation as written (a tag, or a full reference in a multi-repository layout).
+    pub ref_name: Option<String>,
 }
 
 /// The tag in a `ref.name` annotation: the value itself, or the tag of a full reference
@@ -76,15 +80,24 @@ pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
                 digest,
                 media_type: e.media_type,
                 tag: e.annotations.get(REF_NAME).and_then(|v| tag_of_ref_name(v)),
+                ref_name: e.annotations.get(REF_NAME).cloned(),
             })
         })
         .collect()
 }
 
-/// The (tag, digest) pairs a layout's `index.json` lists; empty when there is no layout yet.
+/// The (tag, digest) pairs of a layout target's `index.json`; empty when there is no layout yet
+/// (or its index cannot be read: the write then fails naming the file). A tag here is a
+/// `ref.name` as written: an entry naming a full reference (`a:v1` in a layout holding several
+/// repositories) is matched on that whole text, so it never stands for ferry's tag `v1`.
 pub fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
     read_index(dir)
-        .map(|entries| entries.into_iter().map(|e| (e.tag, e.digest)).collect())
+        .map(|entries| {
+            entries
+                .into_iter()
+                .map(|e| (e.ref_name.filter(|r| !r.is_empty()), e.digest))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -103,7 +116,7 @@ pub fn target_states(dir: &Path, images: &[ImagePlan]) -> Vec<TargetState> {
             });
             match found {
                 None => TargetState::Missing,
-                Some((_, d)) if *d == image.digest && dir.join(blob_path(d)).exists() => {
+                Some((_, d)) if *d == image.digest && writer::holds_blob(dir, d) => {
                     TargetState::UpToDate
                 }
                 Some((_, d)) if *d == image.digest => TargetState::Missing,
@@ -120,20 +133,29 @@ pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
         .join(digest.hex())
 }
 
-/// Writes `bytes` to `path` through a temporary name in the same directory, synced, then
-/// renamed (and the directory synced): a reader never sees a half-written file under the final
-/// name, and a crash after the call returns does not lose it.
+/// Writes `bytes` to `path` through a temporary name in the same directory (created exclusively,
+/// never through a symlink), synced, then renamed (and the directory synced): a reader never
+/// sees a half-written file under the final name, and a crash after the call returns does not
+/// lose it.
 pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let parent = path.parent().unwrap_or(Path::new("."));
     tokio::fs::create_dir_all(parent).await?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = parent.join(temp_name(name));
-    let mut f = tokio::fs::File::create(&tmp).await?;
-    f.write_all(bytes).await?;
-    f.sync_all().await?;
-    drop(f);
-    tokio::fs::rename(&tmp, path).await?;
+    // Only a temporary this call created is ever removed.
+    let mut f = writer::create_temp(&tmp).await?;
+    let written = async {
+        f.write_all(bytes).await?;
+        f.sync_all().await?;
+        drop(f);
+        tokio::fs::rename(&tmp, path).await
+    }
+    .await;
+    if written.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    written?;
     sync_dir(parent).await
 }
 

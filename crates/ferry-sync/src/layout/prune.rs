@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ferry_distribution::Digest;
 
-use super::{REF_NAME, blob_path, read_index, tag_of_ref_name, write_atomic};
+use super::{blob_path, read_index};
 
 /// Deeper than this, an index of indexes is not walked (and nothing is collected).
 const MAX_DEPTH: usize = 8;
@@ -18,42 +18,36 @@ pub struct Collected {
     pub bytes: u64,
 }
 
-/// Removes every index entry tagged `tag`; `false` when none was. Blobs stay until
-/// [`collect_garbage`].
+/// Removes every index entry whose `ref.name` is exactly `tag` (an entry naming a full reference
+/// such as `a:v1` is not ferry's `v1`); `false` when none was. Done under the layout's index lock,
+/// re-reading `index.json` inside it. Blobs stay until [`collect_garbage`].
 pub async fn remove_tag(dir: &Path, tag: &str) -> Result<bool, String> {
-    let path = dir.join("index.json");
-    let bytes = tokio::fs::read(&path)
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut index: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} does not parse: {e}", path.display()))?;
-    let manifests = index
-        .get_mut("manifests")
-        .and_then(|m| m.as_array_mut())
-        .ok_or_else(|| format!("{} has no manifests array", path.display()))?;
-    let pointer = format!("/annotations/{}", REF_NAME.replace('/', "~1"));
-    let before = manifests.len();
-    manifests.retain(|m| {
-        m.pointer(&pointer)
-            .and_then(|v| v.as_str())
-            .and_then(tag_of_ref_name)
-            .as_deref()
-            != Some(tag)
-    });
-    if manifests.len() == before {
-        return Ok(false);
-    }
-    let bytes = serde_json::to_vec_pretty(&index).map_err(|e| e.to_string())?;
-    write_atomic(&path, &bytes)
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(true)
+    super::writer::update_index(dir, |manifests| {
+        let before = manifests.len();
+        manifests.retain(|m| super::writer::ref_name_of(m) != Some(tag));
+        let removed = manifests.len() != before;
+        (removed, removed)
+    })
+    .await
 }
 
 /// Deletes every blob that no entry of `index.json` reaches (through indexes, manifests,
 /// configs and layers). When any reachable manifest is missing or does not parse, nothing is
 /// deleted: an unread manifest could reference any blob. Temporary files are left alone.
-pub async fn collect_garbage(dir: &Path) -> Result<Collected, String> {
+///
+/// Runs under the layout's collecting lock (exclusive against every writer, which holds it
+/// shared from its first blob write until its index entry is in) and its index lock, each waited
+/// for at most `wait`: so no blob it removes is one a writer has written and not yet indexed.
+/// Symlinks are never followed: a symlinked `blobs` or `blobs/<alg>` is not walked, a manifest
+/// that is a symlink stops the collection, and a symlink at a blob name is removed itself.
+pub async fn collect_garbage(dir: &Path, wait: std::time::Duration) -> Result<Collected, String> {
+    use super::lock::{LockKind, acquire};
+    let _collecting = acquire(dir, LockKind::Collecting, wait)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _index = acquire(dir, LockKind::Index, wait)
+        .await
+        .map_err(|e| e.to_string())?;
     let entries = read_index(dir)?;
     let mut reachable: HashSet<Digest> = HashSet::new();
     let mut pending: Vec<(Digest, usize)> = entries.into_iter().map(|e| (e.digest, 0)).collect();
@@ -64,8 +58,7 @@ pub async fn collect_garbage(dir: &Path) -> Result<Collected, String> {
         if depth > MAX_DEPTH {
             return Err(format!("the index nests deeper than {MAX_DEPTH} levels"));
         }
-        let path = dir.join(blob_path(&digest));
-        let bytes = tokio::fs::read(&path)
+        let bytes = read_manifest_no_follow(&dir.join(blob_path(&digest)))
             .await
             .map_err(|e| format!("manifest {digest} cannot be read ({e}): not collecting"))?;
         let refs = references(&bytes)
@@ -80,15 +73,21 @@ pub async fn collect_garbage(dir: &Path) -> Result<Collected, String> {
     }
     let mut collected = Collected::default();
     let blobs = dir.join("blobs");
-    let mut algorithms = match tokio::fs::read_dir(&blobs).await {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(collected),
-        Err(e) => return Err(format!("{}: {e}", blobs.display())),
-    };
+    if super::writer::real_dir(&blobs).await.is_err() {
+        // Missing, or not a directory of the layout: nothing here to collect.
+        return Ok(collected);
+    }
+    let mut algorithms = tokio::fs::read_dir(&blobs)
+        .await
+        .map_err(|e| format!("{}: {e}", blobs.display()))?;
     while let Some(alg) = algorithms.next_entry().await.map_err(|e| e.to_string())? {
         let Some(alg_name) = alg.file_name().to_str().map(str::to_owned) else {
             continue;
         };
+        // `file_type` does not follow symlinks: a symlinked `blobs/<alg>` is never walked.
+        if !alg.file_type().await.is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         let Ok(mut files) = tokio::fs::read_dir(alg.path()).await else {
             continue;
         };
@@ -103,6 +102,7 @@ pub async fn collect_garbage(dir: &Path) -> Result<Collected, String> {
             if reachable.contains(&digest) {
                 continue;
             }
+            // The entry's own size (a symlink's, not its target's); unlinking never follows.
             let size = file.metadata().await.map(|m| m.len()).unwrap_or(0);
             tokio::fs::remove_file(file.path())
                 .await
@@ -112,6 +112,26 @@ pub async fn collect_garbage(dir: &Path) -> Result<Collected, String> {
         }
     }
     Ok(collected)
+}
+
+/// A manifest's bytes, refusing a symlink at its name and anything larger than 4 MiB.
+async fn read_manifest_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    let file = options.open(path).await?;
+    if !file.metadata().await?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST + 1).read_to_end(&mut bytes).await?;
+    if bytes.len() as u64 > MAX_MANIFEST {
+        return Err(std::io::Error::other("larger than a manifest may be"));
+    }
+    Ok(bytes)
 }
 
 /// The descriptors a manifest or index points at, each with whether it is a manifest itself;
@@ -149,4 +169,105 @@ fn references(bytes: &[u8]) -> Option<Vec<(Digest, bool)>> {
         out.push((digest(d)?, false));
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::layout::lock::{self, LockKind};
+
+    /// A layout whose index lists `names` (all pointing at one empty manifest) and one blob
+    /// nothing references; returns that blob's path.
+    fn layout(dir: &Path, names: &[&str]) -> std::path::PathBuf {
+        let manifest = br#"{"schemaVersion":2,"config":null,"layers":[]}"#;
+        let m = Digest::of_bytes(ferry_distribution::digest::Algorithm::Sha256, manifest);
+        let stray = Digest::of_bytes(ferry_distribution::digest::Algorithm::Sha256, b"stray");
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join(blob_path(&m)), manifest).unwrap();
+        std::fs::write(dir.join(blob_path(&stray)), b"stray").unwrap();
+        let entries: Vec<serde_json::Value> = names
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                    "digest": m.to_string(),
+                    "size": manifest.len(),
+                    "annotations": { crate::layout::REF_NAME: n },
+                })
+            })
+            .collect();
+        let index = serde_json::json!({ "schemaVersion": 2, "manifests": entries });
+        std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
+        dir.join(blob_path(&stray))
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        read_index(dir)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.ref_name)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn removing_a_tag_keeps_full_references_that_end_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        layout(dir.path(), &["a:v1", "b:v1", "v1", "v2"]);
+        assert!(remove_tag(dir.path(), "v1").await.unwrap());
+        assert_eq!(names(dir.path()), ["a:v1", "b:v1", "v2"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collection_waits_for_writers_and_removes_nothing_a_writer_may_still_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let stray = layout(dir.path(), &["v1"]);
+        // A writer between its blob write and its index entry (`stray` stands for that blob).
+        let writer = lock::acquire(dir.path(), LockKind::Writing, lock::LOCK_WAIT)
+            .await
+            .unwrap();
+        let err = collect_garbage(dir.path(), Duration::from_secs(3))
+            .await
+            .unwrap_err();
+        assert!(err.contains(".ferry-gc.lock"), "{err}");
+        assert!(
+            stray.exists(),
+            "a blob a writer may still index was removed"
+        );
+        drop(writer);
+        let collected = collect_garbage(dir.path(), Duration::from_secs(3))
+            .await
+            .unwrap();
+        assert_eq!(collected.blobs, 1);
+        assert!(!stray.exists());
+    }
+
+    #[tokio::test]
+    async fn collection_never_follows_a_symlinked_blob_directory_out_of_the_layout() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("layout");
+        layout(&dir, &["v1"]);
+        // Another algorithm's directory is a symlink to a directory outside the layout, holding
+        // a file named like an unreferenced digest.
+        let outside = root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let victim = outside.join("b".repeat(128));
+        std::fs::write(&victim, b"not the layout's").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("blobs/sha512")).unwrap();
+        // And an unreferenced blob name that is a symlink to a file outside.
+        let target = root.path().join("target-file");
+        std::fs::write(&target, b"keep").unwrap();
+        let hex = "c".repeat(64);
+        std::os::unix::fs::symlink(&target, dir.join("blobs/sha256").join(&hex)).unwrap();
+
+        collect_garbage(&dir, Duration::from_secs(3)).await.unwrap();
+        assert!(victim.exists(), "a file outside the layout was removed");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+        assert!(
+            std::fs::symlink_metadata(dir.join("blobs/sha256").join(&hex)).is_err(),
+            "the symlink itself is unreferenced and goes"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
 use crate::config::Mapping;
-use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan};
+use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
 use crate::prepare::PrepareOptions;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
@@ -77,14 +77,17 @@ pub async fn resolve_mapping(
         });
     }
     let platforms = mapping.platforms.as_slice();
-    let mut images = resolve_images(&source, wanted, platforms, options).await?;
+    let (mut images, mut unfetched) = resolve_images(&source, wanted, platforms, options).await?;
     if !listed {
+        // Not listed: an exact tag the source lacks is missing (as with a listing), not a
+        // listed tag that failed.
         selection.missing_exact = selection
             .selected
             .iter()
             .filter(|t| !images.iter().any(|i| i.tag.as_deref() == Some(t.as_str())))
             .cloned()
             .collect();
+        unfetched.clear();
     }
 
     // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
@@ -147,7 +150,9 @@ pub async fn resolve_mapping(
             }
         }
         // Referrers keep their bytes: a platform filter never applies to them.
-        images.extend(resolve_images(&source, extra, &[], options).await?);
+        let (referrers, gone) = resolve_images(&source, extra, &[], options).await?;
+        images.extend(referrers);
+        unfetched.extend(gone);
         images.extend(found);
     }
 
@@ -173,6 +178,14 @@ pub async fn resolve_mapping(
         filtered_out,
         missing_exact: selection.missing_exact,
         rejected_names,
+        unfetched: unfetched
+            .into_iter()
+            .map(|(tag, error)| UnfetchedTag {
+                tag,
+                error,
+                targets: mapping.targets.clone(),
+            })
+            .collect(),
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
         target_tags,

@@ -21,43 +21,77 @@ pub struct Wanted {
     pub compare: bool,
 }
 
-/// Resolves every wanted reference; a tag deleted since the listing is skipped.
+/// Resolves every wanted reference. A listed tag whose manifest is not found comes back in the
+/// second list with a 404 error (never dropped: the listing named it, so the source is not
+/// settled on it); a pinned digest the source lacks is skipped.
 pub async fn resolve_images(
     source: &Source,
     wanted: Vec<Wanted>,
     platforms: &[String],
     options: &PrepareOptions,
-) -> Result<Vec<ImagePlan>, Error> {
-    let resolved: Vec<Result<Option<ImagePlan>, Error>> = futures::stream::iter(wanted)
+) -> Result<(Vec<ImagePlan>, Vec<(String, Error)>), Error> {
+    let resolved: Vec<Result<Resolved, Error>> = futures::stream::iter(wanted)
         .map(|w| async move { resolve_one(source, w, platforms).await })
         .buffered(options.heads_per_mapping.max(1))
         .collect()
         .await;
     let mut images = Vec::new();
+    let mut unfetched = Vec::new();
     for r in resolved {
-        if let Some(image) = r? {
-            images.push(image);
+        match r? {
+            Resolved::Image(image) => images.push(*image),
+            Resolved::Missing { tag: Some(tag), op } => {
+                let kind = match source {
+                    Source::Registry { .. } => ErrorKind::Status {
+                        status: 404,
+                        code: Some("MANIFEST_UNKNOWN".into()),
+                        message: Some(format!(
+                            "the tag list names {tag}, but its manifest is not found"
+                        )),
+                    },
+                    Source::Layout(_) => ErrorKind::Local(format!(
+                        "index.json names {tag}, but its manifest is not found"
+                    )),
+                };
+                unfetched.push((tag, source.error(op, kind)));
+            }
+            Resolved::Missing { tag: None, .. } => {}
         }
     }
-    Ok(images)
+    Ok((images, unfetched))
 }
 
-async fn resolve_one(
-    source: &Source,
-    w: Wanted,
-    platforms: &[String],
-) -> Result<Option<ImagePlan>, Error> {
+enum Resolved {
+    Image(Box<ImagePlan>),
+    /// The source has nothing under the reference (found by `op`).
+    Missing {
+        tag: Option<String>,
+        op: Operation,
+    },
+}
+
+async fn resolve_one(source: &Source, w: Wanted, platforms: &[String]) -> Result<Resolved, Error> {
     let filtering = !platforms.is_empty();
     // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
     let (digest, media_type, root) = if w.compare && !filtering {
         match source.head_manifest(&w.reference).await? {
             Some(info) => (info.digest, info.media_type, None),
-            None => return Ok(None),
+            None => {
+                return Ok(Resolved::Missing {
+                    tag: w.tag,
+                    op: Operation::ManifestHead,
+                });
+            }
         }
     } else {
         match source.find_manifest(&w.reference).await? {
             Some(m) => (m.digest.clone(), m.media_type.clone(), Some(m)),
-            None => return Ok(None),
+            None => {
+                return Ok(Resolved::Missing {
+                    tag: w.tag,
+                    op: Operation::ManifestGet,
+                });
+            }
         }
     };
     // A platform filter rewrites an index: the target must hold the rewritten one.
@@ -67,7 +101,7 @@ async fn resolve_one(
     {
         target_digest = filtered.digest;
     }
-    Ok(Some(ImagePlan {
+    Ok(Resolved::Image(Box::new(ImagePlan {
         tag: w.tag,
         digest: target_digest,
         source_digest: digest,
@@ -75,7 +109,7 @@ async fn resolve_one(
         media_type,
         root,
         targets: Vec::new(),
-    }))
+    })))
 }
 
 fn filter(

@@ -8,8 +8,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::listing::LaterPage;
 use super::metrics::OpKind;
-use super::reply::{Reply, oci_error};
+use super::reply::{Reply, code_for_status, oci_error};
 use super::routes::{Incoming, Route, Shared, query_pairs, query_value};
 use super::state::{is_digest, sha256_digest};
 
@@ -91,6 +92,10 @@ pub(crate) fn tag_list(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
         (None, None) => usize::MAX,
     };
     let last = query_value(&incoming.pairs, "last");
+    let later_fault = last.and_then(|_| shared.config.listing.later_page(repo));
+    if let Some(LaterPage::Fail(code)) = later_fault {
+        return oci_error(code, code_for_status(code), "injected listing fault");
+    }
     let mut remaining = repository
         .tags
         .keys()
@@ -99,9 +104,13 @@ pub(crate) fn tag_list(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
     let more = remaining.next().is_some();
     let mut reply = Reply::new(StatusCode::OK).json(&json!({"name": repo, "tags": page}));
     if more && let Some(last_tag) = page.last() {
+        let next = match (later_fault, last) {
+            (Some(LaterPage::LinkToItself), Some(this)) => this,
+            _ => last_tag.as_str(),
+        };
         reply = reply.header(
             "link",
-            format!("</v2/{repo}/tags/list?n={limit}&last={last_tag}>; rel=\"next\""),
+            format!("</v2/{repo}/tags/list?n={limit}&last={next}>; rel=\"next\""),
         );
     }
     reply

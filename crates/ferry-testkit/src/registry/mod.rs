@@ -6,12 +6,14 @@ mod auth;
 mod content;
 mod faults;
 mod hostile;
+mod listing;
 mod metrics;
 mod net;
 mod personality;
 mod proxy;
 mod reply;
 mod routes;
+mod stall;
 mod state;
 mod uploads;
 
@@ -30,10 +32,12 @@ pub use faults::{
     RetryAfterStyle, TokenBucket,
 };
 pub use hostile::{HostileHandle, HostileRule, Hostility};
+pub use listing::{LaterPage, ListingFaults};
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
 pub use personality::Personality;
 pub use proxy::FaultProxy;
+pub use stall::BodyStalls;
 pub use state::sha256_digest;
 
 use routes::{Config, Listening, Shared};
@@ -227,6 +231,16 @@ impl TestRegistry {
         self.shared.faults.clone()
     }
 
+    /// Runtime body stalls (blob GETs that stop part way and never end).
+    pub fn body_stalls(&self) -> BodyStalls {
+        self.shared.config.stalls.clone()
+    }
+
+    /// Runtime tag-listing faults (pages after the first failing or linking to themselves).
+    pub fn listing_faults(&self) -> ListingFaults {
+        self.shared.config.listing.clone()
+    }
+
     /// Stores a blob and links it into `repo`; returns its digest.
     pub fn seed_blob(&self, repo: &str, bytes: &[u8]) -> String {
         self.shared
@@ -317,6 +331,11 @@ impl TestRegistry {
         let index = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": descriptors})
             .to_string();
         self.seed_manifest(repo, tag, OCI_INDEX, index.as_bytes())
+    }
+
+    /// Removes `tag` from `repo` (its manifest stays, by digest), as a tag delete would.
+    pub fn untag(&self, repo: &str, tag: &str) {
+        self.shared.store().repo_mut(repo).tags.remove(tag);
     }
 
     /// Tags of `repo`, sorted; empty when the repository is unknown.

@@ -28,6 +28,8 @@ pub(crate) struct Config {
     pub(crate) referrers_api: bool,
     pub(crate) redirect_blobs: bool,
     pub(crate) personality: super::personality::Personality,
+    pub(crate) listing: super::listing::ListingFaults,
+    pub(crate) stalls: super::stall::BodyStalls,
 }
 
 /// State shared by both listeners and the test's handle.
@@ -448,6 +450,12 @@ pub(crate) async fn handle(
     let reply = shared
         .hostile
         .apply(op, incoming.route.repo(), announce(reply, &announced));
+    if op == OpKind::BlobGet
+        && reply.status.is_success()
+        && let Some(after_bytes) = shared.config.stalls.after_bytes()
+    {
+        return super::stall::stalled(reply, after_bytes, guard);
+    }
     finish(&shared, reply, guard, cut_response_after, &conn)
 }
 

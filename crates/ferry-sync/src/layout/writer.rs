@@ -1,0 +1,168 @@
+//! Writing into an image layout target: files appear only by rename from a temporary created
+//! exclusively in a real directory of the layout, and `index.json` changes only under the lock.
+
+use std::path::{Path, PathBuf};
+
+use ferry_distribution::Digest;
+
+use super::REF_NAME;
+use super::lock::{self, LockKind};
+
+/// Whether the layout holds `digest` as a regular file (a symlink planted at its name does not
+/// count, and is never followed).
+pub fn holds_blob(dir: &Path, digest: &Digest) -> bool {
+    std::fs::symlink_metadata(dir.join(super::blob_path(digest))).is_ok_and(|m| m.is_file())
+}
+
+/// `<dir>/blobs/<alg>`, created when missing; an error when it, or `blobs`, is anything but a
+/// real directory (a symlink there would carry every write out of the layout).
+pub async fn blob_dir(dir: &Path, digest: &Digest) -> std::io::Result<PathBuf> {
+    let blobs = dir.join("blobs");
+    let alg = blobs.join(digest.algorithm().name());
+    for d in [&blobs, &alg] {
+        match tokio::fs::create_dir(d).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tokio::fs::create_dir_all(d).await?;
+            }
+            Err(e) => return Err(e),
+        }
+        real_dir(d).await?;
+    }
+    Ok(alg)
+}
+
+/// An error unless `d` is a directory itself (not a symlink to one).
+pub async fn real_dir(d: &Path) -> std::io::Result<()> {
+    let meta = tokio::fs::symlink_metadata(d).await?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory of the layout (a symlink or a file): not writing through it",
+            d.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates a temporary file that did not exist before: `create_new` (so a file or symlink
+/// planted at the name makes it fail rather than be written through) and, on Unix, `O_NOFOLLOW`.
+pub async fn create_temp(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options.open(path).await
+}
+
+/// Reads, changes and rewrites the layout's `index.json` under the layout's index lock:
+/// `change` gets the `manifests` array and says whether anything changed. A missing file starts
+/// a new index; a file that cannot be read or parsed fails with its path, and is left as it is.
+pub async fn update_index<R>(
+    dir: &Path,
+    change: impl FnOnce(&mut Vec<serde_json::Value>) -> (bool, R),
+) -> Result<R, String> {
+    let _lock = lock::acquire(dir, LockKind::Index, lock::LOCK_WAIT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let path = dir.join("index.json");
+    let mut index: serde_json::Value = match tokio::fs::read(&path).await {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{} does not parse ({e}): not rewriting it", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": ferry_distribution::media::OCI_INDEX,
+            "manifests": []
+        }),
+        Err(e) => {
+            return Err(format!(
+                "{} cannot be read ({e}): not rewriting it",
+                path.display()
+            ));
+        }
+    };
+    let manifests = index
+        .get_mut("manifests")
+        .and_then(|m| m.as_array_mut())
+        .ok_or_else(|| format!("{} has no manifests array", path.display()))?;
+    let (changed, out) = change(manifests);
+    if changed {
+        let bytes = serde_json::to_vec_pretty(&index).map_err(|e| e.to_string())?;
+        super::write_atomic(&path, &bytes)
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(out)
+}
+
+/// The `ref.name` annotation of an `index.json` entry, as written.
+pub fn ref_name_of(entry: &serde_json::Value) -> Option<&str> {
+    entry
+        .get("annotations")
+        .and_then(|a| a.get(REF_NAME))
+        .and_then(|v| v.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest() -> Digest {
+        Digest::parse(&format!("sha256:{}", "a".repeat(64))).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_blobs_directory_is_refused_and_nothing_lands_outside() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let layout = root.path().join("layout");
+        std::fs::create_dir_all(layout.join("blobs")).unwrap();
+        std::os::unix::fs::symlink(&outside, layout.join("blobs/sha256")).unwrap();
+        let err = blob_dir(&layout, &digest()).await.unwrap_err().to_string();
+        assert!(err.contains("blobs/sha256"), "{err}");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_temporary_name_taken_by_a_symlink_is_not_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let tmp = root.path().join(".x.partial");
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        assert!(create_temp(&tmp).await.is_err());
+        // A dangling symlink (a name the attacker wants created) is refused as well.
+        let dangling = root.path().join(".y.partial");
+        std::os::unix::fs::symlink(root.path().join("new-file"), &dangling).unwrap();
+        assert!(create_temp(&dangling).await.is_err());
+        assert!(!root.path().join("new-file").exists());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[tokio::test]
+    async fn an_index_that_cannot_be_parsed_fails_the_write_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("index.json"), b"{not json").unwrap();
+        let err = update_index(dir.path(), |m| {
+            m.clear();
+            (true, ())
+        })
+        .await
+        .unwrap_err();
+        assert!(err.contains("index.json does not parse"), "{err}");
+        assert_eq!(
+            std::fs::read(dir.path().join("index.json")).unwrap(),
+            b"{not json"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_index_that_cannot_be_read_fails_the_write_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory at the name: reading fails with an error other than "not found".
+        std::fs::create_dir(dir.path().join("index.json")).unwrap();
+        let err = update_index(dir.path(), |_| (true, ())).await.unwrap_err();
+        assert!(err.contains("index.json cannot be read"), "{err}");
+    }
+}

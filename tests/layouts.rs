@@ -1,0 +1,430 @@
+//! Destructive paths lose nothing, with real processes: several `ferry copy` and sharded
+//! `ferry sync` runs writing one layout at once keep every tag (skopeo reads each back), a run
+//! killed with SIGKILL part way leaves nothing half-written under a digest and a rerun
+//! completes, and prune deletes only what a complete, faultless reading of the source dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use ferry_testkit::registry::{
+    FaultAction, FaultRule, LaterPage, OpKind, TestRegistry, sha256_digest,
+};
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn command(args: &[&str]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(FERRY);
+    c.args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("FERRY_CONFIG")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .kill_on_drop(true);
+    c
+}
+
+async fn ferry(args: &[&str]) -> Output {
+    tokio::time::timeout(Duration::from_secs(120), command(args).output())
+        .await
+        .expect("ferry finished within two minutes")
+        .expect("ferry ran")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("ferry exited with a code")
+}
+
+/// The `ref.name` of every entry of the layout's `index.json`, sorted.
+fn layout_tags(dir: &Path) -> Vec<String> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
+    let mut tags: Vec<String> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["annotations"]["org.opencontainers.image.ref.name"].as_str())
+        .map(str::to_owned)
+        .collect();
+    tags.sort();
+    tags
+}
+
+/// skopeo reads `tag` from the layout (its manifest, config and the layout's structure).
+async fn skopeo_reads(dir: &Path, tag: &str) {
+    let out = tokio::process::Command::new("skopeo")
+        .args(["inspect", &format!("oci:{}:{tag}", dir.display())])
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("skopeo runs (scripts/test installs it when missing)");
+    assert!(
+        out.status.success(),
+        "skopeo inspect {tag}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// Every file named by a digest under `blobs/sha256` holds exactly the bytes of that digest.
+fn every_blob_matches_its_name(dir: &Path) -> usize {
+    let blobs = dir.join("blobs/sha256");
+    let Ok(entries) = std::fs::read_dir(&blobs) else {
+        return 0;
+    };
+    let mut checked = 0;
+    for e in entries {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let bytes = std::fs::read(e.path()).unwrap();
+        assert_eq!(
+            sha256_digest(&bytes),
+            format!("sha256:{name}"),
+            "blob {name} holds other bytes ({} of them): half-written under its digest",
+            bytes.len()
+        );
+        checked += 1;
+    }
+    checked
+}
+
+fn registry_entry(reg: &TestRegistry) -> String {
+    format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n",
+        reg.host(),
+        reg.url()
+    )
+}
+
+fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
+    let path = dir.join("mirror.yaml");
+    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Images sharing a base layer (so the writers race on the same blobs too) with one own layer.
+fn seed_apps(reg: &TestRegistry, repo: &str, tags: &[String]) {
+    for tag in tags {
+        let own = format!("own layer of {repo}:{tag}");
+        reg.seed_image(repo, tag, &[b"shared base layer", own.as_bytes()]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_copies_at_once_into_one_layout_keep_every_tag() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let tags: Vec<String> = (0..6).map(|i| format!("v{i}")).collect();
+    seed_apps(&reg, "src/app", &tags);
+    let tmp = tempfile::tempdir().unwrap();
+    // Three rounds, each into a fresh layout: the lost update this guards against is a race.
+    for round in 0..3 {
+        let dir = tmp.path().join(format!("layout{round}"));
+        let target = format!("oci:{}", dir.display());
+        let runs: Vec<_> = tags
+            .iter()
+            .map(|tag| {
+                let source = format!("{}/src/app:{tag}", reg.host());
+                let mut c =
+                    command(&["copy", &source, &target, "--insecure", "--progress", "none"]);
+                async move { c.output().await.expect("ferry ran") }
+            })
+            .collect();
+        let outs = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(runs))
+            .await
+            .expect("the copies finished within two minutes");
+        for out in &outs {
+            assert_eq!(code(out), 0, "{}", text(&out.stderr));
+        }
+        assert_eq!(layout_tags(&dir), tags, "round {round}: a tag was lost");
+        assert!(every_blob_matches_its_name(&dir) >= 8);
+        for tag in &tags {
+            skopeo_reads(&dir, tag).await;
+        }
+    }
+}
+
+/// A config may not name one layout in two mappings, so the shards of one config never share a
+/// layout: the writers sharing one here are the shards of three configs (each with one mapping
+/// into the shared layout and one elsewhere) and two copies, all at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_of_several_configs_and_copies_at_once_into_one_layout_keep_every_tag() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("layout");
+    let mut expected = Vec::new();
+    let mut configs = Vec::new();
+    for i in 0..3 {
+        // Each repository its own tag names, as a layout holds one name per tag.
+        let tags = vec![format!("a{i}"), format!("b{i}")];
+        seed_apps(&reg, &format!("src/app{i}"), &tags);
+        expected.extend(tags);
+        let own = tmp.path().join(format!("config{i}"));
+        std::fs::create_dir(&own).unwrap();
+        let mappings = format!(
+            "  - source: \"{h}/src/app{i}\"\n    targets: [\"oci:{d}\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"{h}/src/app{i}\"\n    targets: [\"oci:{o}\"]\n    tags: {{ include: [\"*\"] }}\n",
+            h = reg.host(),
+            d = dir.display(),
+            o = own.join("elsewhere").display(),
+        );
+        let config = write_config(&own, &registry_entry(&reg), &mappings);
+        configs.push(config.to_str().unwrap().to_owned());
+    }
+    let copies = ["c0", "c1"].map(String::from);
+    seed_apps(&reg, "src/copied", &copies);
+    expected.extend(copies.iter().cloned());
+    expected.sort();
+    let target = format!("oci:{}", dir.display());
+    // Both shards of every config: six syncs, three of which write the shared layout.
+    let mut runs: Vec<tokio::process::Command> = configs
+        .iter()
+        .flat_map(|c| {
+            ["0/2", "1/2"].map(|s| command(&["sync", "-c", c, "--shard", s, "--progress", "none"]))
+        })
+        .collect();
+    for tag in &copies {
+        let source = format!("{}/src/copied:{tag}", reg.host());
+        runs.push(command(&[
+            "copy",
+            &source,
+            &target,
+            "--insecure",
+            "--progress",
+            "none",
+        ]));
+    }
+    let runs = runs
+        .into_iter()
+        .map(|mut c| async move { c.output().await.expect("ferry ran") });
+    let outs = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(runs))
+        .await
+        .expect("the runs finished within two minutes");
+    for out in &outs {
+        assert_eq!(code(out), 0, "{}", text(&out.stderr));
+    }
+    assert_eq!(layout_tags(&dir), expected, "a tag was lost");
+    every_blob_matches_its_name(&dir);
+    for tag in &expected {
+        skopeo_reads(&dir, tag).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_killed_during_a_layout_write_leaves_nothing_half_written_and_a_rerun_completes() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    // A layer large enough that the stalled body leaves it part way.
+    let big: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+    reg.seed_image("src/app", "v1", &[b"small layer", &big]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("layout");
+    let source = format!("{}/src/app:v1", reg.host());
+    let target = format!("oci:{}", dir.display());
+
+    // Every blob body stops half way (128 KiB in: several reads, so ferry writes some of it)
+    // and never ends: the copy is caught mid-write. The small blobs arrive whole.
+    reg.body_stalls().stall_blob_bodies(128 * 1024);
+    let mut child = command(&["copy", &source, &target, "--insecure", "--progress", "none"])
+        .spawn()
+        .expect("ferry starts");
+    // The big layer, part way: under a temporary name (or, were it written in place, its own).
+    let big_hex = sha256_digest(&big).trim_start_matches("sha256:").to_owned();
+    let partial_seen = async {
+        loop {
+            let partial = std::fs::read_dir(dir.join("blobs/sha256"))
+                .ok()
+                .and_then(|d| {
+                    d.filter_map(Result::ok).find(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.ends_with(".partial") || name == big_hex
+                    })
+                });
+            if partial.is_some_and(|e| e.metadata().is_ok_and(|m| m.len() > 0)) {
+                return;
+            }
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), partial_seen)
+        .await
+        .expect("the copy started writing a blob into the layout");
+    child.start_kill().expect("SIGKILL sent");
+    let status = child.wait().await.unwrap();
+    assert!(!status.success(), "killed, not finished");
+
+    // Nothing half-written under a digest, and no index pointing at what is not there.
+    every_blob_matches_its_name(&dir);
+    assert!(
+        !dir.join("index.json").exists() || layout_tags(&dir).is_empty(),
+        "no tag for an image whose blobs never arrived"
+    );
+
+    reg.body_stalls().clear();
+    let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(layout_tags(&dir), ["v1"]);
+    assert!(every_blob_matches_its_name(&dir) >= 4);
+    skopeo_reads(&dir, "v1").await;
+}
+
+/// A prune mapping from `src/app` into a layout, its config path, and the layout.
+fn prune_setup(reg: &TestRegistry, tmp: &Path) -> (PathBuf, PathBuf) {
+    let dir = tmp.join("layout");
+    let mapping = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    prune: true\n",
+        reg.host(),
+        dir.display()
+    );
+    (write_config(tmp, &registry_entry(reg), &mapping), dir)
+}
+
+async fn sync_json(config: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    let config = config.to_str().unwrap();
+    let mut args = vec!["sync", "-c", config, "--json", "--progress", "none"];
+    args.extend_from_slice(extra);
+    let out = ferry(&args).await;
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (code(&out), json, text(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_tag_answering_404_is_reported_failed_and_stops_the_prune() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let tags: Vec<String> = ["v0", "v1", "v2"].map(String::from).to_vec();
+    seed_apps(&reg, "src/app", &tags);
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, dir) = prune_setup(&reg, tmp.path());
+    let (first, json, err) = sync_json(&config, &[]).await;
+    assert_eq!(first, 0, "{err}");
+    assert_eq!(layout_tags(&dir), tags);
+    // Every byte under blobs/ was written by this run, and the report counts each once.
+    let on_disk: u64 = std::fs::read_dir(dir.join("blobs/sha256"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(on_disk > 0);
+    assert_eq!(json["totals"]["layout_bytes_written"], on_disk, "{json:#}");
+    assert!(json["totals"]["bytes_written"].as_u64().unwrap() >= on_disk);
+
+    // v2 goes from the source, so it is a prune candidate; then one listed tag's manifest
+    // answers 404 for a moment (replica lag): the source is not settled, nothing is pruned.
+    reg.untag("src/app", "v2");
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::ManifestHead,
+            FaultAction::Status {
+                code: 404,
+                retry_after: None,
+            },
+        )
+        .repo("src/app"),
+    );
+    let (code, json, err) = sync_json(&config, &[]).await;
+    assert_ne!(
+        code, 0,
+        "a listed tag that could not be fetched fails the run: {err}"
+    );
+    let failed: Vec<&serde_json::Value> = json["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{json:#}");
+    assert_eq!(failed[0]["http_status"], 404, "{json:#}");
+    assert!(["v0", "v1"].contains(&failed[0]["image"].as_str().unwrap()));
+    assert_eq!(json["totals"]["images_failed"], 1);
+    let skipped = &json["prune"]["skipped"];
+    assert_eq!(skipped.as_array().map(Vec::len), Some(1), "{json:#}");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("could not be fetched"),
+        "{skipped}"
+    );
+    assert!(err.contains("prune skipped"), "{err}");
+    assert_eq!(layout_tags(&dir), tags, "nothing was pruned");
+
+    // The dry run shows the same decision while the fault lasts.
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::ManifestHead,
+            FaultAction::Status {
+                code: 404,
+                retry_after: None,
+            },
+        )
+        .repo("src/app"),
+    );
+    let (_, dry, _) = sync_json(&config, &["--dry-run"]).await;
+    assert_eq!(dry["prune"]["would_delete"], 0, "{dry:#}");
+    assert_eq!(dry["prune"]["skipped"].as_array().map(Vec::len), Some(1));
+
+    // Once the source answers again, v2 (really gone) is pruned and nothing else.
+    let (code, json, err) = sync_json(&config, &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json["prune"]["deleted"], 1, "{json:#}");
+    assert_eq!(layout_tags(&dir), ["v0", "v1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_whose_link_repeats_a_page_fails_the_mapping_and_prunes_nothing() {
+    let reg = TestRegistry::builder().page_size(1).start().await.unwrap();
+    let tags: Vec<String> = ["v0", "v1", "v2"].map(String::from).to_vec();
+    seed_apps(&reg, "src/app", &tags);
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, dir) = prune_setup(&reg, tmp.path());
+    let (first, _, err) = sync_json(&config, &[]).await;
+    assert_eq!(first, 0, "{err}");
+    assert_eq!(layout_tags(&dir), tags);
+
+    // Page 2 links to itself: a client that takes that as the end never sees v2.
+    reg.listing_faults()
+        .later_pages("src/app", LaterPage::LinkToItself);
+    let (code, json, err) = sync_json(&config, &[]).await;
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(json["totals"]["mappings_failed"], 1, "{json:#}");
+    let reason = json["prune"]["skipped"][0]["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("page already read"), "{json:#}");
+    assert_eq!(json["prune"]["deleted"], 0);
+    assert_eq!(
+        layout_tags(&dir),
+        tags,
+        "v2 was pruned from an incomplete listing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_that_fails_part_way_prunes_nothing() {
+    let reg = TestRegistry::builder().page_size(1).start().await.unwrap();
+    let tags: Vec<String> = ["v0", "v1", "v2"].map(String::from).to_vec();
+    seed_apps(&reg, "src/app", &tags);
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, dir) = prune_setup(&reg, tmp.path());
+    let (first, _, err) = sync_json(&config, &[]).await;
+    assert_eq!(first, 0, "{err}");
+
+    // Page 1 answers, the rest fail (retries spent): only part of the listing was read.
+    reg.listing_faults()
+        .later_pages("src/app", LaterPage::Fail(500));
+    let (code, json, err) = sync_json(&config, &[]).await;
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(json["totals"]["mappings_failed"], 1, "{json:#}");
+    assert_eq!(json["prune"]["skipped"].as_array().map(Vec::len), Some(1));
+    assert!(err.contains("prune skipped"), "{err}");
+    assert_eq!(
+        layout_tags(&dir),
+        tags,
+        "a tag was pruned from a partial listing"
+    );
+
+    let (_, dry, _) = sync_json(&config, &["--dry-run"]).await;
+    assert_eq!(dry["prune"]["skipped"].as_array().map(Vec::len), Some(1));
+    assert_eq!(dry["prune"]["would_delete"], 0);
+}
