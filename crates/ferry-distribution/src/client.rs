@@ -324,6 +324,8 @@ impl RegistryClient {
                 .send()
                 .await
                 .map_err(|e| Failure::from_transport(&e))?;
+            // The ping's answer is the first: a quota it announces paces everything after it.
+            self.observe(&response);
             match response.status() {
                 StatusCode::UNAUTHORIZED => {
                     let challenges = challenges_of(&response);

@@ -162,6 +162,11 @@ async fn an_announced_limit_holds_from_the_first_answer_for_operations_not_yet_a
         .await
         .unwrap();
     let (reg, client) = seeded(reg, &repos, 5).await;
+    let paced = client.gate().pacer.rate().unwrap_or(0.0);
+    assert!(
+        paced > 18.0 && paced < 20.0,
+        "the ping's answer set the pace: {paced}"
+    );
     let blob = ferry_distribution::digest::Digest::parse(&reg.seed_blob(&repos[0], b"b")).unwrap();
     // Only the ping has been answered: a wave of four kinds of request, none answered before.
     let start = Instant::now();
