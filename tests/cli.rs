@@ -1,36 +1,15 @@
 //! The `ferry` binary end to end: run as a subprocess against in-process test registries,
 //! checking exit codes, output (text, JSON, progress with and without a terminal) and secrecy.
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+mod common;
+
+use common::{FERRY, code, ferry, text, write_config};
+
 use std::time::Duration;
 
 use ferry_testkit::registry::{OpKind, TestRegistry, TokenAuthConfig};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
 /// Runs ferry with `args` (stdout and stderr piped, so not a terminal).
-async fn ferry(args: &[&str]) -> Output {
-    let child = tokio::process::Command::new(FERRY)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("FERRY_CONFIG")
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("ferry finished within two minutes")
-        .expect("ferry ran")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("ferry exited with a code")
-}
-
 fn registry_entry(reg: &TestRegistry, auth: &str) -> String {
     format!(
         "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n{auth}",
@@ -47,13 +26,6 @@ fn mapping(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> String
 }
 
 /// Writes a config for `reg` and returns its path (inside `dir`).
-fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
-    let path = dir.join("mirror.yaml");
-    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 fn writes(reg: &TestRegistry) -> Vec<String> {
     reg.requests()
         .into_iter()

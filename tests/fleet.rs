@@ -3,53 +3,21 @@
 //! (or shows) stale tags, and `ferry watch` serves /healthz and /readyz and stops on SIGTERM;
 //! shards, prune and watch also run against the real distribution registry.
 
+mod common;
+
+use common::{FERRY, ferry, ferry_env, text, write_config};
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::TestRegistry;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-async fn ferry_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = tokio::process::Command::new(FERRY);
-    command
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("FERRY_CONFIG")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .kill_on_drop(true);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    tokio::time::timeout(Duration::from_secs(120), command.output())
-        .await
-        .expect("ferry finished within two minutes")
-        .expect("ferry ran")
-}
-
-async fn ferry(args: &[&str]) -> Output {
-    ferry_env(args, &[]).await
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn registry_entry(host: &str, url: &str) -> String {
     format!(
         "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
     )
-}
-
-fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
-    let path = dir.join("mirror.yaml");
-    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `src/appN` → `dst/appN` on the registry at `host`, for N in 0..count.

@@ -2,30 +2,15 @@
 //! left out with their reason in the text and JSON of sync, dry run and `ferry tags`, printed
 //! escaped, the good tag still syncs, and the exit code is 1.
 
+mod common;
+
+use common::{ferry, text};
+
 use std::process::Output;
-use std::time::Duration;
 
 use ferry_testkit::registry::{HostileRule, Hostility, OpKind, TestRegistry};
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const BAD: [&str; 3] = ["..", "x/../../other/manifests/v0", "red\u{1b}[31mtag"];
-
-async fn ferry(args: &[&str]) -> Output {
-    let child = tokio::process::Command::new(FERRY)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("FERRY_CONFIG")
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("ferry finished within two minutes")
-        .expect("ferry ran")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn assert_no_raw_escape(out: &Output) {
     for stream in [&out.stdout, &out.stderr] {

@@ -3,40 +3,16 @@
 //! killed with SIGKILL part way leaves nothing half-written under a digest and a rerun
 //! completes, and prune deletes only what a complete, faultless reading of the source dropped.
 
+mod common;
+
+use common::{code, command, ferry, text, write_config};
+
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use ferry_testkit::registry::{
     FaultAction, FaultRule, LaterPage, OpKind, TestRegistry, sha256_digest,
 };
-
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-
-fn command(args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(FERRY);
-    c.args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("FERRY_CONFIG")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .kill_on_drop(true);
-    c
-}
-
-async fn ferry(args: &[&str]) -> Output {
-    tokio::time::timeout(Duration::from_secs(120), command(args).output())
-        .await
-        .expect("ferry finished within two minutes")
-        .expect("ferry ran")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("ferry exited with a code")
-}
 
 /// The `ref.name` of every entry of the layout's `index.json`, sorted.
 fn layout_tags(dir: &Path) -> Vec<String> {
@@ -99,13 +75,6 @@ fn registry_entry(reg: &TestRegistry) -> String {
         reg.host(),
         reg.url()
     )
-}
-
-fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
-    let path = dir.join("mirror.yaml");
-    let text = format!("version: 1\nregistries:\n{registries}mappings:\n{mappings}");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// Images sharing a base layer (so the writers race on the same blobs too) with one own layer.

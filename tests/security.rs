@@ -1,10 +1,12 @@
 //! Nothing leaked: credentials never reach another host (blob redirects, foreign Link pages) nor
 //! any output of the `ferry` binary, and TLS is never quietly dropped or misconfigured silently.
 
+mod common;
+
+use common::ferry;
+
 use std::path::Path;
-use std::process::Output;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use ferry_distribution::Secret;
 use ferry_distribution::auth::Credentials;
@@ -14,22 +16,8 @@ use ferry_testkit::registry::{OpKind, TestRegistry, TokenAuthConfig};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const PASSWORD: &str = "s3cret-Pa55word-4417";
 const STATIC_TOKEN: &str = "static-T0ken-9c1e77";
-
-async fn ferry(args: &[&str]) -> Output {
-    let child = tokio::process::Command::new(FERRY)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("FERRY_CONFIG")
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(120), child)
-        .await
-        .expect("ferry finished within two minutes")
-        .expect("ferry ran")
-}
 
 fn token_registry() -> ferry_testkit::registry::TestRegistryBuilder {
     TestRegistry::builder().token_auth(TokenAuthConfig {
