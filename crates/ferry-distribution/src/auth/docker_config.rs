@@ -588,15 +588,27 @@ mod tests {
     #[cfg(unix)]
     mod helpers {
         use super::*;
-        use std::os::unix::fs::PermissionsExt as _;
 
         /// A helper directory holding small shell scripts named `docker-credential-<name>`.
+        ///
+        /// The executable is created by `install`, a child process, never opened for writing by
+        /// this one: a process another test forks while this one holds a writable descriptor on
+        /// the script inherits it until its exec, and running the script then fails with
+        /// "Text file busy" (seen once in CI). The staging file is never executed.
         fn helper_dir(scripts: &[(&str, &str)]) -> tempfile::TempDir {
             let dir = tempfile::tempdir().unwrap();
             for (name, body) in scripts {
+                let staging = dir.path().join(format!("{name}.staging"));
+                std::fs::write(&staging, format!("#!/bin/sh\n{body}\n")).unwrap();
                 let path = dir.path().join(format!("docker-credential-{name}"));
-                std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+                let status = std::process::Command::new("install")
+                    .arg("-m")
+                    .arg("755")
+                    .arg(&staging)
+                    .arg(&path)
+                    .status()
+                    .unwrap();
+                assert!(status.success(), "install {}", path.display());
             }
             dir
         }
