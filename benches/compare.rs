@@ -1,8 +1,8 @@
-//! Benchmark: `ferry sync` against `skopeo sync` on two seeded corpora in real distribution
+//! Benchmark: `ferry sync` against `skopeo sync` on three seeded corpora in real distribution
 //! registries (wall time, requests per side, bytes read, peak RSS), and ferry's peak memory on a
 //! 1 GiB layer. Run: `scripts/bench` (writes docs/performance.md) or `cargo bench --bench compare`.
 //!
-//! Options (after `--`): `--runs N` (default 3), `--shapes a,b` (`none` for none), `--tools ferry,skopeo`,
+//! Options (after `--`): `--runs N` (default 3), `--shapes a,b,c` (`none` for none), `--tools ferry,skopeo`,
 //! `--memory-mib M` (default 1024, 0 skips it), `--no-layouts` (skips the OCI layout export and
 //! import of each corpus), `--write-doc` (update docs/performance.md).
 //! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
@@ -75,7 +75,7 @@ struct Options {
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
         runs: 3,
-        shapes: vec![Shape::many_small(), Shape::few_large()],
+        shapes: vec![Shape::many_small(), Shape::few_large(), Shape::chunked()],
         tools: vec![Tool::Ferry, Tool::Skopeo],
         memory_mib: 1024,
         layouts: true,
@@ -98,7 +98,8 @@ fn parse_options() -> Result<Options, String> {
                     .map(|s| match s {
                         "a" | "A" => Ok(Shape::many_small()),
                         "b" | "B" => Ok(Shape::few_large()),
-                        other => Err(format!("unknown shape {other:?} (a or b)")),
+                        "c" | "C" => Ok(Shape::chunked()),
+                        other => Err(format!("unknown shape {other:?} (a, b or c)")),
                     })
                     .collect::<Result<_, _>>()?;
             }

@@ -197,6 +197,24 @@ impl Shape {
             index_every: 0,
         }
     }
+
+    /// Layers above the engine's 64 MiB monolithic limit, so every upload is chunked (corpus B's
+    /// largest blob is 32 MiB and goes up in one PUT): 2 repositories × 2 tags, layers 66–96 MiB.
+    pub fn chunked() -> Shape {
+        Shape {
+            name: "C: 2 repositories, layers above the monolithic limit",
+            seed: 0xF3_22_C0,
+            small_repos: 2,
+            small_tags: (2, 2),
+            deep_repos: 0,
+            deep_tags: 0,
+            layer_size: (80 << 20, 96 << 20),
+            base_size: (72 << 20, 72 << 20),
+            repo_layer_size: (66 << 20, 66 << 20),
+            base_pool: 1,
+            index_every: 0,
+        }
+    }
 }
 
 /// A generated corpus: every blob once, and the repositories that use them.
