@@ -172,21 +172,9 @@ impl RegistryClient {
         len: u64,
         body: reqwest::Body,
     ) -> Result<UploadSession, Failure> {
-        let url = session.location.clone();
         let end = offset.saturating_add(len.saturating_sub(1));
-        let request = self
-            .http()
-            .patch(url)
-            .header(CONTENT_TYPE, "application/octet-stream")
-            .header("content-range", format!("{offset}-{end}"))
-            .header(CONTENT_LENGTH, len.to_string())
-            .body(body);
-        let response = self
-            .send_streaming(&Scopes::push(&session.repository), request)
-            .await?;
-        let response = expect_status(response, &[202, 204]).await?;
-        self.gate().stats.written(len);
-        self.session_from(&session.repository, &response, Some(session))
+        self.patch_once(session, Some(format!("{offset}-{end}")), len, body)
+            .await
     }
 
     /// `PATCH <location>` carrying `len` bytes without `Content-Range` (docker's flow: the
@@ -197,14 +185,27 @@ impl RegistryClient {
         len: u64,
         body: reqwest::Body,
     ) -> Result<UploadSession, Failure> {
-        let request = self
+        self.patch_once(session, None, len, body).await
+    }
+
+    /// One PATCH of `len` bytes on `session`, with `Content-Range` when given.
+    async fn patch_once(
+        &self,
+        session: &UploadSession,
+        content_range: Option<String>,
+        len: u64,
+        body: reqwest::Body,
+    ) -> Result<UploadSession, Failure> {
+        let mut request = self
             .http()
             .patch(session.location.clone())
             .header(CONTENT_TYPE, "application/octet-stream")
-            .header(CONTENT_LENGTH, len.to_string())
-            .body(body);
+            .header(CONTENT_LENGTH, len.to_string());
+        if let Some(range) = content_range {
+            request = request.header("content-range", range);
+        }
         let response = self
-            .send_streaming(&Scopes::push(&session.repository), request)
+            .send_streaming(&Scopes::push(&session.repository), request.body(body))
             .await?;
         let response = expect_status(response, &[202, 204]).await?;
         self.gate().stats.written(len);
