@@ -25,6 +25,12 @@ const LONGEST_WAIT: Duration = Duration::from_secs(3600);
 /// Slowest rate any bucket keeps, so a wait is always finite.
 const SLOWEST_RATE: f64 = 1e-4;
 
+/// No pacing wait is shorter than this: tokio's timer resolution. A shortfall of a token that
+/// rounds to no time at all would otherwise be waited for with a sleep that ends at once, and
+/// on a clock that has not moved (tokio's paused clock, or two reads within one tick) the
+/// bucket would never refill: `admit` would spin forever.
+const SHORTEST_WAIT: Duration = Duration::from_millis(1);
+
 /// An announced quota is spent at this share of its rate: our clock and the registry's never
 /// refill in step.
 const ANNOUNCED_SHARE: f64 = 0.95;
@@ -84,7 +90,9 @@ impl Bucket {
             None
         } else {
             let secs = (1.0 - self.tokens) / self.rate;
-            Some(Duration::try_from_secs_f64(secs).map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT)))
+            let wait =
+                Duration::try_from_secs_f64(secs).map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT));
+            Some(wait.max(SHORTEST_WAIT))
         }
     }
 

@@ -200,3 +200,28 @@ async fn one_throttled_repository_is_held_alone() {
     assert_eq!(start.elapsed(), Duration::from_secs(2));
     assert!(!p.is_held("stuck"));
 }
+
+/// A bucket a hair short of a token (float rounding after many refills) once asked for a wait
+/// that rounds to zero: the sleep ended at once, the paused clock never moved, and `admit`
+/// spun forever (a hang of the faults suite in CI). Every wait is at least a timer tick, and
+/// sleeping it out always yields the token.
+#[tokio::test(start_paused = true)]
+async fn a_bucket_a_hair_short_of_a_token_waits_a_tick_and_then_admits() {
+    for rate in [SLOWEST_RATE, 0.5, 20.0, 1e6, 1e12] {
+        for shortfall in [1e-16, 1e-12, 1e-9, 1e-6] {
+            let now = Instant::now();
+            let mut b = Bucket::new(rate, 10.0, 0.0, now);
+            b.tokens = 1.0 - shortfall;
+            let wait = b.wait(now).expect("short of a token");
+            assert!(
+                wait >= SHORTEST_WAIT,
+                "rate {rate}, shortfall {shortfall}: {wait:?}"
+            );
+            assert_eq!(
+                b.wait(now + wait),
+                None,
+                "rate {rate}, shortfall {shortfall}"
+            );
+        }
+    }
+}
