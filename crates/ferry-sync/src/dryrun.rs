@@ -437,8 +437,8 @@ impl<'a> BlobChecker<'a> {
             .await
             .map_err(|e| e.to_string())?;
         let key = |b: &BlobRef| (reference.to_owned(), b.digest.clone());
-        let results: Vec<Result<Option<BlobRef>, String>> = futures::stream::iter(blobs)
-            .map(|b| {
+        let results: Vec<Result<Option<BlobRef>, String>> =
+            crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| {
                 let client: &RegistryClient = &client;
                 let repo = r.repository.as_str();
                 async move {
@@ -458,8 +458,6 @@ impl<'a> BlobChecker<'a> {
                     Ok((!held).then(|| b.clone()))
                 }
             })
-            .buffered(HEADS_AT_ONCE)
-            .collect()
             .await;
         results.into_iter().filter_map(Result::transpose).collect()
     }

@@ -6,6 +6,7 @@ pub mod dryrun;
 pub mod ecr;
 pub mod engine;
 pub mod filter;
+pub mod in_window;
 pub mod layout;
 pub mod plan;
 pub mod platform;

@@ -2,12 +2,11 @@
 //! target already has is HEADed (to compare digests, and HEADs are cheap); a tag no target has is
 //! fetched whole at once, since the engine needs its bytes anyway.
 
-use futures::StreamExt;
-
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Operation, media};
 
+use crate::in_window::in_window;
 use crate::plan::ImagePlan;
 use crate::prepare::PrepareOptions;
 use crate::source::Source;
@@ -30,10 +29,10 @@ pub async fn resolve_images(
     platforms: &[String],
     options: &PrepareOptions,
 ) -> Result<(Vec<ImagePlan>, Vec<(String, Error)>), Error> {
-    let resolved: Vec<Result<Resolved, Error>> = futures::stream::iter(wanted)
-        .map(|w| async move { resolve_one(source, w, platforms).await })
-        .buffered(options.heads_per_mapping.max(1))
-        .collect()
+    let resolved: Vec<Result<Resolved, Error>> =
+        in_window(wanted, options.heads_per_mapping, |w| {
+            resolve_one(source, w, platforms)
+        })
         .await;
     let mut images = Vec::new();
     let mut unfetched = Vec::new();

@@ -3,8 +3,6 @@
 
 use std::collections::HashSet;
 
-use futures::StreamExt;
-
 use ferry_distribution::error::Error;
 use ferry_distribution::{Digest, RegistryClient};
 
@@ -121,8 +119,8 @@ impl TargetListing {
             ),
             TargetListing::Unlisted { client, repository } => (client, repository.as_str(), None),
         };
-        let states: Vec<Result<TargetState, Error>> = futures::stream::iter(images)
-            .map(|image| {
+        let states: Vec<Result<TargetState, Error>> =
+            crate::in_window::in_window(images, options.heads_per_mapping, |image| {
                 let present = &present;
                 async move {
                     let reference = match &image.tag {
@@ -140,8 +138,6 @@ impl TargetListing {
                     ))
                 }
             })
-            .buffered(options.heads_per_mapping.max(1))
-            .collect()
             .await;
         states.into_iter().collect()
     }
