@@ -206,8 +206,11 @@ async fn ten_percent_mixed_transient_faults_on_both_sides_lose_nothing() {
                 ops: ops.clone(),
             });
         }
-        let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
-            + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+        // An upload attempt is three or four requests, each faulted one time in ten, so about a
+        // quarter of attempts fail: with 5 attempts one blob in a few hundred exhausts them
+        // (0.27^5), seen once in 180 runs. 10 attempts make that one in a million.
+        let registries = registry_entry(&src.host(), &src.url(), PATIENT_RETRY)
+            + &registry_entry(&dst.host(), &dst.url(), PATIENT_RETRY);
         let mappings: String = repos
             .iter()
             .map(|repo| mapping(&src, repo, &format!("{}/mirror/{repo}", dst.host())))
