@@ -3,8 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use ferry_distribution::Reference;
-
 use ferry_sync::config::{Config, Origin, Target};
 use ferry_sync::registries::{Registries, resolve_credentials};
 
@@ -65,10 +63,8 @@ fn hosts(config: &Config) -> BTreeSet<String> {
             out.insert(registry.clone());
         }
         for t in &m.targets {
-            if let Target::Registry { reference } = t
-                && let Ok(r) = Reference::parse(reference)
-            {
-                out.insert(r.registry);
+            if let Target::Registry { registry, .. } = t {
+                out.insert(registry.clone());
             }
         }
     }

@@ -56,7 +56,10 @@ fn one_mapping(
             let filter = TagFilter::compile(&spec).map_err(|e| format!("tag {tag}: {e}"))?;
             (filter, Vec::new())
         }
-        (None, Some(digest)) => (TagFilter::none(), vec![digest.clone()]),
+        (None, Some(digest)) => {
+            let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
+            (TagFilter::none(), vec![digest])
+        }
         (None, None) => {
             return Err(format!(
                 "{source} names no tag or digest: say which image to copy (e.g. {source}:latest)"
@@ -79,7 +82,8 @@ fn one_mapping(
                 super::allow_insecure(config, &dst.registry);
             }
             Target::Registry {
-                reference: format!("{}/{}", dst.registry, dst.repository),
+                registry: dst.registry,
+                repository: dst.repository,
             }
         }
     };

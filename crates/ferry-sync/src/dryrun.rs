@@ -16,7 +16,6 @@ use ferry_distribution::{Digest, RegistryClient};
 use crate::config::{Origin, Target};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::human_bytes;
 use crate::source::Source;
@@ -407,8 +406,15 @@ impl<'a> BlobChecker<'a> {
             let missing = match (&t.target, &t.state) {
                 (_, TargetState::UpToDate) => Vec::new(),
                 (Target::Registry { .. }, TargetState::NewRepository) => graph.blobs.clone(),
-                (Target::Registry { reference }, _) => {
-                    self.missing_on_registry(reference, &graph.blobs).await?
+                (
+                    Target::Registry {
+                        registry,
+                        repository,
+                    },
+                    _,
+                ) => {
+                    self.missing_on_registry(registry, repository, &graph.blobs)
+                        .await?
                 }
                 (Target::OciLayout { path }, _) => graph
                     .blobs
@@ -427,20 +433,21 @@ impl<'a> BlobChecker<'a> {
 
     async fn missing_on_registry(
         &self,
-        reference: &str,
+        registry: &str,
+        repository: &str,
         blobs: &[BlobRef],
     ) -> Result<Vec<BlobRef>, String> {
-        let r = parse_repository(reference).map_err(|e| e.to_string())?;
         let client = self
             .registries
-            .client(&r.registry)
+            .client(registry)
             .await
             .map_err(|e| e.to_string())?;
-        let key = |b: &BlobRef| (reference.to_owned(), b.digest.clone());
+        let reference = format!("{registry}/{repository}");
+        let key = |b: &BlobRef| (reference.clone(), b.digest.clone());
         let results: Vec<Result<Option<BlobRef>, String>> =
             crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| {
                 let client: &RegistryClient = &client;
-                let repo = r.repository.as_str();
+                let repo = repository;
                 async move {
                     let known = self.lock().get(&key(b)).copied();
                     let held = match known {

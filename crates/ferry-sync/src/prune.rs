@@ -19,7 +19,6 @@ use ferry_distribution::error::{Error, ErrorKind};
 use crate::config::{Config, Target};
 use crate::engine::StopSignal;
 use crate::plan::Plan;
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::{ImageStatus, SyncReport};
 
@@ -328,8 +327,11 @@ pub async fn execute(
             report.push(c, PruneStatus::Interrupted);
             continue;
         }
-        let reference = match &c.target {
-            Target::Registry { reference } => reference,
+        let (registry, repository) = match &c.target {
+            Target::Registry {
+                registry,
+                repository,
+            } => (registry, repository),
             Target::OciLayout { path } => {
                 let status = match crate::layout::prune::remove_tag(path, &c.tag).await {
                     Ok(_) => {
@@ -346,23 +348,20 @@ pub async fn execute(
                 continue;
             }
         };
-        let status = match parse_repository(reference) {
-            Err(e) => failed(&e),
-            Ok(r) => match unsupported.get(&r.registry) {
-                Some(known) => known.clone(),
-                None => match delete_tag(registries, &r.registry, &r.repository, &c.tag).await {
-                    Ok(()) => PruneStatus::Deleted,
-                    Err(e) if cannot_delete_tags(&e) => {
-                        let status = PruneStatus::Unsupported {
-                            registry: r.registry.clone(),
-                            http_status: e.status(),
-                            error: e.to_string(),
-                        };
-                        unsupported.insert(r.registry.clone(), status.clone());
-                        status
-                    }
-                    Err(e) => failed(&e),
-                },
+        let status = match unsupported.get(registry) {
+            Some(known) => known.clone(),
+            None => match delete_tag(registries, registry, repository, &c.tag).await {
+                Ok(()) => PruneStatus::Deleted,
+                Err(e) if cannot_delete_tags(&e) => {
+                    let status = PruneStatus::Unsupported {
+                        registry: registry.clone(),
+                        http_status: e.status(),
+                        error: e.to_string(),
+                    };
+                    unsupported.insert(registry.clone(), status.clone());
+                    status
+                }
+                Err(e) => failed(&e),
             },
         };
         report.push(c, status);

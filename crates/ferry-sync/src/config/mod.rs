@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry_distribution::Secret;
+use ferry_distribution::digest::Digest;
 use ferry_distribution::reference::Reference;
 
 use crate::filter::TagFilter;
@@ -154,8 +155,8 @@ pub struct Mapping {
     pub origin: Origin,
     pub targets: Vec<Target>,
     pub tags: TagFilter,
-    /// Digests to copy besides the selected tags, normalised (`sha256:…`).
-    pub digests: Vec<String>,
+    /// Digests to copy besides the selected tags (`sha256:…`), checked when the config is read.
+    pub digests: Vec<Digest>,
     /// Platforms to copy (`linux/amd64`); empty = all.
     pub platforms: Vec<String>,
     pub referrers: bool,
@@ -209,19 +210,64 @@ impl fmt::Display for Origin {
     }
 }
 
-/// Where a mapping writes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where a mapping writes. A registry target is parsed once, when the config is resolved, so
+/// its users read the host and the repository instead of parsing the name again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// A registry repository, normalised, without tag (`registry.local:5000/library/alpine`).
-    Registry { reference: String },
+    /// A registry repository, normalised, without tag (`registry.local:5000` +
+    /// `library/alpine`).
+    Registry {
+        /// The host as references name it (`docker.io`, `registry.local:5000`).
+        registry: String,
+        /// The repository path on that host (`library/alpine`).
+        repository: String,
+    },
     /// An OCI image layout directory (`oci:./mirror/alpine`).
-    OciLayout { path: PathBuf },
+    OciLayout {
+        /// The layout's directory.
+        path: PathBuf,
+    },
+}
+
+/// Registry targets first, ordered by their name as shown (`host/repository`, as when the name
+/// was one string), then layouts by path.
+impl Ord for Target {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let shown = |registry: &'_ str, repository: &'_ str| -> Vec<u8> {
+            [registry.as_bytes(), b"/", repository.as_bytes()].concat()
+        };
+        match (self, other) {
+            (
+                Target::Registry {
+                    registry: a,
+                    repository: ar,
+                },
+                Target::Registry {
+                    registry: b,
+                    repository: br,
+                },
+            ) => shown(a, ar).cmp(&shown(b, br)),
+            (Target::OciLayout { path: a }, Target::OciLayout { path: b }) => a.cmp(b),
+            (Target::Registry { .. }, Target::OciLayout { .. }) => Ordering::Less,
+            (Target::OciLayout { .. }, Target::Registry { .. }) => Ordering::Greater,
+        }
+    }
+}
+
+impl PartialOrd for Target {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Registry { reference } => f.write_str(reference),
+            Target::Registry {
+                registry,
+                repository,
+            } => write!(f, "{registry}/{repository}"),
             Target::OciLayout { path } => write!(f, "oci:{}", path.display()),
         }
     }

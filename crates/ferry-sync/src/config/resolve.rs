@@ -75,7 +75,7 @@ impl Checker<'_> {
             let mut digests = Vec::new();
             for (i, text) in mapping.digests.iter().enumerate() {
                 match Digest::parse(text) {
-                    Ok(d) => digests.push(d.to_string()),
+                    Ok(d) => digests.push(d),
                     Err(e) => self.fail(&path.key("digests").index(i), e.to_string()),
                 }
             }
@@ -422,9 +422,10 @@ fn parse_target(text: &str) -> Result<Target, String> {
     if let Some(dir) = layout_dir(text, "target") {
         return dir.map(|path| Target::OciLayout { path });
     }
-    let reference = parse_repository(text)?;
+    let r = parse_repository(text)?;
     Ok(Target::Registry {
-        reference: format!("{}/{}", reference.registry, reference.repository),
+        registry: r.registry,
+        repository: r.repository,
     })
 }
 

@@ -19,7 +19,6 @@ use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
 use crate::plan::{ImagePlan, Plan, TargetState};
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::{
     ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
@@ -385,7 +384,11 @@ fn referrers_to_index(
             continue;
         };
         for (target, _) in &w.targets {
-            let Target::Registry { reference } = target else {
+            let Target::Registry {
+                registry,
+                repository,
+            } = target
+            else {
                 continue;
             };
             let synced = images.iter().any(|i| {
@@ -394,16 +397,13 @@ fn referrers_to_index(
                     && i.target == target.to_string()
                     && i.status == ImageStatus::Synced
             });
-            let Ok(r) = parse_repository(reference) else {
-                continue;
-            };
-            let Some(Ok(client)) = clients.get(&r.registry) else {
+            let Some(Ok(client)) = clients.get(registry) else {
                 continue;
             };
             if synced {
                 pushed.push(referrers::Pushed {
                     client: client.clone(),
-                    repository: r.repository.clone(),
+                    repository: repository.clone(),
                     subject: subject.clone(),
                     referrer: graph.root().clone(),
                 });
@@ -495,17 +495,19 @@ async fn place_of(
 ) -> Result<(Place, Option<RegistryClient>), Error> {
     match target {
         Target::OciLayout { path } => Ok((Place::Layout(path.clone()), None)),
-        Target::Registry { reference } => {
-            let r = parse_repository(reference)?;
-            if !clients.contains_key(&r.registry) {
-                let c = registries.client(&r.registry).await;
-                clients.insert(r.registry.clone(), c);
+        Target::Registry {
+            registry,
+            repository,
+        } => {
+            if !clients.contains_key(registry) {
+                let c = registries.client(registry).await;
+                clients.insert(registry.clone(), c);
             }
-            let client = clients[&r.registry].clone()?;
+            let client = clients[registry].clone()?;
             Ok((
                 Place::Registry {
-                    host: r.registry.clone(),
-                    repository: r.repository.clone(),
+                    host: registry.clone(),
+                    repository: repository.clone(),
                 },
                 Some(client),
             ))
@@ -524,16 +526,18 @@ async fn copy_to_target(
 ) -> Result<(), Error> {
     let (place, client) = match target {
         Target::OciLayout { path } => (Place::Layout(path.clone()), None),
-        Target::Registry { reference } => {
-            let r = parse_repository(reference)?;
-            let client = match clients.get(&r.registry) {
+        Target::Registry {
+            registry,
+            repository,
+        } => {
+            let client = match clients.get(registry) {
                 Some(c) => c.clone()?,
-                None => registries.client(&r.registry).await?,
+                None => registries.client(registry).await?,
             };
             (
                 Place::Registry {
-                    host: r.registry.clone(),
-                    repository: r.repository.clone(),
+                    host: registry.clone(),
+                    repository: repository.clone(),
                 },
                 Some(client),
             )

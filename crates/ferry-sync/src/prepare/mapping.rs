@@ -2,9 +2,7 @@
 //! needs them) and each target's once, filters, resolves the chosen images (see `source`), finds
 //! their referrers, and states every target.
 
-use ferry_distribution::Reference;
-use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::operation::Operation;
+use ferry_distribution::error::Error;
 
 use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
@@ -13,17 +11,6 @@ use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
 use crate::source::Source;
-
-pub(crate) fn parse_repository(reference: &str) -> Result<Reference, Error> {
-    Reference::parse(reference).map_err(|e| {
-        Error::new(
-            reference,
-            None,
-            Operation::TagList,
-            ErrorKind::Local(format!("not a repository reference: {e}")),
-        )
-    })
-}
 
 /// Resolves `mapping` against its source and targets.
 pub async fn resolve_mapping(
@@ -72,7 +59,7 @@ pub async fn resolve_mapping(
     for d in &mapping.digests {
         wanted.push(Wanted {
             tag: None,
-            reference: d.clone(),
+            reference: d.to_string(),
             compare: true,
         });
     }
