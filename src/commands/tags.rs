@@ -86,7 +86,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         println!("{value:#}");
         return exit::CLEAN;
     }
-    let width = tags.iter().map(String::len).max().unwrap_or(0);
+    let width = tags.iter().map(|t| t.len()).max().unwrap_or(0);
     for tag in &selection.selected {
         print_stdout(&format!("select  {tag}\n"));
     }

@@ -210,8 +210,37 @@ impl Tag {
         validate_tag(text).map(|()| Tag(text.to_owned()))
     }
 
+    /// The tag as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// Read-only: a `&str` cannot change the tag, so the grammar still holds.
+impl std::ops::Deref for Tag {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A tag equals the text it was parsed from.
+impl PartialEq<str> for Tag {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Tag {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Tag {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
     }
 }
 

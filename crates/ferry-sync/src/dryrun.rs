@@ -151,7 +151,7 @@ impl DryRun {
                         .filtered_out
                         .iter()
                         .map(|(tag, reason)| FilteredTag {
-                            tag: tag.clone(),
+                            tag: tag.to_string(),
                             reason: reason.to_string(),
                         })
                         .collect();

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ferry_distribution::Digest;
 use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 
 use crate::config::Target;
 use crate::filter::Reason;
@@ -31,7 +32,7 @@ pub struct ResolvedMapping {
     pub origin: crate::config::Origin,
     pub images: Vec<ImagePlan>,
     /// Listed tags the filter left out, each with why.
-    pub filtered_out: Vec<(String, Reason)>,
+    pub filtered_out: Vec<(Tag, Reason)>,
     /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
     /// Listed names that are not valid tags: left out, each with why (they count as failures).
@@ -59,12 +60,12 @@ pub struct RejectedName {
 impl RejectedName {
     /// The one point where names a source lists (a registry's tag list, a layout's `ref.name`)
     /// become tags: the valid ones, in order, and the others with why.
-    pub fn split(names: Vec<String>) -> (Vec<String>, Vec<RejectedName>) {
+    pub fn split(names: Vec<String>) -> (Vec<Tag>, Vec<RejectedName>) {
         let mut tags = Vec::with_capacity(names.len());
         let mut rejected = Vec::new();
         for name in names {
-            match ferry_distribution::reference::Tag::parse(&name) {
-                Ok(tag) => tags.push(tag.as_str().to_owned()),
+            match Tag::parse(&name) {
+                Ok(tag) => tags.push(tag),
                 Err(e) => rejected.push(RejectedName {
                     reason: e.problem.to_string(),
                     name,
@@ -88,7 +89,7 @@ pub struct UnfetchedTag {
 #[derive(Debug, Clone)]
 pub struct ImagePlan {
     /// `None` for a digest pin.
-    pub tag: Option<String>,
+    pub tag: Option<Tag>,
     /// What the target must hold: the source's digest, or the filtered index's when a platform
     /// filter rewrites it.
     pub digest: Digest,
@@ -106,7 +107,10 @@ pub struct ImagePlan {
 impl ImagePlan {
     /// The name shown for it: the tag, or the digest for a pin.
     pub fn name(&self) -> String {
-        self.tag.clone().unwrap_or_else(|| self.digest.to_string())
+        match &self.tag {
+            Some(tag) => tag.to_string(),
+            None => self.digest.to_string(),
+        }
     }
 
     pub fn is_stale_anywhere(&self) -> bool {

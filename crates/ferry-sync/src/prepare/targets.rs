@@ -131,7 +131,7 @@ impl TargetListing {
                         {
                             return Ok(TargetState::Missing);
                         }
-                        Some(tag) => tag.clone(),
+                        Some(tag) => tag.to_string(),
                         None => image.digest.to_string(),
                     };
                     Ok(compare(
