@@ -175,6 +175,14 @@ impl<'a> Call<'a> {
 ///   the last answer otherwise.
 /// - A throttle is judged for its scope ([`crate::evidence`]): that request alone, its
 ///   repository (held for the wait), or the registry (window and learned rate).
+///
+/// # Cancel safety
+///
+/// Dropping the future between attempts or inside one (a caller's timeout, a stop) returns its
+/// window slot at once and records nothing: no success grows the window, no failure counts
+/// against the breaker, no retry is spent. A request already sent may still land on the
+/// registry; every write ferry sends is either idempotent (content-addressed PUTs, offset-
+/// addressed PATCHes) or re-checked before it is sent again, so a later call is safe.
 pub async fn with_retry<T, F, Fut>(
     gate: &RegistryGate,
     call: Call<'_>,

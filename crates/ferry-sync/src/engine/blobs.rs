@@ -47,9 +47,12 @@ struct Job {
 
 type Outcome = HashMap<Place, Result<(), Error>>;
 
+/// One blob's work: pending until a caller of [`BlobScheduler::ensure`] runs it to the end,
+/// then done with a result for every place it was planned for. The job stays in the cell, so
+/// a run that is dropped part way leaves the cell pending, never done with a partial outcome.
 #[derive(Debug)]
 struct Cell {
-    job: std::sync::Mutex<Option<Job>>,
+    job: Job,
     done: OnceCell<Outcome>,
 }
 
@@ -57,7 +60,7 @@ struct Cell {
 /// that several images and targets need is read from the source once.
 #[derive(Debug)]
 pub struct BlobScheduler {
-    cells: HashMap<Digest, Arc<Cell>>,
+    cells: HashMap<Digest, Cell>,
     limit: Arc<Semaphore>,
     shape: UploadShape,
     pub counters: Arc<BlobCounters>,
@@ -83,10 +86,7 @@ impl BlobScheduler {
     pub fn planned_bytes(&self) -> u64 {
         self.cells
             .values()
-            .filter_map(|c| {
-                let job = c.job.lock().unwrap_or_else(|p| p.into_inner());
-                job.as_ref().map(|j| j.blob.size)
-            })
+            .map(|c| c.job.blob.size)
             // Sizes come from the source's manifests: saturate rather than overflow.
             .fold(0, u64::saturating_add)
     }
@@ -100,56 +100,70 @@ impl BlobScheduler {
         new_repository: bool,
         target_client: Option<&RegistryClient>,
     ) {
-        let cell = self.cells.entry(blob.digest.clone()).or_insert_with(|| {
-            Arc::new(Cell {
-                job: std::sync::Mutex::new(Some(Job {
+        let job = &mut self
+            .cells
+            .entry(blob.digest.clone())
+            .or_insert_with(|| Cell {
+                job: Job {
                     blob: blob.clone(),
                     source: source.clone(),
                     places: BTreeMap::new(),
                     clients: HashMap::new(),
-                })),
+                },
                 done: OnceCell::new(),
             })
-        });
-        let mut guard = cell.job.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(job) = guard.as_mut() {
-            let entry = job.places.entry(place).or_insert(new_repository);
-            *entry &= new_repository;
-            if let Some(c) = target_client {
-                job.clients
-                    .entry(c.host().to_owned())
-                    .or_insert_with(|| c.clone());
-            }
+            .job;
+        let entry = job.places.entry(place).or_insert(new_repository);
+        *entry &= new_repository;
+        if let Some(c) = target_client {
+            job.clients
+                .entry(c.host().to_owned())
+                .or_insert_with(|| c.clone());
         }
     }
 
-    /// Waits until `digest` is at `place` (running its transfer if nobody has started it).
+    /// Waits until `digest` is at `place`, running the blob's transfer (to every place planned
+    /// for it) if no other caller is running it. Asking for a blob or a place that was never
+    /// planned is an error, never a success: the scheduler only vouches for work it did.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future part way (a timeout, a stop) never records an outcome: the blob stays
+    /// pending, and the next caller runs its transfer again from the start (the skip check finds
+    /// what already landed). Callers waiting on another caller's run wait on; if that run is
+    /// dropped, one of them takes it over.
     pub async fn ensure(&self, digest: &Digest, place: &Place) -> Result<(), Error> {
+        let unplanned = |what: &str| {
+            let (host, repository) = match place {
+                Place::Registry { host, repository } => (host.clone(), Some(repository.as_str())),
+                Place::Layout(dir) => (format!("oci:{}", dir.display()), None),
+            };
+            Err(Error::new(
+                host,
+                repository,
+                Operation::UploadStart,
+                ErrorKind::Local(format!("blob {digest} {what}")),
+            ))
+        };
         let Some(cell) = self.cells.get(digest) else {
-            return Ok(());
+            return unplanned("was never scheduled");
         };
         let outcome = cell
             .done
             .get_or_init(|| async {
-                let job = cell.job.lock().unwrap_or_else(|p| p.into_inner()).take();
-                match job {
-                    Some(job) => {
-                        let _permit = self.limit.acquire().await;
-                        run_job(job, self.shape, &self.counters, &self.progress).await
-                    }
-                    None => HashMap::new(),
-                }
+                let _permit = self.limit.acquire().await;
+                run_job(&cell.job, self.shape, &self.counters, &self.progress).await
             })
             .await;
         match outcome.get(place) {
             Some(r) => r.clone(),
-            None => Ok(()),
+            None => unplanned("was never scheduled for this place"),
         }
     }
 }
 
 async fn run_job(
-    job: Job,
+    job: &Job,
     shape: UploadShape,
     counters: &BlobCounters,
     progress: &crate::progress::SyncProgress,
@@ -216,7 +230,7 @@ async fn run_job(
         }
     }
     let results = copy_to(
-        &job,
+        job,
         primaries.clone(),
         &HashMap::new(),
         shape,
@@ -270,7 +284,7 @@ async fn run_job(
         }
     }
     if !fallbacks.is_empty() {
-        let results = copy_to(&job, fallbacks, &sessions, shape, counters, progress).await;
+        let results = copy_to(job, fallbacks, &sessions, shape, counters, progress).await;
         outcome.extend(results);
     }
     outcome
