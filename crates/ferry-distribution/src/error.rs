@@ -5,8 +5,10 @@ use std::fmt;
 
 use crate::operation::Operation;
 
-/// What went wrong, without the where.
+/// What went wrong, without the where. Non-exhaustive: a new kind of failure is not a breaking
+/// change, so code outside this crate keeps a catch-all arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The registry answered with a status ferry does not retry (or stopped retrying).
     Status {
