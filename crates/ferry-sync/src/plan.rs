@@ -13,23 +13,29 @@ use crate::filter::Reason;
 /// Everything the prepare phase learned, in config order.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Every mapping of the config (or the shard), in config order.
     pub mappings: Vec<MappingPlan>,
+    /// How long the prepare phase took.
     pub elapsed: Duration,
 }
 
 /// One mapping: resolved, or the error that stopped it (the others go on).
 #[derive(Debug, Clone)]
 pub struct MappingPlan {
+    /// Position of the mapping in the config.
     pub index: usize,
     /// The source repository as the config names it (`docker.io/library/alpine`).
     pub source: String,
+    /// What the prepare phase learned, or the error that stopped the mapping.
     pub outcome: Result<ResolvedMapping, Error>,
 }
 
+/// A mapping the prepare phase resolved: the images to consider and each target's state.
 #[derive(Debug, Clone)]
 pub struct ResolvedMapping {
     /// Where the source is read from.
     pub origin: crate::config::Origin,
+    /// The images to consider: selected tags, pinned digests and referrers, each with its targets' states.
     pub images: Vec<ImagePlan>,
     /// Listed tags the filter left out, each with why.
     pub filtered_out: Vec<(Tag, Reason)>,
@@ -41,7 +47,9 @@ pub struct ResolvedMapping {
     /// replica lag, a tag being re-pushed), each with the error: reported failed, never
     /// dropped, and they stop the mapping from pruning in this run.
     pub unfetched: Vec<UnfetchedTag>,
+    /// Platforms to keep in an index (`os/arch[/variant]`); empty keeps every one.
     pub platforms: Vec<String>,
+    /// Whether referrers are copied.
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
     /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
@@ -54,6 +62,7 @@ pub struct ResolvedMapping {
 pub struct RejectedName {
     /// The name as listed (rendered escaped wherever it is printed).
     pub name: String,
+    /// Why it is not a valid tag.
     pub reason: String,
 }
 
@@ -79,7 +88,9 @@ impl RejectedName {
 /// A listed tag whose manifest the source did not serve.
 #[derive(Debug, Clone)]
 pub struct UnfetchedTag {
+    /// The tag as listed.
     pub tag: String,
+    /// What the source answered for its manifest.
     pub error: Error,
     /// The mapping's targets, on each of which the tag is reported failed.
     pub targets: Vec<Target>,
@@ -100,7 +111,9 @@ pub struct ImagePlan {
     /// The source's root manifest, when the prepare phase already fetched it (a tag no target
     /// had): the engine does not fetch it again.
     pub root: Option<ferry_distribution::ops::Manifest>,
+    /// The root manifest's media type.
     pub media_type: String,
+    /// Each target of the mapping, with its state.
     pub targets: Vec<TargetPlan>,
 }
 
@@ -113,6 +126,7 @@ impl ImagePlan {
         }
     }
 
+    /// Whether some target needs the image written.
     pub fn is_stale_anywhere(&self) -> bool {
         self.targets.iter().any(|t| t.state.needs_copy())
     }
@@ -121,7 +135,9 @@ impl ImagePlan {
 /// One target of one image.
 #[derive(Debug, Clone)]
 pub struct TargetPlan {
+    /// The target.
     pub target: Target,
+    /// What it holds under the image's tag or digest.
     pub state: TargetState,
 }
 
@@ -135,10 +151,14 @@ pub enum TargetState {
     /// The target lacks the tag (or the pinned digest).
     Missing,
     /// The tag points at other content on the target.
-    Stale { current: Digest },
+    Stale {
+        /// The digest the target's tag names now.
+        current: Digest,
+    },
 }
 
 impl TargetState {
+    /// Whether the target needs the image written (anything but up to date).
     pub fn needs_copy(&self) -> bool {
         !matches!(self, TargetState::UpToDate)
     }
@@ -155,12 +175,14 @@ impl TargetState {
 }
 
 impl Plan {
+    /// The mappings that resolved, each with what it resolved to.
     pub fn resolved(&self) -> impl Iterator<Item = (&MappingPlan, &ResolvedMapping)> {
         self.mappings
             .iter()
             .filter_map(|m| m.outcome.as_ref().ok().map(|r| (m, r)))
     }
 
+    /// The mappings that failed, each with its error.
     pub fn failed(&self) -> impl Iterator<Item = (&MappingPlan, &Error)> {
         self.mappings
             .iter()

@@ -24,12 +24,16 @@ const HELPER_MESSAGE_MAX_CHARS: usize = 200;
 /// A credential found for a registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DockerCredential {
+    /// A user name and password (an `auth` entry, or a helper's answer).
     Basic {
+        /// The user name, shown in `ferry auth check`.
         username: String,
+        /// The password; never printed.
         password: Secret,
     },
     /// An OAuth2 refresh token, exchanged at the token endpoint with `grant_type=refresh_token`.
     IdentityToken {
+        /// The refresh token; never printed.
         token: Secret,
     },
 }
@@ -37,51 +41,99 @@ pub enum DockerCredential {
 /// Why credentials could not be read. Messages name files, keys and helpers, never secrets.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
+    /// The config file could not be read.
     #[error("could not read Docker config {}: {source}", path.display())]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: io::Error,
+    },
+    /// The config file is not the JSON docker writes.
     #[error(
         "Docker config {} is malformed: {problem} at line {line} column {column}",
         path.display()
     )]
     Malformed {
+        /// The file.
         path: PathBuf,
+        /// What the JSON parser found wrong (never the text around it, which may hold a secret).
         problem: &'static str,
+        /// 1-based line of the problem.
         line: usize,
+        /// 1-based column of the problem.
         column: usize,
     },
+    /// An `auths` entry's `auth` value does not decode to `user:password`.
     #[error(
         "Docker config {}: the \"auth\" value for {key:?} is not base64 of user:password",
         path.display()
     )]
-    BadAuthField { path: PathBuf, key: String },
+    BadAuthField {
+        /// The file.
+        path: PathBuf,
+        /// The registry the entry is for.
+        key: String,
+    },
+    /// A `credHelpers`/`credsStore` name that could smuggle a path into the program name.
     #[error(
         "Docker config {}: credential helper name {name:?} may only hold letters, digits, '.', '_' and '-'",
         path.display()
     )]
-    BadHelperName { path: PathBuf, name: String },
+    BadHelperName {
+        /// The file.
+        path: PathBuf,
+        /// The helper name as written.
+        name: String,
+    },
+    /// No `docker-credential-<name>` program on the PATH.
     #[error("credential helper {} was not found", program.display())]
-    HelperNotFound { program: PathBuf },
+    HelperNotFound {
+        /// The program looked for.
+        program: PathBuf,
+    },
+    /// The helper exists but could not be started.
     #[error("could not run credential helper {}: {source}", program.display())]
-    HelperSpawn { program: PathBuf, source: io::Error },
+    HelperSpawn {
+        /// The helper program.
+        program: PathBuf,
+        /// Why it could not be started.
+        source: io::Error,
+    },
+    /// The helper did not answer in time and was killed, so a hung helper cannot hang the run.
     #[error(
         "credential helper {} did not answer within {timeout:?} and was stopped",
         program.display()
     )]
-    HelperTimeout { program: PathBuf, timeout: Duration },
+    HelperTimeout {
+        /// The helper program.
+        program: PathBuf,
+        /// How long it was given.
+        timeout: Duration,
+    },
+    /// The helper exited unsuccessfully.
     #[error("credential helper {} failed ({status}): {message}", program.display())]
     HelperFailed {
+        /// The helper program.
         program: PathBuf,
+        /// `exit N`, or `killed by a signal`.
         status: String,
+        /// The first line of what it printed, cut at 200 characters.
         message: String,
     },
+    /// The helper's answer is not the `{"Username", "Secret"}` JSON the protocol defines.
     #[error(
         "credential helper {} answered with output that is not the expected JSON ({problem} at line {line} column {column})",
         program.display()
     )]
     HelperOutput {
+        /// The helper program.
         program: PathBuf,
+        /// What the JSON parser found wrong.
         problem: &'static str,
+        /// 1-based line of the problem.
         line: usize,
+        /// 1-based column of the problem.
         column: usize,
     },
 }

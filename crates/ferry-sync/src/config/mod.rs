@@ -39,16 +39,20 @@ pub const DEFAULT_MAX_CONCURRENT: usize = 16;
 pub struct Config {
     /// Mappings resolved at once in the prepare phase.
     pub concurrency: usize,
+    /// Copy engine limits.
     pub engine: EngineSettings,
     /// Settings for the hosts the config lists; see [`Config::registry_for`] for the others.
     pub registries: Vec<RegistrySettings>,
+    /// The mappings, in file order; `Mapping::index` is the position here.
     pub mappings: Vec<Mapping>,
 }
 
 /// Copy engine limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineSettings {
+    /// Images copied at once.
     pub images_in_flight: usize,
+    /// Blobs moving at once, over every image.
     pub blobs_in_flight: usize,
     /// Bytes per PATCH in a chunked upload.
     pub chunk_size: u64,
@@ -74,14 +78,19 @@ pub struct RegistrySettings {
     pub host: String,
     /// Endpoint override (`https://registry-1.docker.io`); the scheme decides TLS.
     pub url: Option<String>,
+    /// How to authenticate to it.
     pub auth: AuthSettings,
     /// Plain HTTP / no TLS verification allowed for this host.
     pub insecure: bool,
+    /// Extra trusted roots (a PEM bundle) for this host's TLS.
     pub ca_bundle: Option<PathBuf>,
+    /// Requests in flight at once at most; the AIMD window moves below it.
     pub max_concurrent: usize,
+    /// A fixed request rate, for registries that publish one.
     pub requests_per_second: Option<f64>,
     /// Whom `max_concurrent` and `requests_per_second` budget under `--shard I/N`.
     pub budget: Budget,
+    /// Retry settings that replace the built-in policy's.
     pub retry: RetryOverrides,
 }
 
@@ -116,29 +125,45 @@ impl RegistrySettings {
 /// Retry settings that replace the built-in policy's where set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RetryOverrides {
+    /// Requests per operation at most, the first included.
     pub attempts: Option<u32>,
+    /// The first backoff's lower bound.
     pub base: Option<Duration>,
+    /// The longest backoff.
     pub cap: Option<Duration>,
+    /// The longest `Retry-After` honoured.
     pub retry_after_cap: Option<Duration>,
+    /// How long one operation may take, every retry included.
     pub deadline: Option<Duration>,
 }
 
 /// How to authenticate to a registry. Secrets print as `***`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthSettings {
+    /// No credentials.
     Anonymous,
+    /// A user name and password (or an access token as the password).
     Basic {
+        /// The user name.
         username: String,
+        /// The password; prints as `***`.
         password: Secret,
     },
+    /// A bearer token sent as is.
     Token {
+        /// The token; prints as `***`.
         token: Secret,
     },
+    /// Credentials from a Docker config.json and its helpers.
     DockerConfig {
+        /// The file; `None` means `$DOCKER_CONFIG` or `~/.docker/config.json`.
         path: Option<PathBuf>,
     },
+    /// An ECR token from the AWS credential chain.
     Ecr {
+        /// The AWS region; `None` takes it from the ECR host name.
         region: Option<String>,
+        /// The AWS profile; `None` uses the chain's default.
         profile: Option<String>,
     },
 }
@@ -153,12 +178,15 @@ pub struct Mapping {
     pub source: String,
     /// Where the source is read from.
     pub origin: Origin,
+    /// Where it goes: the listed targets, or the group's expanded; never empty, no duplicates.
     pub targets: Vec<Target>,
+    /// Which of the source's tags are copied.
     pub tags: TagFilter,
     /// Digests to copy besides the selected tags (`sha256:…`), checked when the config is read.
     pub digests: Vec<Digest>,
     /// Platforms to copy (`linux/amd64`); empty = all.
     pub platforms: Vec<String>,
+    /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
     pub prune: bool,
@@ -171,11 +199,16 @@ pub struct Mapping {
 pub enum Origin {
     /// A registry repository (`docker.io` + `library/alpine`).
     Registry {
+        /// The host as references name it (`docker.io`).
         registry: String,
+        /// The repository path on that host (`library/alpine`).
         repository: String,
     },
     /// An OCI image layout directory (`oci:./images/alpine`).
-    OciLayout { path: PathBuf },
+    OciLayout {
+        /// The layout's directory.
+        path: PathBuf,
+    },
 }
 
 impl Origin {
@@ -289,14 +322,17 @@ impl Config {
 /// One thing wrong with the config, at a place in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The config file.
     pub file: PathBuf,
     /// 1-based line and column (of the original text; a `${…}` earlier on the same line may
     /// shift the column).
     pub line: usize,
+    /// 1-based column.
     pub column: usize,
     /// The field, e.g. `mappings[2] (source docker.io/library/alpine): tags.semver`; empty when
     /// the problem is with the file as a whole.
     pub field: String,
+    /// What is wrong, with secrets replaced by `***`.
     pub message: String,
 }
 
@@ -313,14 +349,20 @@ impl fmt::Display for Problem {
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// One or more problems, in file order (a syntax or type error stops at the first).
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-    Invalid { problems: Vec<Problem> },
+    Invalid {
+        /// Every problem found, in file order.
+        problems: Vec<Problem>,
+    },
 }
 
 impl ConfigError {

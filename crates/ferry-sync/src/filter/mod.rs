@@ -74,6 +74,7 @@ pub struct TagFilterSpec {
 pub struct FilterError {
     /// `include`, `exclude`, `regex`, `semver`, `latest` or `exact`, with an index for lists.
     pub field: String,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -83,15 +84,27 @@ pub enum Reason {
     /// It matched none of the `include` globs.
     NotIncluded,
     /// It matched this `exclude` glob.
-    Excluded { glob: String },
+    Excluded {
+        /// The glob as written.
+        glob: String,
+    },
     /// It did not match the `regex`.
-    RegexMismatch { regex: String },
+    RegexMismatch {
+        /// The regex as written.
+        regex: String,
+    },
     /// A `semver` range is set and the tag is not a version.
     NotAVersion,
     /// The tag is a version outside the `semver` range.
-    OutsideRange { range: String },
+    OutsideRange {
+        /// The range as written.
+        range: String,
+    },
     /// It was selected so far but not among the last `latest` of the sort order.
-    BeyondLatest { latest: usize },
+    BeyondLatest {
+        /// The configured `latest`.
+        latest: usize,
+    },
 }
 
 impl fmt::Display for Reason {

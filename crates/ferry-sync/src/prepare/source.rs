@@ -15,7 +15,9 @@ use crate::source::Source;
 /// A tag (or digest pin) to resolve, and whether its digest only is needed.
 #[derive(Debug, Clone)]
 pub struct Wanted {
+    /// The tag the image is taken under; `None` for a pinned digest.
     pub tag: Option<Tag>,
+    /// What to ask the source for: the tag, or the digest.
     pub reference: String,
     /// Some target holds this tag: a HEAD tells whether it is up to date.
     pub compare: bool,

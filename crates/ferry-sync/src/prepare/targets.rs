@@ -16,18 +16,26 @@ use crate::registries::Registries;
 pub enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
+        /// The tags listed; `None` when the repository does not exist yet.
         tags: Option<Vec<String>>,
     },
     /// A registry repository that may not be listed (the registry or the token refuses tag
     /// listing, learned once): every image is compared with a HEAD of its own.
     Unlisted {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
     },
     /// An image-layout directory.
-    Layout { path: std::path::PathBuf },
+    Layout {
+        /// The layout's directory.
+        path: std::path::PathBuf,
+    },
 }
 
 impl TargetListing {
