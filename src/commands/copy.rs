@@ -8,10 +8,10 @@ use ferry_sync::config::{Config, Mapping, Origin, Target};
 use ferry_sync::filter::{TagFilter, TagFilterSpec};
 
 use crate::cli::CopyArgs;
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
-pub async fn run(args: &CopyArgs, progress: &Progress) -> u8 {
+pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
     let mut config = match &args.access.config {
         Some(path) => match super::load_config(path, progress) {
             Ok(c) => c,
@@ -28,7 +28,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> u8 {
         Ok(mapping) => config.mappings = vec![mapping],
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     }
     let options = super::sync::RunOptions {
