@@ -71,7 +71,8 @@ pub enum BreakerState {
     HalfOpen,
 }
 
-/// Stops sending to one registry after repeated faults, so a dead registry fails fast instead of costing every operation its attempts.
+/// Stops sending to one registry after repeated faults, so a dead registry fails fast instead of
+/// costing every operation its attempts.
 #[derive(Debug)]
 pub struct Breaker {
     registry: String,

@@ -171,7 +171,8 @@ pub struct Ticket {
 }
 
 impl Pacer {
-    /// A pacer for `registry`, with a configured bucket when `requests_per_second` is a positive number.
+    /// A pacer for `registry`, with a configured bucket when `requests_per_second` is a positive
+    /// number.
     pub fn new(registry: &str, requests_per_second: Option<f64>) -> Self {
         let now = Instant::now();
         let configured = requests_per_second

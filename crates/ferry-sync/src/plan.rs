@@ -35,7 +35,8 @@ pub struct MappingPlan {
 pub struct ResolvedMapping {
     /// Where the source is read from.
     pub origin: crate::config::Origin,
-    /// The images to consider: selected tags, pinned digests and referrers, each with its targets' states.
+    /// The images to consider: selected tags, pinned digests and referrers, each with its targets'
+    /// states.
     pub images: Vec<ImagePlan>,
     /// Listed tags the filter left out, each with why.
     pub filtered_out: Vec<(Tag, Reason)>,

@@ -34,7 +34,8 @@ pub enum Failure {
     Transport {
         /// What went wrong, for the error if no retry succeeds.
         message: String,
-        /// Whether the request may have reached the registry: decides if a replay-unsafe operation is retried.
+        /// Whether the request may have reached the registry: decides if a replay-unsafe operation
+        /// is retried.
         sent: Sent,
         /// A failure of this machine (out of sockets or file descriptors): retried, but not
         /// recorded against the registry.
