@@ -4,10 +4,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use futures::StreamExt;
+
 use ferry_sync::config::Config;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::plan::Plan;
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all, resolve_each};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
@@ -104,17 +107,11 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     // The CLI draws its own progress (bars or plain lines) from the tracker.
     prepare.watch_interval = None;
     let watch = progress.watch_prepare(Arc::clone(&tracker));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    watch.finish().await;
-    tracing::debug!(
-        mappings = plan.mappings.len(),
-        failed = plan.failed().count(),
-        elapsed_secs = plan.elapsed.as_secs_f64(),
-        "prepare finished"
-    );
-
     let prunes = config.mappings.iter().any(|m| m.prune);
     let code = if options.dry_run {
+        let plan = resolve_all(config, &registries, &prepare, tracker).await;
+        watch.finish().await;
+        log_prepared(&plan);
         let dry = DryRun::measure(&plan, &registries).await;
         let pruned = prunes.then(|| {
             let decision = prune::decide(&plan, config, None);
@@ -134,13 +131,39 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         });
         exit::for_dry_run(&plan, &dry)
     } else {
-        let counters = Arc::new(SyncProgress::for_plan(&plan));
+        let counters = Arc::new(SyncProgress::default());
         let _ = known.sync.set(Arc::clone(&counters));
         let mut engine_options = EngineOptions::from_settings(&config.engine);
         engine_options.progress = Arc::clone(&counters);
-        let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
-        let mut report = engine::sync(&plan, &registries, &engine_options, &stop).await;
+        // The engine starts on each mapping as soon as it is resolved, while slower mappings
+        // (one waiting out throttles) still resolve; the whole plan is kept for pruning.
+        let start = tokio::time::Instant::now();
+        let (resolved, to_engine) = futures::channel::mpsc::unbounded();
+        let prepared = async {
+            let mut each = std::pin::pin!(resolve_each(config, &registries, &prepare, tracker));
+            let mut mappings = Vec::new();
+            while let Some(m) = each.next().await {
+                // The engine holds the receiver until the sender is dropped.
+                let _ = resolved.unbounded_send(m.clone());
+                mappings.push(m);
+            }
+            drop(resolved);
+            watch.finish().await;
+            mappings.sort_by_key(|m| m.index);
+            let plan = Plan {
+                mappings,
+                elapsed: start.elapsed(),
+            };
+            log_prepared(&plan);
+            // From here on the display follows the engine.
+            let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
+            (plan, watch)
+        };
+        let synced = engine::sync_as_resolved(to_engine, &registries, &engine_options, &stop);
+        let ((plan, watch), mut report) = futures::join!(prepared, synced);
         watch.finish().await;
+        // The whole run: the prepare phase and the engine, which overlap.
+        report.elapsed = start.elapsed();
         progress.eprint(&report.render_text());
         // Pruning runs after the copies, and not at all once a signal stopped the run.
         let pruned = match prunes {
@@ -173,6 +196,15 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         task.abort();
     }
     code
+}
+
+fn log_prepared(plan: &Plan) {
+    tracing::debug!(
+        mappings = plan.mappings.len(),
+        failed = plan.failed().count(),
+        elapsed_secs = plan.elapsed.as_secs_f64(),
+        "prepare finished"
+    );
 }
 
 /// A report's JSON with a `prune` member added (used only when pruning ran, so the output of a
