@@ -4,16 +4,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use futures::StreamExt;
-
 use ferry_sync::config::Config;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all, resolve_each};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
+use ferry_sync::run::prepare_and_sync;
 
 use crate::cli::SyncArgs;
 use crate::exit;
@@ -136,34 +135,26 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         let mut engine_options = EngineOptions::from_settings(&config.engine);
         engine_options.progress = Arc::clone(&counters);
         // The engine starts on each mapping as soon as it is resolved, while slower mappings
-        // (one waiting out throttles) still resolve; the whole plan is kept for pruning.
-        let start = tokio::time::Instant::now();
-        let (resolved, to_engine) = futures::channel::mpsc::unbounded();
-        let prepared = async {
-            let mut each = std::pin::pin!(resolve_each(config, &registries, &prepare, tracker));
-            let mut mappings = Vec::new();
-            while let Some(m) = each.next().await {
-                // The engine holds the receiver until the sender is dropped.
-                let _ = resolved.unbounded_send(m.clone());
-                mappings.push(m);
-            }
-            drop(resolved);
-            watch.finish().await;
-            mappings.sort_by_key(|m| m.index);
-            let plan = Plan {
-                mappings,
-                elapsed: start.elapsed(),
-            };
-            log_prepared(&plan);
-            // From here on the display follows the engine.
-            let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
-            (plan, watch)
-        };
-        let synced = engine::sync_as_resolved(to_engine, &registries, &engine_options, &stop);
-        let ((plan, watch), mut report) = futures::join!(prepared, synced);
+        // (one waiting out throttles) still resolve; once all are, the display follows the engine.
+        let (plan, watch, report) = prepare_and_sync(
+            config,
+            &registries,
+            &prepare,
+            tracker,
+            &engine_options,
+            &stop,
+            |plan| {
+                log_prepared(plan);
+                let (counters, registries) = (Arc::clone(&counters), registries.clone());
+                async move {
+                    watch.finish().await;
+                    progress.watch_sync(counters, registries)
+                }
+            },
+        )
+        .await;
+        let mut report = report;
         watch.finish().await;
-        // The whole run: the prepare phase and the engine, which overlap.
-        report.elapsed = start.elapsed();
         progress.eprint(&report.render_text());
         // Pruning runs after the copies, and not at all once a signal stopped the run.
         let pruned = match prunes {
