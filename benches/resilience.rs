@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_sync::config;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::engine::{EngineOptions, StopSignal};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_sync::run::prepare_and_sync;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{
     FaultProxy, FaultRule, OpKind, RandomFaultKind, RandomFaults, RequestRecord, TokenBucket,
@@ -295,18 +296,15 @@ async fn run(
     options.watch_interval = None;
     let started = Instant::now();
     let started_tokio = tokio::time::Instant::now();
-    let plan = resolve_all(
+    // As `ferry sync` runs: each mapping is synced the moment it is resolved.
+    let (plan, (), report) = prepare_and_sync(
         &cfg,
         &registries,
         &options,
         Arc::new(PrepareTracker::new(cfg.mappings.len())),
-    )
-    .await;
-    let report = sync(
-        &plan,
-        &registries,
         &EngineOptions::from_settings(&cfg.engine),
         &StopSignal::default(),
+        |_| async {},
     )
     .await;
     let wall = started.elapsed();

@@ -12,10 +12,11 @@ use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
+use ferry_sync::run::prepare_and_sync;
 
 use crate::cli::SyncArgs;
 use crate::exit::{self, Exit};
-use crate::progress::{Progress, print_stdout};
+use crate::progress::{Progress, Watch, print_stdout};
 
 /// What to do with a loaded config.
 pub struct RunOptions {
@@ -99,11 +100,30 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
             None
         }
     };
-    let plan = prepare(config, &registries, &known, progress).await;
+
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    let _ = known.tracker.set(Arc::clone(&tracker));
+    let mut prepare = PrepareOptions::from_config(config);
+    // The CLI draws its own progress (bars or plain lines) from the tracker.
+    prepare.watch_interval = None;
+    let prepared = Prepared {
+        watch: progress.watch_prepare(Arc::clone(&tracker)),
+        options: prepare,
+        tracker,
+    };
     let code = if options.dry_run {
-        dry_run(config, &plan, &registries, options, progress).await
+        dry_run(config, &registries, prepared, options, progress).await
     } else {
-        sync(config, &plan, &registries, &stop, &known, options, progress).await
+        sync(
+            config,
+            &registries,
+            prepared,
+            &stop,
+            &known,
+            options,
+            progress,
+        )
+        .await
     };
     if let Some(task) = signals {
         task.abort();
@@ -111,41 +131,28 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     code
 }
 
-/// The prepare phase, with the CLI's own progress drawn from its tracker.
-async fn prepare(
-    config: &Config,
-    registries: &Registries,
-    known: &Known,
-    progress: &Progress,
-) -> Plan {
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let _ = known.tracker.set(Arc::clone(&tracker));
-    let mut prepare = PrepareOptions::from_config(config);
-    // The CLI draws its own progress (bars or plain lines) from the tracker.
-    prepare.watch_interval = None;
-    let watch = progress.watch_prepare(Arc::clone(&tracker));
-    let plan = resolve_all(config, registries, &prepare, tracker).await;
-    watch.finish().await;
-    tracing::debug!(
-        mappings = plan.mappings.len(),
-        failed = plan.failed().count(),
-        elapsed_secs = plan.elapsed.as_secs_f64(),
-        "prepare finished"
-    );
-    plan
+/// The prepare phase, set up but not started: its options, its tracker and the display of it.
+struct Prepared {
+    options: PrepareOptions,
+    tracker: Arc<PrepareTracker>,
+    watch: Watch,
 }
 
-/// `--dry-run`: measures what a sync would copy and what pruning would delete; writes nothing.
+/// `--dry-run`: resolves every mapping, then measures what a sync would copy and what pruning
+/// would delete; writes nothing.
 async fn dry_run(
     config: &Config,
-    plan: &Plan,
     registries: &Registries,
+    prepared: Prepared,
     options: &RunOptions,
     progress: &Progress,
 ) -> Exit {
-    let dry = DryRun::measure(plan, registries).await;
-    let pruned = config.mappings.iter().any(|m| m.prune).then(|| {
-        let decision = prune::decide(plan, config, None);
+    let plan = resolve_all(config, registries, &prepared.options, prepared.tracker).await;
+    prepared.watch.finish().await;
+    log_prepared(&plan);
+    let dry = DryRun::measure(&plan, registries).await;
+    let pruned = prunes(config).then(|| {
+        let decision = prune::decide(&plan, config, None);
         let mut report = prune::dry_run(decision.candidates);
         report.add_skipped(decision.skipped);
         report
@@ -160,32 +167,50 @@ async fn dry_run(
             print_stdout(&p.render_text());
         }
     });
-    exit::for_dry_run(plan, &dry)
+    exit::for_dry_run(&plan, &dry)
 }
 
-/// The real run: the engine copies what is stale, then pruning deletes (unless a signal
-/// stopped the run), then the report.
+/// The real run: the engine copies what is stale as mappings resolve, then pruning deletes
+/// (unless a signal stopped the run), then the report.
 async fn sync(
     config: &Config,
-    plan: &Plan,
     registries: &Registries,
+    prepared: Prepared,
     stop: &StopSignal,
     known: &Known,
     options: &RunOptions,
     progress: &Progress,
 ) -> Exit {
-    let counters = Arc::new(SyncProgress::for_plan(plan));
+    let counters = Arc::new(SyncProgress::default());
     let _ = known.sync.set(Arc::clone(&counters));
     let mut engine_options = EngineOptions::from_settings(&config.engine);
     engine_options.progress = Arc::clone(&counters);
-    let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
-    let mut report = engine::sync(plan, registries, &engine_options, stop).await;
+    // The engine starts on each mapping as soon as it is resolved, while slower mappings
+    // (one waiting out throttles) still resolve; once all are, the display follows the engine.
+    let watch = prepared.watch;
+    let (plan, watch, mut report) = prepare_and_sync(
+        config,
+        registries,
+        &prepared.options,
+        prepared.tracker,
+        &engine_options,
+        stop,
+        |plan| {
+            log_prepared(plan);
+            let (counters, registries) = (Arc::clone(&counters), registries.clone());
+            async move {
+                watch.finish().await;
+                progress.watch_sync(counters, registries)
+            }
+        },
+    )
+    .await;
     watch.finish().await;
     progress.eprint(&report.render_text());
     // Pruning runs after the copies, and not at all once a signal stopped the run.
-    let pruned = match config.mappings.iter().any(|m| m.prune) {
+    let pruned = match prunes(config) {
         true => {
-            let decision = prune::decide(plan, config, Some(&report));
+            let decision = prune::decide(&plan, config, Some(&report));
             let mut pruned = prune::execute(decision.candidates, registries, stop).await;
             pruned.add_skipped(decision.skipped);
             Some(pruned)
@@ -208,6 +233,20 @@ async fn sync(
         Exit::Clean if pruned.as_ref().is_some_and(PruneReport::has_failures) => Exit::Partial,
         code => code,
     }
+}
+
+/// Whether any mapping prunes.
+fn prunes(config: &Config) -> bool {
+    config.mappings.iter().any(|m| m.prune)
+}
+
+fn log_prepared(plan: &Plan) {
+    tracing::debug!(
+        mappings = plan.mappings.len(),
+        failed = plan.failed().count(),
+        elapsed_secs = plan.elapsed.as_secs_f64(),
+        "prepare finished"
+    );
 }
 
 /// A report's JSON with a `prune` member added (used only when pruning ran, so the output of a

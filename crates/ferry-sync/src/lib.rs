@@ -16,5 +16,6 @@ pub mod progress;
 pub mod prune;
 pub mod registries;
 pub mod report;
+pub mod run;
 pub mod shard;
 pub mod source;

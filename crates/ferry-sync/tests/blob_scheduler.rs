@@ -59,7 +59,7 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
         chunk_size: 64 * 1024,
         monolithic_limit: 64 * 1024,
     };
-    let mut scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let scheduler = BlobScheduler::new(2, shape, Arc::default());
     scheduler.need(&blob, &source, place.clone(), true, Some(&target));
 
     // The source sends the first bytes and then nothing: the caller gives up (a timeout) with
@@ -106,7 +106,7 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
         chunk_size: 64 * 1024,
         monolithic_limit: 64 * 1024,
     };
-    let mut scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let scheduler = BlobScheduler::new(2, shape, Arc::default());
     scheduler.need(&blob, &source, place("mirror/a"), true, Some(&target));
 
     scheduler

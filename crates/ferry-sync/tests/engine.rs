@@ -566,7 +566,7 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
     );
     let (registries, plan) = plan_for(&cfg).await;
     let mut options = EngineOptions::from_settings(&cfg.engine);
-    options.progress = Arc::new(ferry_sync::progress::SyncProgress::for_plan(&plan));
+    options.progress = Arc::default();
     let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let s = options.progress.snapshot();
@@ -579,4 +579,102 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
         options.progress.large_blobs().is_empty(),
         "nothing left in flight"
     );
+}
+
+/// The engine starts on a mapping the moment it is resolved: a healthy repository's image is
+/// mirrored while another mapping is still resolving (in a real run, one waiting out throttles),
+/// and the late mapping is synced too once it arrives.
+#[tokio::test(start_paused = true)]
+async fn a_resolved_mapping_is_synced_while_another_is_still_resolving() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/cool", "1", &[b"cool layer"]);
+    src.seed_image("lib/late", "1", &[b"late layer"]);
+    let cfg = config(
+        &[&src, &dst],
+        &(mapping(&src, "lib/cool", &[format!("{}/m/cool", dst.host())])
+            + &mapping(&src, "lib/late", &[format!("{}/m/late", dst.host())])),
+        "images_in_flight: 4",
+    );
+    let (registries, plan) = plan_for(&cfg).await;
+    let mut plans = plan.mappings.into_iter();
+    let (cool, late) = (plans.next().unwrap(), plans.next().unwrap());
+    let (resolved, to_engine) = futures::channel::mpsc::unbounded();
+    resolved.unbounded_send(cool).unwrap();
+
+    let options = EngineOptions::from_settings(&cfg.engine);
+    let stop = StopSignal::default();
+    let engine = ferry_sync::engine::sync_as_resolved(to_engine, &registries, &options, &stop);
+    let feeder = async {
+        // `late` is held back until `cool` is on the target: an engine that waited for every
+        // mapping would never get there, and this wait would time out.
+        let cool_landed = tokio::time::timeout(Duration::from_secs(600), async {
+            while dst.tags("m/cool").is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        resolved.unbounded_send(late).unwrap();
+        drop(resolved);
+        cool_landed
+    };
+    let (report, cool_landed) = futures::join!(engine, feeder);
+    assert!(
+        cool_landed.is_ok(),
+        "m/cool was not synced before the other mapping resolved"
+    );
+    assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
+    assert_eq!(dst.tags("m/late"), vec!["1".to_string()]);
+    assert_no_tag_on_missing_content(&dst, "m/cool");
+    assert_no_tag_on_missing_content(&dst, "m/late");
+}
+
+/// A mapping that arrives after a shared blob's transfer finished does not read it from the
+/// source again: its repositories mount it from where the earlier transfer put it.
+#[tokio::test(start_paused = true)]
+async fn a_blob_shared_with_a_mapping_that_arrives_later_is_mounted_not_read_again() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let base = vec![5u8; 200_000];
+    src.seed_image("lib/one", "1", &[&base, b"one only"]);
+    src.seed_image("lib/two", "1", &[&base, b"two only"]);
+    let cfg = config(
+        &[&src, &dst],
+        &(mapping(&src, "lib/one", &[format!("{}/m/one", dst.host())])
+            + &mapping(&src, "lib/two", &[format!("{}/m/two", dst.host())])),
+        "images_in_flight: 4",
+    );
+    let (registries, plan) = plan_for(&cfg).await;
+    let mut plans = plan.mappings.into_iter();
+    let (one, two) = (plans.next().unwrap(), plans.next().unwrap());
+    let (resolved, to_engine) = futures::channel::mpsc::unbounded();
+    resolved.unbounded_send(one).unwrap();
+    src.reset_stats();
+
+    let options = EngineOptions::from_settings(&cfg.engine);
+    let stop = StopSignal::default();
+    let engine = ferry_sync::engine::sync_as_resolved(to_engine, &registries, &options, &stop);
+    let feeder = async {
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while dst.tags("m/one").is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("m/one lands on its own");
+        resolved.unbounded_send(two).unwrap();
+        drop(resolved);
+    };
+    let (report, ()) = futures::join!(engine, feeder);
+    assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
+    let base_digest = ferry_testkit::registry::sha256_digest(&base);
+    assert!(dst.has_blob("m/two", &base_digest));
+    let s = src.stats();
+    assert_eq!(
+        s.blob_bytes(&base_digest),
+        base.len() as u64,
+        "read once: {s:?}"
+    );
+    assert_eq!(dst.stats().op(OpKind::Mount), 1, "{:?}", dst.stats());
+    assert_no_tag_on_missing_content(&dst, "m/two");
 }

@@ -1,5 +1,9 @@
 //! The BlobScheduler: every blob of the run once, by digest. It knows every place a blob must
 //! reach, skips what is there, uploads once per registry (one source read for all), mounts the rest.
+//!
+//! Places can be added while transfers run (mappings reach the engine as they resolve). A place
+//! added after its blob's transfer started goes into a new generation of that blob, which runs
+//! after the earlier ones and mounts from any registry repository they reached.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -46,7 +50,7 @@ pub struct BlobCounters {
     pub layout_bytes_written: AtomicU64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Job {
     blob: BlobRef,
     source: Source,
@@ -54,24 +58,42 @@ struct Job {
     places: BTreeMap<Place, bool>,
     /// Clients for the registry places, by host.
     clients: HashMap<String, RegistryClient>,
+    /// Places an earlier generation of this blob reached: a registry place of the same host
+    /// mounts from one instead of reading the source again.
+    held: Vec<Place>,
 }
 
 type Outcome = HashMap<Place, Result<(), Error>>;
 
-/// One blob's work: pending until a caller of [`BlobScheduler::ensure`] runs it to the end,
-/// then done with a result for every place it was planned for. The job stays in the cell, so
-/// a run that is dropped part way leaves the cell pending, never done with a partial outcome.
+/// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
+/// it to the end, then done with a result for every place it was planned for. The job stays in
+/// the cell, so a run that is dropped part way leaves the cell pending, never done with a
+/// partial outcome. Places join the job until its run starts.
 #[derive(Debug)]
 struct Cell {
-    job: Job,
+    planned: std::sync::Mutex<Planned>,
+    /// The blob's earlier generations, which run first.
+    earlier: Vec<Arc<Cell>>,
     done: OnceCell<Outcome>,
 }
 
-/// Schedules every blob transfer of a run. Built in full before any transfer starts, so a blob
-/// that several images and targets need is read from the source once.
+#[derive(Debug)]
+struct Planned {
+    job: Job,
+    started: bool,
+}
+
+impl Cell {
+    fn planned(&self) -> std::sync::MutexGuard<'_, Planned> {
+        self.planned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Schedules every blob transfer of a run: a blob that several images and targets need is read
+/// from the source once for all the places known when its transfer starts.
 #[derive(Debug)]
 pub struct BlobScheduler {
-    cells: HashMap<Digest, Cell>,
+    cells: std::sync::Mutex<HashMap<Digest, Vec<Arc<Cell>>>>,
     limit: Arc<Semaphore>,
     shape: UploadShape,
     /// What the scheduler did so far; the engine's report reads it when the run ends.
@@ -88,7 +110,7 @@ impl BlobScheduler {
         progress: Arc<crate::progress::SyncProgress>,
     ) -> Self {
         BlobScheduler {
-            cells: HashMap::new(),
+            cells: std::sync::Mutex::default(),
             limit: Arc::new(Semaphore::new(blobs_in_flight.max(1))),
             shape,
             counters: Arc::new(BlobCounters::default()),
@@ -96,44 +118,63 @@ impl BlobScheduler {
         }
     }
 
-    /// Bytes the planned transfers will read from sources: every blob once.
-    pub fn planned_bytes(&self) -> u64 {
-        self.cells
-            .values()
-            .map(|c| c.job.blob.size)
-            // Sizes come from the source's manifests: saturate rather than overflow.
-            .fold(0, u64::saturating_add)
+    fn cells(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Vec<Arc<Cell>>>> {
+        self.cells.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that `blob` (read from `source`) must be at `place`.
+    /// Records that `blob` (read from `source`) must be at `place`. Returns the bytes this adds
+    /// to what the run will read from sources: the blob's size when it starts a new generation.
     pub fn need(
-        &mut self,
+        &self,
         blob: &BlobRef,
         source: &Source,
         place: Place,
         new_repository: bool,
         target_client: Option<&RegistryClient>,
-    ) {
-        let job = &mut self
-            .cells
-            .entry(blob.digest.clone())
-            .or_insert_with(|| Cell {
-                job: Job {
-                    blob: blob.clone(),
-                    source: source.clone(),
-                    places: BTreeMap::new(),
-                    clients: HashMap::new(),
-                },
-                done: OnceCell::new(),
-            })
-            .job;
-        let entry = job.places.entry(place).or_insert(new_repository);
-        *entry &= new_repository;
-        if let Some(c) = target_client {
-            job.clients
-                .entry(c.host().to_owned())
-                .or_insert_with(|| c.clone());
+    ) -> u64 {
+        let add_client = |job: &mut Job| {
+            if let Some(c) = target_client {
+                job.clients
+                    .entry(c.host().to_owned())
+                    .or_insert_with(|| c.clone());
+            }
+        };
+        let mut cells = self.cells();
+        let generations = cells.entry(blob.digest.clone()).or_default();
+        if let Some(last) = generations.last() {
+            let mut planned = last.planned();
+            if !planned.started {
+                let entry = planned.job.places.entry(place).or_insert(new_repository);
+                *entry &= new_repository;
+                add_client(&mut planned.job);
+                return 0;
+            }
         }
+        if generations
+            .iter()
+            .any(|c| c.planned().job.places.contains_key(&place))
+        {
+            // Already on its way there (or already there) in a generation that started.
+            return 0;
+        }
+        let mut job = Job {
+            blob: blob.clone(),
+            source: source.clone(),
+            places: BTreeMap::from([(place, new_repository)]),
+            clients: HashMap::new(),
+            held: Vec::new(),
+        };
+        add_client(&mut job);
+        let cell = Arc::new(Cell {
+            planned: std::sync::Mutex::new(Planned {
+                job,
+                started: false,
+            }),
+            earlier: generations.clone(),
+            done: OnceCell::new(),
+        });
+        generations.push(cell);
+        blob.size
     }
 
     /// Waits until `digest` is at `place`, running the blob's transfer (to every place planned
@@ -159,20 +200,53 @@ impl BlobScheduler {
                 ErrorKind::Local(format!("blob {digest} {what}")),
             ))
         };
-        let Some(cell) = self.cells.get(digest) else {
-            return unplanned("was never scheduled");
+        let cell = {
+            let cells = self.cells();
+            let Some(generations) = cells.get(digest) else {
+                return unplanned("was never scheduled");
+            };
+            generations
+                .iter()
+                .find(|c| c.planned().job.places.contains_key(place))
+                .cloned()
         };
-        let outcome = cell
-            .done
-            .get_or_init(|| async {
-                let _permit = self.limit.acquire().await;
-                run_job(&cell.job, self.shape, &self.counters, &self.progress).await
-            })
-            .await;
-        match outcome.get(place) {
+        let Some(cell) = cell else {
+            return unplanned("was never scheduled for this place");
+        };
+        match self.outcome(&cell).await.get(place) {
             Some(r) => r.clone(),
             None => unplanned("was never scheduled for this place"),
         }
+    }
+
+    /// Runs `cell` (after its earlier generations) unless it is done or being run.
+    fn outcome<'a>(
+        &'a self,
+        cell: &'a Cell,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = &'a Outcome> + Send + 'a>> {
+        Box::pin(cell.done.get_or_init(|| async {
+            // Earlier generations first (each takes its own slot): what they put in a registry
+            // is mounted from rather than read from the source again.
+            let mut held = Vec::new();
+            for earlier in &cell.earlier {
+                let outcome = self.outcome(earlier).await;
+                held.extend(
+                    outcome
+                        .iter()
+                        .filter(|(_, r)| r.is_ok())
+                        .map(|(p, _)| p.clone()),
+                );
+            }
+            let job = {
+                let mut planned = cell.planned();
+                planned.started = true;
+                let mut job = planned.job.clone();
+                job.held = held;
+                job
+            };
+            let _permit = self.limit.acquire().await;
+            run_job(&job, self.shape, &self.counters, &self.progress).await
+        }))
     }
 }
 
@@ -208,10 +282,6 @@ async fn run_job(
         }
     }
 
-    if needed.is_empty() {
-        progress.bytes_not_needed(job.blob.size);
-    }
-
     // 2. One upload per registry (the first repository needing it) plus every layout, all fed
     //    by one read of the source; the other repositories of a registry mount from it.
     //    A repository with a namespace goes first: a registry may refuse one-component names,
@@ -232,8 +302,10 @@ async fn run_job(
                     .clients
                     .get(host)
                     .is_none_or(|c| !c.capabilities().support(Feature::Mount).is_unavailable());
-                let primary = primaries
+                let primary = job
+                    .held
                     .iter()
+                    .chain(&primaries)
                     .filter(|_| mounts_there)
                     .find(|p| matches!(p, Place::Registry { host: h, .. } if h == host));
                 match primary {
@@ -296,6 +368,10 @@ async fn run_job(
                 outcome.insert(place, Err(e));
             }
         }
+    }
+    if primaries.is_empty() && fallbacks.is_empty() {
+        // Everything was there already, or mounted from where it is: no source read.
+        progress.bytes_not_needed(job.blob.size);
     }
     if !fallbacks.is_empty() {
         let results = copy_to(job, fallbacks, &sessions, shape, counters, progress).await;
