@@ -102,8 +102,8 @@ pub struct BlobScheduler {
 }
 
 impl BlobScheduler {
-    /// An empty scheduler moving at most `blobs_in_flight` blobs at once; add every blob before the
-    /// first `ensure`.
+    /// An empty scheduler moving at most `blobs_in_flight` blobs at once; places are added with
+    /// [`BlobScheduler::need`].
     pub fn new(
         blobs_in_flight: usize,
         shape: UploadShape,
