@@ -494,3 +494,37 @@ fn serde_message(text: &str) -> String {
     }
     message.to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(registry: &str, repository: &str) -> Target {
+        Target::Registry {
+            registry: registry.into(),
+            repository: repository.into(),
+        }
+    }
+
+    #[test]
+    fn targets_sort_as_their_names_did_when_a_registry_target_was_one_string() {
+        let targets = [
+            registry("a.io", "x"),
+            registry("a.io-b", "x"),
+            registry("a.io:5000", "x"),
+            registry("a.io", "x/y"),
+            registry("a.io", "x-y"),
+            registry("b.io", "a"),
+        ];
+        for a in &targets {
+            for b in &targets {
+                assert_eq!(a.cmp(b), a.to_string().cmp(&b.to_string()), "{a} vs {b}");
+            }
+        }
+        let layout = Target::OciLayout { path: "./a".into() };
+        assert!(
+            targets.iter().all(|t| *t < layout),
+            "registry targets sort first"
+        );
+    }
+}

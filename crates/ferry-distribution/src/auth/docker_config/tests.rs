@@ -1,4 +1,3 @@
-
 use super::*;
 use base64::engine::general_purpose::STANDARD;
 
