@@ -1,3 +1,4 @@
+#![deny(missing_docs)]
 //! ferry's sync layer: the mirror.yaml config, tag filters, the prepare phase that resolves
 //! every mapping, the engine that copies what is stale, and the report of what happened.
 

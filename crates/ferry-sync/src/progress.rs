@@ -28,7 +28,9 @@ pub struct SyncSnapshot {
     pub images_total: u64,
     /// Of those, finished (synced, failed or skipped on stop).
     pub images_done: u64,
+    /// Blob bytes copied so far.
     pub bytes_copied: u64,
+    /// Blob bytes the run will copy, as far as known.
     pub bytes_total: u64,
 }
 
@@ -94,6 +96,7 @@ impl SyncProgress {
             .collect()
     }
 
+    /// The counters now.
     pub fn snapshot(&self) -> SyncSnapshot {
         SyncSnapshot {
             images_total: self.images_total.load(Ordering::Relaxed),

@@ -108,7 +108,8 @@ fn resolves_the_full_shape() {
         alpine.targets,
         vec![
             Target::Registry {
-                reference: "registry.local:5000/mirror/library/alpine".into()
+                registry: "registry.local:5000".into(),
+                repository: "mirror/library/alpine".into()
             },
             Target::OciLayout {
                 path: "./mirror/library/alpine".into()
@@ -141,7 +142,8 @@ fn resolves_the_full_shape() {
     assert_eq!(
         app.targets[0],
         Target::Registry {
-            reference: "registry.local:5000/mirror/apps/app".into()
+            registry: "registry.local:5000".into(),
+            repository: "mirror/apps/app".into()
         }
     );
     assert!(app.tags.select(&listed).selected.is_empty());
@@ -373,7 +375,8 @@ fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() 
     assert_eq!(
         m.targets,
         vec![Target::Registry {
-            reference: "registry.local/mirror/app".into()
+            registry: "registry.local".into(),
+            repository: "mirror/app".into()
         }]
     );
     let e = error(&format!("{HEAD}  - source: 'oci:'\n    targets: [x]\n"));
@@ -402,7 +405,8 @@ fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() 
     assert_eq!(
         c.mappings[0].targets,
         vec![Target::Registry {
-            reference: "r.local/lib/app".into()
+            registry: "r.local".into(),
+            repository: "lib/app".into()
         }]
     );
 }

@@ -122,24 +122,30 @@ pub enum RawAuth {
     Anonymous,
     /// Username and password (or an access token used as password).
     Basic {
+        /// The user name.
         username: String,
+        /// The password (`${VAR}` to read it from the environment).
         #[schemars(with = "String")]
         password: RawSecret,
     },
     /// A bearer token sent as is.
     Token {
+        /// The token (`${VAR}` to read it from the environment).
         #[schemars(with = "String")]
         token: RawSecret,
     },
     /// Credentials from a Docker config.json (default: $DOCKER_CONFIG or ~/.docker/config.json).
     DockerConfig {
+        /// The config.json to read.
         #[serde(default)]
         path: Option<PathBuf>,
     },
     /// Amazon ECR credentials from the AWS credential chain.
     Ecr {
+        /// The AWS region (default: from the ECR host name).
         #[serde(default)]
         region: Option<String>,
+        /// The AWS profile (default: the credential chain's).
         #[serde(default)]
         profile: Option<String>,
     },

@@ -24,16 +24,27 @@ use crate::source::Source;
 /// A place a blob must be: a registry repository or a layout directory.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Place {
-    Registry { host: String, repository: String },
+    /// A repository on a registry.
+    Registry {
+        /// The registry host.
+        host: String,
+        /// The repository on it.
+        repository: String,
+    },
+    /// An OCI image-layout directory.
     Layout(PathBuf),
 }
 
 /// What the scheduler did, for the report.
 #[derive(Debug, Default)]
 pub struct BlobCounters {
+    /// Blob copies streamed from the source, one per place written.
     pub copied: AtomicU64,
+    /// Registry places that got a blob by a cross-repository mount, without a byte sent.
     pub mounted: AtomicU64,
+    /// Places that already held the blob.
     pub skipped: AtomicU64,
+    /// Blob bytes streamed to targets, counted once per place written.
     pub bytes_copied: AtomicU64,
     /// Blob bytes written into layout targets (part of `bytes_copied`).
     pub layout_bytes_written: AtomicU64,
@@ -85,11 +96,14 @@ pub struct BlobScheduler {
     cells: std::sync::Mutex<HashMap<Digest, Vec<Arc<Cell>>>>,
     limit: Arc<Semaphore>,
     shape: UploadShape,
+    /// What the scheduler did so far; the engine's report reads it when the run ends.
     pub counters: Arc<BlobCounters>,
     progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl BlobScheduler {
+    /// An empty scheduler moving at most `blobs_in_flight` blobs at once; places are added with
+    /// [`BlobScheduler::need`].
     pub fn new(
         blobs_in_flight: usize,
         shape: UploadShape,

@@ -17,7 +17,9 @@ const MAX_MANIFESTS: usize = 1024;
 /// A blob a manifest references.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BlobRef {
+    /// The digest the blob's bytes must hash to.
     pub digest: Digest,
+    /// The size its descriptor declares: a source stream is cut off past it.
     pub size: u64,
 }
 
@@ -31,6 +33,7 @@ pub struct ImageGraph {
 }
 
 impl ImageGraph {
+    /// The root manifest (what the tag names), the last one fetched.
     pub fn root(&self) -> &Manifest {
         self.manifests
             .last()

@@ -19,7 +19,6 @@ use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
 use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::{
     ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
@@ -35,14 +34,18 @@ use transfer::UploadShape;
 /// How the engine runs.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
+    /// Images copied at once.
     pub images_in_flight: usize,
+    /// Blobs moving at once, over every image.
     pub blobs_in_flight: usize,
+    /// Chunk size and the monolithic limit for uploads.
     pub shape: UploadShape,
     /// Counters the CLI's progress display reads.
     pub progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl EngineOptions {
+    /// The options the config's `engine` section sets, each at least 1.
     pub fn from_settings(s: &EngineSettings) -> Self {
         EngineOptions {
             images_in_flight: s.images_in_flight.max(1),
@@ -61,9 +64,11 @@ impl EngineOptions {
 pub struct StopSignal(Arc<AtomicBool>);
 
 impl StopSignal {
+    /// Stops new work from starting; work in flight finishes.
     pub fn stop(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
+    /// Whether [`StopSignal::stop`] was called.
     pub fn is_stopped(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
@@ -617,13 +622,15 @@ async fn resolve_target(
 ) -> Result<(Place, Option<RegistryClient>), Error> {
     match target {
         Target::OciLayout { path } => Ok((Place::Layout(path.clone()), None)),
-        Target::Registry { reference } => {
-            let r = parse_repository(reference)?;
-            let client = registries.client(&r.registry).await?;
+        Target::Registry {
+            registry,
+            repository,
+        } => {
+            let client = registries.client(registry).await?;
             Ok((
                 Place::Registry {
-                    host: r.registry.clone(),
-                    repository: r.repository.clone(),
+                    host: registry.clone(),
+                    repository: repository.clone(),
                 },
                 Some(client),
             ))

@@ -2,9 +2,8 @@
 //! needs them) and each target's once, filters, resolves the chosen images (see `source`), finds
 //! their referrers, and states every target.
 
-use ferry_distribution::Reference;
-use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::operation::Operation;
+use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 
 use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
@@ -13,17 +12,6 @@ use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
 use crate::source::Source;
-
-pub(crate) fn parse_repository(reference: &str) -> Result<Reference, Error> {
-    Reference::parse(reference).map_err(|e| {
-        Error::new(
-            reference,
-            None,
-            Operation::TagList,
-            ErrorKind::Local(format!("not a repository reference: {e}")),
-        )
-    })
-}
 
 /// Resolves `mapping` against its source and targets.
 pub async fn resolve_mapping(
@@ -45,7 +33,7 @@ pub async fn resolve_mapping(
     let mut selection = if listed {
         mapping.tags.select(&tags)
     } else {
-        mapping.tags.select(&mapping.tags.spec().exact)
+        mapping.tags.select(mapping.tags.exact_tags())
     };
     if selection.selected.is_empty() && mapping.digests.is_empty() {
         tracing::warn!(mapping = mapping.index, source = %mapping.source, "the tag filter selected nothing");
@@ -65,14 +53,14 @@ pub async fn resolve_mapping(
         .iter()
         .map(|t| Wanted {
             tag: Some(t.clone()),
-            reference: t.clone(),
+            reference: t.to_string(),
             compare: on_some_target(t),
         })
         .collect();
     for d in &mapping.digests {
         wanted.push(Wanted {
             tag: None,
-            reference: d.clone(),
+            reference: d.to_string(),
             compare: true,
         });
     }
@@ -84,8 +72,8 @@ pub async fn resolve_mapping(
         selection.missing_exact = selection
             .selected
             .iter()
-            .filter(|t| !images.iter().any(|i| i.tag.as_deref() == Some(t.as_str())))
-            .cloned()
+            .filter(|t| !images.iter().any(|i| i.tag.as_ref() == Some(*t)))
+            .map(|t| t.to_string())
             .collect();
         unfetched.clear();
     }
@@ -96,7 +84,7 @@ pub async fn resolve_mapping(
     // each candidate tag is probed with a HEAD (HEADs are cheap and not metered by Docker Hub).
     let mut filtered_out = selection.filtered_out;
     if mapping.referrers {
-        let in_listing: std::collections::HashSet<&str> = tags.iter().map(String::as_str).collect();
+        let in_listing: std::collections::HashSet<&str> = tags.iter().map(Tag::as_str).collect();
         let mut extra: Vec<Wanted> = Vec::new();
         for image in &images {
             let base = image.source_digest.fallback_tag();
@@ -114,16 +102,18 @@ pub async fn resolve_mapping(
                 } else {
                     source.head_manifest(&tag).await?.is_some()
                 };
-                if exists {
+                // A tag the listing or a HEAD found is valid (a sha512 digest's tag is too long
+                // to be, and is found by neither).
+                if exists && let Ok(tag) = Tag::parse(&tag) {
                     extra.push(Wanted {
-                        tag: Some(tag.clone()),
                         compare: on_some_target(&tag),
-                        reference: tag,
+                        reference: tag.to_string(),
+                        tag: Some(tag),
                     });
                 }
             }
         }
-        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.reference == *t));
+        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
         // Referrers found through the referrers API, where the source serves it (learned once
         // per registry). An image rewritten by a platform filter has no referrers of its own.
         let mut found: Vec<ImagePlan> = Vec::new();
@@ -181,7 +171,7 @@ pub async fn resolve_mapping(
         unfetched: unfetched
             .into_iter()
             .map(|(tag, error)| UnfetchedTag {
-                tag,
+                tag: tag.to_string(),
                 error,
                 targets: mapping.targets.clone(),
             })

@@ -30,6 +30,7 @@ pub struct PrepareOptions {
 }
 
 impl PrepareOptions {
+    /// The options the config sets: `concurrency` mappings at once, a watch line every 5 s.
     pub fn from_config(config: &Config) -> Self {
         PrepareOptions {
             concurrency: config.concurrency.max(1),

@@ -4,6 +4,7 @@
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
+use ferry_distribution::reference::Tag;
 use ferry_distribution::{Operation, media};
 
 use crate::in_window::in_window;
@@ -14,7 +15,9 @@ use crate::source::Source;
 /// A tag (or digest pin) to resolve, and whether its digest only is needed.
 #[derive(Debug, Clone)]
 pub struct Wanted {
-    pub tag: Option<String>,
+    /// The tag the image is taken under; `None` for a pinned digest.
+    pub tag: Option<Tag>,
+    /// What to ask the source for: the tag, or the digest.
     pub reference: String,
     /// Some target holds this tag: a HEAD tells whether it is up to date.
     pub compare: bool,
@@ -28,7 +31,7 @@ pub async fn resolve_images(
     wanted: Vec<Wanted>,
     platforms: &[String],
     options: &PrepareOptions,
-) -> Result<(Vec<ImagePlan>, Vec<(String, Error)>), Error> {
+) -> Result<(Vec<ImagePlan>, Vec<(Tag, Error)>), Error> {
     let resolved: Vec<Result<Resolved, Error>> =
         in_window(wanted, options.heads_per_mapping, |w| {
             resolve_one(source, w, platforms)
@@ -64,7 +67,7 @@ enum Resolved {
     Image(Box<ImagePlan>),
     /// The source has nothing under the reference (found by `op`).
     Missing {
-        tag: Option<String>,
+        tag: Option<Tag>,
         op: Operation,
     },
 }

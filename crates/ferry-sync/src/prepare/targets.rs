@@ -9,7 +9,6 @@ use ferry_distribution::{Digest, RegistryClient};
 use crate::config::Target;
 use crate::plan::{ImagePlan, TargetState};
 use crate::prepare::PrepareOptions;
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 
 /// One target's listing, taken once and used for every image of the mapping.
@@ -17,46 +16,57 @@ use crate::registries::Registries;
 pub enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
+        /// The tags listed; `None` when the repository does not exist yet.
         tags: Option<Vec<String>>,
     },
     /// A registry repository that may not be listed (the registry or the token refuses tag
     /// listing, learned once): every image is compared with a HEAD of its own.
     Unlisted {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
     },
     /// An image-layout directory.
-    Layout { path: std::path::PathBuf },
+    Layout {
+        /// The layout's directory.
+        path: std::path::PathBuf,
+    },
 }
 
 impl TargetListing {
     /// Lists `target` once.
     pub async fn take(target: &Target, registries: &Registries) -> Result<Self, Error> {
-        let reference = match target {
-            Target::Registry { reference } => parse_repository(reference)?,
+        let (registry, repository) = match target {
+            Target::Registry {
+                registry,
+                repository,
+            } => (registry, repository),
             Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
         };
-        let client = registries.client(&reference.registry).await?;
+        let client = registries.client(registry).await?;
         let refused = |e: &Error| {
             e.status()
                 .is_some_and(ferry_distribution::capabilities::refuses_tag_list)
         };
-        let tags = match client.list_tags(&reference.repository).await {
+        let tags = match client.list_tags(repository).await {
             Ok(tags) => Some(tags),
             Err(e) if e.is_not_found() => None,
             Err(e) if refused(&e) => {
                 return Ok(TargetListing::Unlisted {
                     client,
-                    repository: reference.repository,
+                    repository: repository.clone(),
                 });
             }
             Err(e) => return Err(e),
         };
         Ok(TargetListing::Registry {
             client,
-            repository: reference.repository,
+            repository: repository.clone(),
             tags,
         })
     }
@@ -129,7 +139,7 @@ impl TargetListing {
                         {
                             return Ok(TargetState::Missing);
                         }
-                        Some(tag) => tag.clone(),
+                        Some(tag) => tag.to_string(),
                         None => image.digest.to_string(),
                     };
                     Ok(compare(
