@@ -136,25 +136,9 @@ impl PartialEq<String> for Platform {
     }
 }
 
-/// Does `os/arch[/variant]` of a descriptor's platform match one of `wanted`? A wanted entry
-/// without a variant matches every variant.
-fn matches(platform: &serde_json::Value, wanted: &[String]) -> bool {
-    let os = platform.get("os").and_then(|v| v.as_str()).unwrap_or("");
-    let arch = platform
-        .get("architecture")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
-    let variant = platform.get("variant").and_then(|v| v.as_str());
-    wanted.iter().any(|w| {
-        let mut parts = w.split('/');
-        let (wos, warch, wvar) = (parts.next(), parts.next(), parts.next());
-        wos == Some(os) && warch == Some(arch) && (wvar.is_none() || wvar == variant)
-    })
-}
-
 /// The index with only the wanted platforms, or `None` when nothing needs to change (not an
 /// index, no filter, or every child kept). An index where nothing matches is an error.
-pub fn filter_index(manifest: &Manifest, wanted: &[String]) -> Result<Option<Manifest>, String> {
+pub fn filter_index(manifest: &Manifest, wanted: &[Platform]) -> Result<Option<Manifest>, String> {
     if wanted.is_empty() || !media::is_index(&manifest.media_type) {
         return Ok(None);
     }
@@ -164,12 +148,19 @@ pub fn filter_index(manifest: &Manifest, wanted: &[String]) -> Result<Option<Man
         return Err(format!("index {} has no manifests", manifest.digest));
     };
     let before = children.len();
-    children.retain(|c| c.get("platform").is_some_and(|p| matches(p, wanted)));
+    children.retain(|c| {
+        c.get("platform")
+            .is_some_and(|p| wanted.iter().any(|w| w.matches(p)))
+    });
     if children.is_empty() {
         return Err(format!(
             "index {} has no child for the platforms {}",
             manifest.digest,
-            wanted.join(", ")
+            wanted
+                .iter()
+                .map(Platform::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     if children.len() == before {
@@ -188,6 +179,10 @@ pub fn filter_index(manifest: &Manifest, wanted: &[String]) -> Result<Option<Man
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn platforms(texts: &[&str]) -> Vec<Platform> {
+        texts.iter().map(|t| Platform::parse(t).unwrap()).collect()
+    }
 
     fn index(platforms: &[(&str, &str, Option<&str>)]) -> Manifest {
         let children: Vec<_> = platforms
@@ -227,7 +222,7 @@ mod tests {
             ("linux", "arm", Some("v7")),
             ("windows", "amd64", None),
         ]);
-        let wanted = vec!["linux/amd64".to_owned(), "linux/arm64".to_owned()];
+        let wanted = platforms(&["linux/amd64", "linux/arm64"]);
         let f = filter_index(&m, &wanted).unwrap().expect("rewritten");
         assert_ne!(f.digest, m.digest);
         let v: serde_json::Value = serde_json::from_slice(&f.bytes).unwrap();
@@ -246,9 +241,9 @@ mod tests {
     fn leaves_the_bytes_alone_when_everything_is_kept_or_nothing_is_asked() {
         let m = index(&[("linux", "amd64", None), ("linux", "arm64", Some("v8"))]);
         assert_eq!(filter_index(&m, &[]).unwrap(), None);
-        let all = vec!["linux/amd64".to_owned(), "linux/arm64/v8".to_owned()];
+        let all = platforms(&["linux/amd64", "linux/arm64/v8"]);
         assert_eq!(filter_index(&m, &all).unwrap(), None);
-        assert!(filter_index(&m, &["linux/s390x".to_owned()]).is_err());
+        assert!(filter_index(&m, &platforms(&["linux/s390x"])).is_err());
     }
 
     fn problem(text: &str) -> PlatformProblem {
