@@ -16,6 +16,7 @@ use ferry_distribution::{Digest, RegistryClient};
 use crate::config::{Origin, Target};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
+use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::human_bytes;
 use crate::source::Source;
@@ -232,7 +233,7 @@ impl DryRun {
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
         let mut out = DryRun::from_plan(plan);
         let checker = BlobChecker::new(registries);
-        type Job<'a> = (usize, usize, &'a Origin, &'a [String], &'a ImagePlan);
+        type Job<'a> = (usize, usize, &'a Origin, &'a [Platform], &'a ImagePlan);
         let jobs: Vec<Job<'_>> = plan
             .mappings
             .iter()
@@ -414,7 +415,7 @@ impl<'a> BlobChecker<'a> {
     async fn measure_image(
         &self,
         origin: &Origin,
-        platforms: &[String],
+        platforms: &[Platform],
         image: &ImagePlan,
     ) -> Result<Vec<TargetSize>, String> {
         let source = Source::open(origin, self.registries)

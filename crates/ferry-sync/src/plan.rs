@@ -9,6 +9,7 @@ use ferry_distribution::reference::Tag;
 
 use crate::config::Target;
 use crate::filter::Reason;
+use crate::platform::Platform;
 
 /// Everything the prepare phase learned, in config order.
 #[derive(Debug, Clone)]
@@ -49,7 +50,7 @@ pub struct ResolvedMapping {
     /// dropped, and they stop the mapping from pruning in this run.
     pub unfetched: Vec<UnfetchedTag>,
     /// Platforms to keep in an index (`os/arch[/variant]`); empty keeps every one.
-    pub platforms: Vec<String>,
+    pub platforms: Vec<Platform>,
     /// Whether referrers are copied.
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none

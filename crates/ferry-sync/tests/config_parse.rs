@@ -275,6 +275,41 @@ fn semantic_errors_name_position_and_field() {
     );
 }
 
+/// The config takes lowercase letters, digits and `_` in each part, stricter than what a
+/// `Platform` itself refuses (empty parts, more than three, control characters, whitespace).
+#[test]
+fn a_platform_outside_the_config_s_characters_is_refused_with_the_same_message() {
+    for (platform, yaml) in [
+        ("Linux/amd64", "Linux/amd64"),
+        ("linux/amd-64", "linux/amd-64"),
+        ("linux/amd64.1", "linux/amd64.1"),
+        ("linux/amd64 ", "\"linux/amd64 \""),
+        ("linux//amd64", "linux//amd64"),
+        ("linux/arm64/v8/x", "linux/arm64/v8/x"),
+    ] {
+        let e = error(&format!(
+            "{HEAD}  - {{ source: a, targets: [x], platforms: [{yaml}] }}\n"
+        ));
+        assert!(
+            e.starts_with(&format!(
+                "3:44: mappings[0] (source a): platforms[0]: platform \"{platform}\" is not \
+                 os/arch or os/arch/variant (e.g. linux/arm64/v8)"
+            )),
+            "{e}"
+        );
+    }
+    let config = load(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], platforms: [linux/arm64/v8, windows/amd64, a_1/b_2] }}\n"
+    ))
+    .unwrap();
+    let shown: Vec<String> = config.mappings[0]
+        .platforms
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["linux/arm64/v8", "windows/amd64", "a_1/b_2"]);
+}
+
 fn semver_message(range: &str) -> String {
     semver::VersionReq::parse(range).unwrap_err().to_string()
 }

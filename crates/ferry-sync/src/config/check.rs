@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::locate::{FieldPath, Locator, Position, Segment};
 use super::{ConfigError, Problem, parse_duration, parse_size};
 use crate::filter::{TagFilter, TagFilterSpec};
+use crate::platform::Platform;
 
 /// Collects every problem in one pass over the config, so one run reports them all.
 pub(super) struct Checker<'a> {
@@ -138,23 +139,20 @@ impl Checker<'_> {
         }
     }
 
-    pub(super) fn check_platforms(&mut self, path: &FieldPath, list: &[String]) -> Vec<String> {
+    /// Each entry as a [`Platform`]. The config is stricter than [`Platform::parse`]: every part
+    /// is lowercase ASCII letters, digits and `_`.
+    pub(super) fn check_platforms(&mut self, path: &FieldPath, list: &[String]) -> Vec<Platform> {
         let mut out = Vec::new();
         for (i, platform) in list.iter().enumerate() {
-            let parts: Vec<&str> = platform.split('/').collect();
-            let valid = (2..=3).contains(&parts.len())
-                && parts.iter().all(|p| {
-                    !p.is_empty()
-                        && p.bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-                });
-            if valid {
-                out.push(platform.clone());
-            } else {
-                self.fail(
+            let plain = platform
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'/');
+            match Platform::parse(platform) {
+                Ok(parsed) if plain => out.push(parsed),
+                _ => self.fail(
                     &path.index(i),
                     format!("platform \"{platform}\" is not os/arch or os/arch/variant (e.g. linux/arm64/v8)"),
-                );
+                ),
             }
         }
         out

@@ -23,6 +23,7 @@ use ferry_distribution::digest::Digest;
 use ferry_distribution::reference::Reference;
 
 use crate::filter::TagFilter;
+use crate::platform::Platform;
 use check::Checker;
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
@@ -184,8 +185,8 @@ pub struct Mapping {
     pub tags: TagFilter,
     /// Digests to copy besides the selected tags (`sha256:…`), checked when the config is read.
     pub digests: Vec<Digest>,
-    /// Platforms to copy (`linux/amd64`); empty = all.
-    pub platforms: Vec<String>,
+    /// Platforms to copy (`linux/amd64`), checked when the config is read; empty = all.
+    pub platforms: Vec<Platform>,
     /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).

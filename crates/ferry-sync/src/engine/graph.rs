@@ -7,6 +7,7 @@ use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, Operation, media};
 use oci_spec::image::{ImageIndex, ImageManifest};
 
+use crate::platform::Platform;
 use crate::source::Source;
 
 /// Deeper than this, an index of indexes is refused (a loop or an attack).
@@ -47,7 +48,7 @@ impl ImageGraph {
 pub async fn fetch_graph(
     source: &Source,
     digest: &Digest,
-    platforms: &[String],
+    platforms: &[Platform],
     fetched: Option<&Manifest>,
 ) -> Result<ImageGraph, Error> {
     let mut graph = ImageGraph {

@@ -19,6 +19,7 @@ use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
 use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
+use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::{
     ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
@@ -404,7 +405,7 @@ async fn graph_of(
     intake: &Intake,
     source: &Source,
     image: &ImagePlan,
-    platforms: &[String],
+    platforms: &[Platform],
 ) -> Arc<GraphResult> {
     let cell = {
         let mut graphs = locked(&intake.graphs);

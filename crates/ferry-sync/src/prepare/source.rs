@@ -9,6 +9,7 @@ use ferry_distribution::{Operation, media};
 
 use crate::in_window::in_window;
 use crate::plan::ImagePlan;
+use crate::platform::Platform;
 use crate::prepare::PrepareOptions;
 use crate::source::Source;
 
@@ -29,7 +30,7 @@ pub struct Wanted {
 pub async fn resolve_images(
     source: &Source,
     wanted: Vec<Wanted>,
-    platforms: &[String],
+    platforms: &[Platform],
     options: &PrepareOptions,
 ) -> Result<(Vec<ImagePlan>, Vec<(Tag, Error)>), Error> {
     let resolved: Vec<Result<Resolved, Error>> =
@@ -72,7 +73,11 @@ enum Resolved {
     },
 }
 
-async fn resolve_one(source: &Source, w: Wanted, platforms: &[String]) -> Result<Resolved, Error> {
+async fn resolve_one(
+    source: &Source,
+    w: Wanted,
+    platforms: &[Platform],
+) -> Result<Resolved, Error> {
     let filtering = !platforms.is_empty();
     // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
     let (digest, media_type, root) = if w.compare && !filtering {
@@ -117,7 +122,7 @@ async fn resolve_one(source: &Source, w: Wanted, platforms: &[String]) -> Result
 fn filter(
     source: &Source,
     index: &Manifest,
-    platforms: &[String],
+    platforms: &[Platform],
 ) -> Result<Option<Manifest>, Error> {
     crate::platform::filter_index(index, platforms)
         .map_err(|e| source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(e)))
