@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ferry_distribution::{Digest, Reference};
 use ferry_sync::config::{Config, Mapping, Origin, Target};
-use ferry_sync::filter::{TagFilter, TagFilterSpec};
+use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
@@ -99,6 +99,7 @@ fn one_mapping(
         digests,
         platforms: Vec::new(),
         referrers: false,
+        immutable: TagGlobs::default(),
         prune: false,
         line: 0,
     })

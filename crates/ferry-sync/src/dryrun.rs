@@ -93,7 +93,7 @@ pub struct TargetChange {
 pub struct ImageUpToDate {
     /// The tag, or the digest of a pin.
     pub image: String,
-    /// Its digest.
+    /// Its digest; empty for an immutable tag every target names (never asked for).
     pub digest: String,
     /// The targets that hold it already.
     pub targets: Vec<String>,
@@ -170,6 +170,13 @@ impl DryRun {
                                 targets: fresh.iter().map(|t| t.target.to_string()).collect(),
                             });
                         }
+                    }
+                    for tag in &resolved.held_immutable {
+                        entry.up_to_date.push(ImageUpToDate {
+                            image: tag.to_string(),
+                            digest: String::new(),
+                            targets: resolved.targets.iter().map(ToString::to_string).collect(),
+                        });
                     }
                     entry.filtered_out = resolved
                         .filtered_out

@@ -36,9 +36,15 @@ pub struct MappingPlan {
 pub struct ResolvedMapping {
     /// Where the source is read from.
     pub origin: crate::config::Origin,
+    /// The mapping's targets, in config order.
+    pub targets: Vec<Target>,
     /// The images to consider: selected tags, pinned digests and referrers, each with its targets'
     /// states.
     pub images: Vec<ImagePlan>,
+    /// Selected tags matching the mapping's `immutable` globs that every target's listing
+    /// already names: up to date on every target, and never asked about (no manifest request
+    /// to a target or the source, so no digest is known and no referrer is looked up).
+    pub held_immutable: Vec<Tag>,
     /// Listed tags the filter left out, each with why.
     pub filtered_out: Vec<(Tag, Reason)>,
     /// `exact` tags the source does not have.

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::reference::Tag;
 
 use crate::config::{Config, Target};
 use crate::engine::StopSignal;
@@ -287,6 +288,7 @@ pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDe
             .images
             .iter()
             .filter_map(|i| i.tag.as_deref())
+            .chain(resolved.held_immutable.iter().map(Tag::as_str))
             .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
             .collect();
         if source_tags.is_empty() {
@@ -315,7 +317,7 @@ pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDe
 }
 
 /// `sha256-<64 hex>` or `sha512-<128 hex>`, optionally with `.sig`, `.att` or `.sbom`.
-fn is_referrer_tag(tag: &str) -> bool {
+pub(crate) fn is_referrer_tag(tag: &str) -> bool {
     let base = [".sig", ".att", ".sbom"]
         .iter()
         .find_map(|s| tag.strip_suffix(s))

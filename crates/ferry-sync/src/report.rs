@@ -57,7 +57,8 @@ pub struct ImageReport {
     pub source: String,
     /// The tag, or the digest of a pin.
     pub image: String,
-    /// The digest the target was to hold.
+    /// The digest the target was to hold; empty when it was never learned (a listed tag the
+    /// source did not serve, an immutable tag every target already names).
     pub digest: String,
     /// The target, as reports name it.
     pub target: String,

@@ -478,3 +478,47 @@ fn a_registry_budget_is_the_fleets_unless_it_says_per_shard() {
     assert!(e.contains("registries[0] (host ghcr.io): budget"), "{e}");
     assert!(e.contains("per_pod") && e.contains("per_shard"), "{e}");
 }
+
+#[test]
+fn immutable_tags_are_globs_a_mapping_replaces_the_defaults_and_a_bad_one_is_named() {
+    let c = load(&format!(
+        "defaults:\n  immutable: ['v*.*.*']\n{HEAD}  - {{ source: a, targets: [x] }}\n  - {{ source: b, targets: [y], immutable: ['sha-*', '1.?'] }}\n  - {{ source: c, targets: [z], immutable: [] }}\n"
+    ))
+    .unwrap();
+    let [a, b, c] = &c.mappings[..] else {
+        panic!("three mappings")
+    };
+    assert_eq!(a.immutable.patterns(), ["v*.*.*"], "the default");
+    assert!(a.immutable.matches("v1.2.3") && !a.immutable.matches("latest"));
+    assert_eq!(
+        b.immutable.patterns(),
+        ["sha-*", "1.?"],
+        "replaced, not merged"
+    );
+    assert!(b.immutable.matches("1.2") && !b.immutable.matches("v1.2.3"));
+    assert!(c.immutable.is_empty() && !c.immutable.matches("v1.2.3"));
+    let none = load(&format!("{HEAD}  - {{ source: a, targets: [x] }}\n")).unwrap();
+    assert!(none.mappings[0].immutable.is_empty(), "none by default");
+
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    immutable: ['v*', '[bad']\n"
+    ));
+    assert!(
+        e.starts_with("5:23: mappings[0] (source a): immutable[1]: invalid glob \"[bad\""),
+        "{e}"
+    );
+    let e = error(&format!(
+        "defaults: {{ immutable: ['{{a,b'] }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(
+        e.starts_with("1:25: defaults.immutable[0]: invalid glob \"{a,b\""),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], immutable: v1 }}\n"
+    ));
+    assert!(
+        e.starts_with("3:43: mappings[0] (source a): immutable: invalid type"),
+        "{e}"
+    );
+}

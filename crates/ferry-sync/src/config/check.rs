@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::locate::{FieldPath, Locator, Position, Segment};
 use super::{ConfigError, Problem, parse_duration, parse_size};
-use crate::filter::{TagFilter, TagFilterSpec};
+use crate::filter::{TagFilter, TagFilterSpec, TagGlobs};
 use crate::platform::Platform;
 
 /// Collects every problem in one pass over the config, so one run reports them all.
@@ -135,6 +135,17 @@ impl Checker<'_> {
             Err(e) => {
                 self.fail(&path.join_dotted(&e.field), e.message);
                 None
+            }
+        }
+    }
+
+    /// Compiles a list of tag globs (`immutable`); a bad glob is reported at its index.
+    pub(super) fn compile_globs(&mut self, path: &FieldPath, list: &[String]) -> TagGlobs {
+        match TagGlobs::compile(list) {
+            Ok(globs) => globs,
+            Err(e) => {
+                self.fail(&path.join_dotted(&e.field), e.message);
+                TagGlobs::default()
             }
         }
     }

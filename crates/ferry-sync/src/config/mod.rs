@@ -22,7 +22,7 @@ use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
 use ferry_distribution::reference::Reference;
 
-use crate::filter::TagFilter;
+use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
 use check::Checker;
 use locate::Locator;
@@ -189,6 +189,9 @@ pub struct Mapping {
     pub platforms: Vec<Platform>,
     /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
+    /// Tags that never change once pushed: one a target's listing names is up to date there
+    /// without a manifest request (see `crate::prepare::targets`). Empty = none.
+    pub immutable: TagGlobs,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
     pub prune: bool,
     /// Line of the mapping in the config file.

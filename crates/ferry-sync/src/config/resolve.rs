@@ -16,7 +16,7 @@ use super::{
     AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
     Mapping, Origin, RegistrySettings, RetryOverrides, Target,
 };
-use crate::filter::TagFilter;
+use crate::filter::{TagFilter, TagGlobs};
 
 impl Checker<'_> {
     pub(super) fn resolve(&mut self, raw: RawConfig) -> Option<Config> {
@@ -50,6 +50,10 @@ impl Checker<'_> {
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
         let default_referrers = defaults.referrers.unwrap_or(true);
+        let default_immutable = match &defaults.immutable {
+            None => TagGlobs::default(),
+            Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
+        };
 
         if raw.mappings.is_empty() {
             self.fail(&root.key("mappings"), "no mappings: nothing to mirror");
@@ -82,6 +86,10 @@ impl Checker<'_> {
             let platforms = match &mapping.platforms {
                 Some(list) => self.check_platforms(&path.key("platforms"), list),
                 None => default_platforms.clone(),
+            };
+            let immutable = match &mapping.immutable {
+                Some(list) => self.compile_globs(&path.key("immutable"), list),
+                None => default_immutable.clone(),
             };
             let (Some(source), Some(tags)) = (source, tags) else {
                 continue;
@@ -121,6 +129,7 @@ impl Checker<'_> {
                 digests,
                 platforms,
                 referrers: mapping.referrers.unwrap_or(default_referrers),
+                immutable,
                 prune: mapping.prune.unwrap_or(false),
                 line,
             });

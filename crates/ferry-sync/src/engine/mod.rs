@@ -275,6 +275,19 @@ async fn take_in(
             });
         }
     }
+    // Immutable tags every target already names: up to date, not asked about (no digest).
+    for tag in &resolved.held_immutable {
+        for t in &resolved.targets {
+            reports.push(ImageReport {
+                mapping: m.index,
+                source: m.source.clone(),
+                image: tag.to_string(),
+                digest: String::new(),
+                target: t.to_string(),
+                status: ImageStatus::UpToDate,
+            });
+        }
+    }
     let mut stale_images = Vec::new();
     for image in resolved.images {
         let mut stale = Vec::new();

@@ -378,6 +378,53 @@ impl TagFilter {
     }
 }
 
+/// A list of tag globs (the syntax of `include` and `exclude`), such as a mapping's `immutable`
+/// tags; compiled once when the config is read.
+#[derive(Clone, Debug, Default)]
+pub struct TagGlobs {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl PartialEq for TagGlobs {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl TagGlobs {
+    /// Compiles `patterns`; an invalid one is reported with its index as the field (`[1]`).
+    pub fn compile(patterns: &[String]) -> Result<TagGlobs, FilterError> {
+        let mut builder = GlobSetBuilder::new();
+        for (i, text) in patterns.iter().enumerate() {
+            builder.add(glob(text, &format!("[{i}]"))?);
+        }
+        let set = builder.build().map_err(|e| FilterError {
+            field: String::new(),
+            message: e.to_string(),
+        })?;
+        Ok(TagGlobs {
+            patterns: patterns.to_vec(),
+            set,
+        })
+    }
+
+    /// Whether `tag` matches one of the globs (never, for an empty list).
+    pub fn matches(&self, tag: &str) -> bool {
+        self.set.is_match(tag)
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The globs as written.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
 fn glob(text: &str, field: &str) -> Result<Glob, FilterError> {
     Glob::new(text).map_err(|e| FilterError {
         field: field.to_string(),

@@ -2,6 +2,8 @@
 //! needs them) and each target's once, filters, resolves the chosen images (see `source`), finds
 //! their referrers, and states every target.
 
+use std::collections::HashSet;
+
 use ferry_distribution::error::Error;
 use ferry_distribution::reference::Tag;
 
@@ -47,14 +49,30 @@ pub async fn resolve_mapping(
     }
     let on_some_target = |tag: &str| listings.iter().any(|l| l.has_tag(tag));
 
-    // What to copy: the selected tags, then the pinned digests.
-    let mut wanted: Vec<Wanted> = selection
+    // Immutable tags (`mapping.immutable`) are never compared: one a target's listing names is
+    // up to date there. One that every target names needs nothing from the source either: it
+    // is set aside, unresolved (no digest is asked for), and its referrers are not looked up.
+    // Referrer tags never count as immutable: cosign appends to a `.sig` tag.
+    let immutable: HashSet<Tag> = selection
         .selected
         .iter()
+        .filter(|t| mapping.immutable.matches(t) && !crate::prune::is_referrer_tag(t))
+        .cloned()
+        .collect();
+    let (held_immutable, to_resolve): (Vec<Tag>, Vec<Tag>) = selection
+        .selected
+        .iter()
+        .cloned()
+        .partition(|t| immutable.contains(t) && listings.iter().all(|l| l.has_tag(t)));
+
+    // What to copy: the selected tags, then the pinned digests. An immutable tag only some
+    // targets hold is fetched whole: another target lacks it, so the engine needs its bytes.
+    let mut wanted: Vec<Wanted> = to_resolve
+        .into_iter()
         .map(|t| Wanted {
-            tag: Some(t.clone()),
+            compare: on_some_target(&t) && !immutable.contains(&t),
             reference: t.to_string(),
-            compare: on_some_target(t),
+            tag: Some(t),
         })
         .collect();
     for d in &mapping.digests {
@@ -73,6 +91,7 @@ pub async fn resolve_mapping(
             .selected
             .iter()
             .filter(|t| !images.iter().any(|i| i.tag.as_ref() == Some(*t)))
+            .filter(|t| !held_immutable.contains(t))
             .map(|t| t.to_string())
             .collect();
         unfetched.clear();
@@ -150,7 +169,7 @@ pub async fn resolve_mapping(
     // it is kept only for a mapping that prunes.
     let mut target_tags = Vec::new();
     for (target, listing) in mapping.targets.iter().zip(&listings) {
-        let states = listing.states(&images, options).await?;
+        let states = listing.states(&images, &immutable, options).await?;
         if mapping.prune {
             target_tags.push((target.clone(), listing.listed_tags()));
         }
@@ -164,7 +183,9 @@ pub async fn resolve_mapping(
 
     Ok(ResolvedMapping {
         origin: mapping.origin.clone(),
+        targets: mapping.targets.clone(),
         images,
+        held_immutable,
         filtered_out,
         missing_exact: selection.missing_exact,
         rejected_names,

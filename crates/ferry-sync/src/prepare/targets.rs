@@ -1,9 +1,10 @@
 //! What each target of a mapping already holds: one tag listing per registry target (or the
-//! layout's `index.json`), then a HEAD only for a tag the target has, to compare digests.
+//! layout's `index.json`), then a HEAD only for a tag the target has (and is not immutable).
 
 use std::collections::HashSet;
 
 use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::Target;
@@ -105,15 +106,31 @@ impl TargetListing {
     }
 
     /// The state of every image on this target: a HEAD for each tag the target has (and each
-    /// pinned digest in a repository that exists), nothing for the rest.
+    /// pinned digest in a repository that exists), nothing for the rest. A tag in `immutable`
+    /// that the listing names is up to date without a HEAD: it never changes once pushed.
     pub async fn states(
         &self,
         images: &[ImagePlan],
+        immutable: &HashSet<Tag>,
         options: &PrepareOptions,
     ) -> Result<Vec<TargetState>, Error> {
         let (client, repo, present) = match self {
             TargetListing::Layout { path } => {
-                return Ok(crate::layout::target_states(path, images));
+                let listed = self.listed_tags();
+                let held = |image: &ImagePlan| {
+                    image.tag.as_ref().is_some_and(|t| {
+                        immutable.contains(t) && listed.iter().any(|l| l == t.as_str())
+                    })
+                };
+                let states = crate::layout::target_states(path, images);
+                return Ok(images
+                    .iter()
+                    .zip(states)
+                    .map(|(image, state)| match held(image) {
+                        true => TargetState::UpToDate,
+                        false => state,
+                    })
+                    .collect());
             }
             TargetListing::Registry { tags: None, .. } => {
                 return Ok(vec![TargetState::NewRepository; images.len()]);
@@ -138,6 +155,10 @@ impl TargetListing {
                             if present.as_ref().is_some_and(|p| !p.contains(tag.as_str())) =>
                         {
                             return Ok(TargetState::Missing);
+                        }
+                        // Listed, and immutable: what it names is what the source has.
+                        Some(tag) if present.is_some() && immutable.contains(tag) => {
+                            return Ok(TargetState::UpToDate);
                         }
                         Some(tag) => tag.to_string(),
                         None => image.digest.to_string(),
