@@ -14,7 +14,7 @@
 //!   the write committed.
 //!
 //! Run: `cargo bench --bench resilience` (or `scripts/bench`). Options after `--`: `--runs N`
-//! (default 1), `--only clean,mixed,...`.
+//! (default 1), `--only clean,mixed,...`. `RUST_LOG=ferry_distribution=debug` logs each retry.
 
 #[allow(dead_code)]
 #[path = "compare/corpus.rs"]
@@ -572,6 +572,14 @@ async fn bench(options: Options) -> Result<(), String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> std::process::ExitCode {
+    // `RUST_LOG=ferry_distribution=debug` shows every retry and its wait on stderr: where a
+    // condition's time went.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match parse_options() {
         Ok(options) => bench(options).await,
         Err(e) => Err(e),
