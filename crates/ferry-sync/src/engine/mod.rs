@@ -390,10 +390,11 @@ async fn take_in(
 
     // Every place every blob of this mapping must reach, known before its images start.
     for w in &works {
+        // Every (image, target) the window will report done, failed graphs included.
+        options.progress.expect_images(w.targets.len() as u64);
         let Ok(graph) = &*w.graph else {
             continue;
         };
-        options.progress.expect_images(w.targets.len() as u64);
         for t in &w.targets {
             let Ok((place, client)) = &t.place else {
                 continue;
