@@ -14,7 +14,7 @@
 //!   the write committed.
 //!
 //! Run: `cargo bench --bench resilience` (or `scripts/bench`). Options after `--`: `--runs N`
-//! (default 1), `--only clean,mixed,...`.
+//! (default 1), `--only clean,mixed,...`. `RUST_LOG=ferry_distribution=debug` logs each retry.
 
 #[allow(dead_code)]
 #[path = "compare/corpus.rs"]
@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_sync::config;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::engine::{EngineOptions, StopSignal};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_sync::run::prepare_and_sync;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{
     FaultProxy, FaultRule, OpKind, RandomFaultKind, RandomFaults, RequestRecord, TokenBucket,
@@ -295,18 +296,15 @@ async fn run(
     options.watch_interval = None;
     let started = Instant::now();
     let started_tokio = tokio::time::Instant::now();
-    let plan = resolve_all(
+    // As `ferry sync` runs: each mapping is synced the moment it is resolved.
+    let (plan, (), report) = prepare_and_sync(
         &cfg,
         &registries,
         &options,
         Arc::new(PrepareTracker::new(cfg.mappings.len())),
-    )
-    .await;
-    let report = sync(
-        &plan,
-        &registries,
         &EngineOptions::from_settings(&cfg.engine),
         &StopSignal::default(),
+        |_| async {},
     )
     .await;
     let wall = started.elapsed();
@@ -574,6 +572,14 @@ async fn bench(options: Options) -> Result<(), String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> std::process::ExitCode {
+    // `RUST_LOG=ferry_distribution=debug` shows every retry and its wait on stderr: where a
+    // condition's time went.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match parse_options() {
         Ok(options) => bench(options).await,
         Err(e) => Err(e),

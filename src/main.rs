@@ -12,13 +12,14 @@ use std::process::ExitCode;
 use clap::{CommandFactory as _, Parser as _};
 
 use cli::{AuthCommand, Cli, Command};
+use exit::Exit;
 use progress::Progress;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Completions { shell } = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
-        return exit::code(exit::CLEAN);
+        return Exit::Clean.into();
     }
     let progress = Progress::new(cli.global.progress);
     logging::init(&cli.global, &progress);
@@ -29,7 +30,7 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return exit::code(exit::FAILED);
+            return Exit::Failed.into();
         }
     };
     let code = runtime.block_on(async {
@@ -40,8 +41,8 @@ fn main() -> ExitCode {
             Command::Tags(args) => commands::tags::run(args, &progress).await,
             Command::Copy(args) => commands::copy::run(args, &progress).await,
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
-            Command::Completions { .. } => exit::CLEAN,
+            Command::Completions { .. } => Exit::Clean,
         }
     });
-    exit::code(code)
+    code.into()
 }

@@ -3,22 +3,20 @@
 
 use std::collections::BTreeSet;
 
-use ferry_distribution::Reference;
-
 use ferry_sync::config::{Config, Origin, Target};
 use ferry_sync::registries::{Registries, resolve_credentials};
 
 use crate::cli::ConfigArg;
-use crate::exit;
+use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
-pub async fn run(args: &ConfigArg, progress: &Progress) -> u8 {
+pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
     let config = match super::load_config(&args.config, progress) {
         Ok(c) => c,
         Err(code) => return code,
     };
     let registries = Registries::new(&config);
-    let mut worst = exit::CLEAN;
+    let mut worst = Exit::Clean;
     for host in hosts(&config) {
         let settings = config.registry_for(&host);
         let credentials = match resolve_credentials(&settings).await {
@@ -65,10 +63,8 @@ fn hosts(config: &Config) -> BTreeSet<String> {
             out.insert(registry.clone());
         }
         for t in &m.targets {
-            if let Target::Registry { reference } = t
-                && let Ok(r) = Reference::parse(reference)
-            {
-                out.insert(r.registry);
+            if let Target::Registry { registry, .. } = t {
+                out.insert(registry.clone());
             }
         }
     }

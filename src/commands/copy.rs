@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use ferry_distribution::{Digest, Reference};
 use ferry_sync::config::{Config, Mapping, Origin, Target};
-use ferry_sync::filter::{TagFilter, TagFilterSpec};
+use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
 
 use crate::cli::CopyArgs;
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
-pub async fn run(args: &CopyArgs, progress: &Progress) -> u8 {
+pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
     let mut config = match &args.access.config {
         Some(path) => match super::load_config(path, progress) {
             Ok(c) => c,
@@ -28,7 +28,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> u8 {
         Ok(mapping) => config.mappings = vec![mapping],
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     }
     let options = super::sync::RunOptions {
@@ -56,7 +56,10 @@ fn one_mapping(
             let filter = TagFilter::compile(&spec).map_err(|e| format!("tag {tag}: {e}"))?;
             (filter, Vec::new())
         }
-        (None, Some(digest)) => (TagFilter::none(), vec![digest.clone()]),
+        (None, Some(digest)) => {
+            let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
+            (TagFilter::none(), vec![digest])
+        }
         (None, None) => {
             return Err(format!(
                 "{source} names no tag or digest: say which image to copy (e.g. {source}:latest)"
@@ -79,7 +82,8 @@ fn one_mapping(
                 super::allow_insecure(config, &dst.registry);
             }
             Target::Registry {
-                reference: format!("{}/{}", dst.registry, dst.repository),
+                registry: dst.registry,
+                repository: dst.repository,
             }
         }
     };
@@ -95,6 +99,7 @@ fn one_mapping(
         digests,
         platforms: Vec::new(),
         referrers: false,
+        immutable: TagGlobs::default(),
         prune: false,
         line: 0,
     })

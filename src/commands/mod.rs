@@ -13,14 +13,14 @@ use std::path::Path;
 
 use ferry_sync::config::{self, Config, ConfigError};
 
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
 /// Loads the config at `path`; on failure prints every problem and returns exit code 3.
-pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, u8> {
+pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     config::load(path).map_err(|e| {
         print_config_error(&e, progress);
-        exit::CONFIG
+        Exit::Config
     })
 }
 

@@ -13,7 +13,7 @@ use ferry_sync::config::Config;
 use ferry_sync::shard::{self, Shard};
 
 use crate::cli::RunScope;
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
 /// The environment variable a Kubernetes Indexed Job sets to the pod's index.
@@ -91,7 +91,7 @@ pub fn lock(
     scope: &RunScope,
     shard: Option<Shard>,
     progress: &Progress,
-) -> Result<Option<RunLock>, u8> {
+) -> Result<Option<RunLock>, Exit> {
     if scope.no_lock {
         return Ok(None);
     }
@@ -106,7 +106,7 @@ pub fn lock(
                 "error: cannot open lock file {}: {e} (choose a writable one with --lock FILE, or --no-lock)",
                 path.display()
             ));
-            exit::FAILED
+            Exit::Failed
         })?;
     match file.try_lock() {
         Ok(()) => Ok(Some(RunLock { _file: file })),
@@ -115,16 +115,16 @@ pub fn lock(
                 "error: another ferry run of {} holds the lock {}; not starting a second one (exit code {})",
                 config_path.display(),
                 path.display(),
-                exit::LOCKED
+                Exit::Locked
             ));
-            Err(exit::LOCKED)
+            Err(Exit::Locked)
         }
         Err(TryLockError::Error(e)) => {
             progress.eprint(&format!(
                 "error: cannot lock {}: {e} (choose another file with --lock FILE, or --no-lock)",
                 path.display()
             ));
-            Err(exit::FAILED)
+            Err(Exit::Failed)
         }
     }
 }

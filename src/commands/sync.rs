@@ -7,14 +7,16 @@ use std::sync::{Arc, OnceLock};
 use ferry_sync::config::Config;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
+use ferry_sync::plan::Plan;
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
+use ferry_sync::run::prepare_and_sync;
 
 use crate::cli::SyncArgs;
-use crate::exit;
-use crate::progress::{Progress, print_stdout};
+use crate::exit::{self, Exit};
+use crate::progress::{Progress, Watch, print_stdout};
 
 /// What to do with a loaded config.
 pub struct RunOptions {
@@ -23,12 +25,12 @@ pub struct RunOptions {
     pub report: Option<PathBuf>,
 }
 
-pub async fn run(args: &SyncArgs, progress: &Progress) -> u8 {
+pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
     let shard = match super::scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
         Ok(s) => s,
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     };
     let config = match super::load_config(&args.config.config, progress) {
@@ -79,8 +81,9 @@ impl Known {
     }
 }
 
-/// Runs a whole sync (or dry run) of `config`.
-pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> u8 {
+/// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
+/// phase until the run's report is out.
+pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
     let registries = Registries::new(config);
     let stop = StopSignal::default();
     let known = Arc::new(Known::default());
@@ -103,76 +106,147 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     let mut prepare = PrepareOptions::from_config(config);
     // The CLI draws its own progress (bars or plain lines) from the tracker.
     prepare.watch_interval = None;
-    let watch = progress.watch_prepare(Arc::clone(&tracker));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
+    let prepared = Prepared {
+        watch: progress.watch_prepare(Arc::clone(&tracker)),
+        options: prepare,
+        tracker,
+    };
+    let code = if options.dry_run {
+        dry_run(config, &registries, prepared, options, progress).await
+    } else {
+        sync(
+            config,
+            &registries,
+            prepared,
+            &stop,
+            &known,
+            options,
+            progress,
+        )
+        .await
+    };
+    if let Some(task) = signals {
+        task.abort();
+    }
+    code
+}
+
+/// The prepare phase, set up but not started: its options, its tracker and the display of it.
+struct Prepared {
+    options: PrepareOptions,
+    tracker: Arc<PrepareTracker>,
+    watch: Watch,
+}
+
+/// `--dry-run`: resolves every mapping, then measures what a sync would copy and what pruning
+/// would delete; writes nothing.
+async fn dry_run(
+    config: &Config,
+    registries: &Registries,
+    prepared: Prepared,
+    options: &RunOptions,
+    progress: &Progress,
+) -> Exit {
+    let plan = resolve_all(config, registries, &prepared.options, prepared.tracker).await;
+    prepared.watch.finish().await;
+    log_prepared(&plan);
+    let dry = DryRun::measure(&plan, registries).await;
+    let pruned = prunes(config).then(|| {
+        let decision = prune::decide(&plan, config, None);
+        let mut report = prune::dry_run(decision.candidates);
+        report.add_skipped(decision.skipped);
+        report
+    });
+    let json = match &pruned {
+        None => serde_json::to_string_pretty(&dry),
+        Some(p) => with_prune(serde_json::to_value(&dry), p),
+    };
+    emit(options, progress, json, || {
+        print_stdout(&dry.render_text());
+        if let Some(p) = &pruned {
+            print_stdout(&p.render_text());
+        }
+    });
+    exit::for_dry_run(&plan, &dry)
+}
+
+/// The real run: the engine copies what is stale as mappings resolve, then pruning deletes
+/// (unless a signal stopped the run), then the report.
+async fn sync(
+    config: &Config,
+    registries: &Registries,
+    prepared: Prepared,
+    stop: &StopSignal,
+    known: &Known,
+    options: &RunOptions,
+    progress: &Progress,
+) -> Exit {
+    let counters = Arc::new(SyncProgress::default());
+    let _ = known.sync.set(Arc::clone(&counters));
+    let mut engine_options = EngineOptions::from_settings(&config.engine);
+    engine_options.progress = Arc::clone(&counters);
+    // The engine starts on each mapping as soon as it is resolved, while slower mappings
+    // (one waiting out throttles) still resolve; once all are, the display follows the engine.
+    let watch = prepared.watch;
+    let (plan, watch, mut report) = prepare_and_sync(
+        config,
+        registries,
+        &prepared.options,
+        prepared.tracker,
+        &engine_options,
+        stop,
+        |plan| {
+            log_prepared(plan);
+            let (counters, registries) = (Arc::clone(&counters), registries.clone());
+            async move {
+                watch.finish().await;
+                progress.watch_sync(counters, registries)
+            }
+        },
+    )
+    .await;
     watch.finish().await;
+    progress.eprint(&report.render_text());
+    // Pruning runs after the copies, and not at all once a signal stopped the run.
+    let pruned = match prunes(config) {
+        true => {
+            let decision = prune::decide(&plan, config, Some(&report));
+            let mut pruned = prune::execute(decision.candidates, registries, stop).await;
+            pruned.add_skipped(decision.skipped);
+            Some(pruned)
+        }
+        false => None,
+    };
+    if let Some(p) = &pruned {
+        let text = p.render_text();
+        if !text.is_empty() {
+            progress.eprint(text.trim_end());
+        }
+    }
+    engine::refresh_capabilities(&mut report, registries);
+    let json = match &pruned {
+        None => serde_json::to_string_pretty(&report),
+        Some(p) => with_prune(serde_json::to_value(&report), p),
+    };
+    emit(options, progress, json, || {});
+    match exit::for_report(&report) {
+        Exit::Clean if pruned.as_ref().is_some_and(PruneReport::has_failures) => Exit::Partial,
+        code => code,
+    }
+}
+
+/// Whether any mapping prunes.
+fn prunes(config: &Config) -> bool {
+    config.mappings.iter().any(|m| m.prune)
+}
+
+fn log_prepared(plan: &Plan) {
     tracing::debug!(
         mappings = plan.mappings.len(),
         failed = plan.failed().count(),
         elapsed_secs = plan.elapsed.as_secs_f64(),
         "prepare finished"
     );
-
-    let prunes = config.mappings.iter().any(|m| m.prune);
-    let code = if options.dry_run {
-        let dry = DryRun::measure(&plan, &registries).await;
-        let pruned = prunes.then(|| {
-            let decision = prune::decide(&plan, config, None);
-            let mut report = prune::dry_run(decision.candidates);
-            report.add_skipped(decision.skipped);
-            report
-        });
-        let json = match &pruned {
-            None => serde_json::to_string_pretty(&dry),
-            Some(p) => with_prune(serde_json::to_value(&dry), p),
-        };
-        emit(options, progress, json, || {
-            print_stdout(&dry.render_text());
-            if let Some(p) = &pruned {
-                print_stdout(&p.render_text());
-            }
-        });
-        exit::for_dry_run(&plan, &dry)
-    } else {
-        let counters = Arc::new(SyncProgress::for_plan(&plan));
-        let _ = known.sync.set(Arc::clone(&counters));
-        let mut engine_options = EngineOptions::from_settings(&config.engine);
-        engine_options.progress = Arc::clone(&counters);
-        let watch = progress.watch_sync(Arc::clone(&counters), registries.clone());
-        let mut report = engine::sync(&plan, &registries, &engine_options, &stop).await;
-        watch.finish().await;
-        progress.eprint(&report.render_text());
-        // Pruning runs after the copies, and not at all once a signal stopped the run.
-        let pruned = match prunes {
-            true => {
-                let decision = prune::decide(&plan, config, Some(&report));
-                let mut pruned = prune::execute(decision.candidates, &registries, &stop).await;
-                pruned.add_skipped(decision.skipped);
-                Some(pruned)
-            }
-            false => None,
-        };
-        if let Some(p) = &pruned {
-            let text = p.render_text();
-            if !text.is_empty() {
-                progress.eprint(text.trim_end());
-            }
-        }
-        engine::refresh_capabilities(&mut report, &registries);
-        let json = match &pruned {
-            None => serde_json::to_string_pretty(&report),
-            Some(p) => with_prune(serde_json::to_value(&report), p),
-        };
-        emit(options, progress, json, || {});
-        match exit::for_report(&report) {
-            exit::CLEAN if pruned.as_ref().is_some_and(PruneReport::has_failures) => exit::PARTIAL,
-            code => code,
-        }
-    };
-    if let Some(task) = signals {
-        task.abort();
-    }
-    code
 }
 
 /// A report's JSON with a `prune` member added (used only when pruning ran, so the output of a
@@ -232,7 +306,7 @@ async fn watch_signals(
     );
     signals.next().await;
     progress.eprint(&known.describe());
-    std::process::exit(i32::from(exit::FAILED));
+    std::process::exit(i32::from(Exit::Failed.code()));
 }
 
 /// SIGINT and SIGTERM, registered once for the whole run (and by `ferry watch` for its life).

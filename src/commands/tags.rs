@@ -9,10 +9,10 @@ use ferry_sync::registries::Registries;
 use ferry_sync::source::Source;
 
 use crate::cli::{SortArg, TagsArgs};
-use crate::exit;
+use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
-pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
+pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
     // A tag or digest on a registry reference is ignored; a layout is `oci:<dir>`.
     let origin = match args.reference.strip_prefix("oci:") {
         Some(_) => Origin::parse(&args.reference),
@@ -27,7 +27,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         Ok(r) => r,
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     };
     let spec = TagFilterSpec {
@@ -46,7 +46,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
         Ok(f) => f,
         Err(e) => {
             progress.eprint(&format!("error: --{}: {e}", e.field));
-            return exit::CONFIG;
+            return Exit::Config;
         }
     };
     let mut config = match &args.access.config {
@@ -84,9 +84,9 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
             "rejected_names": rejected,
         });
         println!("{value:#}");
-        return exit::CLEAN;
+        return Exit::Clean;
     }
-    let width = tags.iter().map(String::len).max().unwrap_or(0);
+    let width = tags.iter().map(|t| t.len()).max().unwrap_or(0);
     for tag in &selection.selected {
         print_stdout(&format!("select  {tag}\n"));
     }
@@ -112,5 +112,5 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> u8 {
             format!(", {} exact tags missing", selection.missing_exact.len())
         }
     );
-    exit::CLEAN
+    Exit::Clean
 }

@@ -2,10 +2,10 @@
 //! or a one-line summary of what it mirrors.
 
 use crate::cli::ConfigArg;
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
-pub fn run(args: &ConfigArg, progress: &Progress) -> u8 {
+pub fn run(args: &ConfigArg, progress: &Progress) -> Exit {
     match super::load_config(&args.config, progress) {
         Err(code) => code,
         Ok(config) => {
@@ -17,7 +17,7 @@ pub fn run(args: &ConfigArg, progress: &Progress) -> u8 {
                 targets,
                 config.registries.len()
             );
-            exit::CLEAN
+            Exit::Clean
         }
     }
 }

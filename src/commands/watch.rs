@@ -14,7 +14,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::cli::WatchArgs;
 use crate::commands::scope;
 use crate::commands::sync::{RunOptions, Signals, run_config};
-use crate::exit;
+use crate::exit::Exit;
 use crate::progress::Progress;
 
 /// Requests larger than this (request line and headers) are answered from what was read.
@@ -22,12 +22,12 @@ const MAX_REQUEST: usize = 8 * 1024;
 /// A client gets this long to send its request and read the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub async fn run(args: &WatchArgs, progress: &Progress) -> u8 {
+pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let shard = match scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
         Ok(s) => s,
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     };
     let path = &args.config.config;
@@ -45,14 +45,14 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> u8 {
         Ok(l) => l,
         Err(e) => {
             progress.eprint(&format!("error: cannot listen on {}: {e}", args.listen));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     };
     let mut signals = match Signals::new() {
         Ok(s) => s,
         Err(e) => {
             progress.eprint(&format!("error: cannot watch for SIGINT/SIGTERM: {e}"));
-            return exit::FAILED;
+            return Exit::Failed;
         }
     };
     let local = listener.local_addr().unwrap_or(args.listen);
@@ -88,12 +88,12 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> u8 {
             },
         };
         let code = run_config(&config, &options, progress).await;
-        health.finished(code, Instant::now());
+        health.finished(code.code(), Instant::now());
         progress.eprint(&format!("watch: run finished with exit code {code}"));
     }
     progress.eprint("watch: signal received, stopping");
     server.abort();
-    exit::CLEAN
+    Exit::Clean
 }
 
 /// When the last run finished, for /readyz.

@@ -63,11 +63,16 @@ struct State {
 /// The breaker's public state, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
+    /// Requests go through; failures are being counted.
     Closed,
+    /// Requests are refused without being sent until the cooldown ends.
     Open,
+    /// The cooldown ended: requests go through again, and the next answers decide.
     HalfOpen,
 }
 
+/// Stops sending to one registry after repeated faults, so a dead registry fails fast instead of
+/// costing every operation its attempts.
 #[derive(Debug)]
 pub struct Breaker {
     registry: String,
@@ -80,6 +85,7 @@ pub struct Breaker {
 pub struct BreakerOpen;
 
 impl Breaker {
+    /// A closed breaker for `registry`.
     pub fn new(registry: impl Into<String>, settings: BreakerSettings) -> Self {
         Breaker {
             registry: registry.into(),
@@ -200,6 +206,7 @@ impl Breaker {
         tracing::warn!(registry = %self.registry, "breaker open: registry unreachable");
     }
 
+    /// The state now, for logs and tests.
     pub fn state(&self) -> BreakerState {
         match self.lock().phase {
             Phase::Closed => BreakerState::Closed,

@@ -106,11 +106,17 @@ pub struct Capabilities {
 /// The capabilities as the report shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CapabilitiesSnapshot {
+    /// The flow blobs go up with.
     pub upload_flow: UploadFlow,
+    /// Cross-repository blob mounts.
     pub mount: Support,
+    /// The referrers API (`GET /v2/<name>/referrers/<digest>`).
     pub referrers_api: Support,
+    /// Listing tags.
     pub tag_list: Support,
+    /// Deleting a manifest by tag.
     pub tag_delete: Support,
+    /// Repository names of one component (`alpine`, not `library/alpine`).
     pub one_component_names: Support,
     /// Refused: blobs above the monolithic limit go up in one PATCH too (docker's flow).
     pub chunked_patch: Support,
@@ -132,6 +138,7 @@ impl Capabilities {
         self.docker_flow.swap(1, Ordering::AcqRel) == 0
     }
 
+    /// What the registry has shown about `feature` so far.
     pub fn support(&self, feature: Feature) -> Support {
         Support::from_u8(self.features[feature.slot()].load(Ordering::Acquire))
     }
@@ -145,6 +152,7 @@ impl Capabilities {
         });
     }
 
+    /// Every capability now, for the report.
     pub fn snapshot(&self) -> CapabilitiesSnapshot {
         CapabilitiesSnapshot {
             upload_flow: self.upload_flow(),

@@ -6,17 +6,25 @@ use std::fmt;
 /// One authentication challenge from a `WWW-Authenticate` value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Challenge {
+    /// `Bearer`: get a token from `realm` and send it.
     Bearer {
+        /// The token endpoint, as the server wrote it (checked before use, not here).
         realm: String,
+        /// The `service` to name in the token request.
         service: Option<String>,
+        /// The scope the request needed, when the server says.
         scope: Option<String>,
+        /// Why the presented token was refused (`insufficient_scope`, `invalid_token`).
         error: Option<String>,
     },
+    /// `Basic`: send the user name and password.
     Basic {
+        /// The protection space, when given; informational.
         realm: Option<String>,
     },
     /// A scheme ferry does not speak; kept by name, as the server spelled it.
     Other {
+        /// The scheme name.
         scheme: String,
     },
 }
@@ -24,20 +32,35 @@ pub enum Challenge {
 /// A `WWW-Authenticate` value that could not be parsed, with the value and what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChallengeError {
+    /// The header was present but held nothing.
     #[error("WWW-Authenticate value is empty")]
     Empty,
+    /// Something other than the grammar allows at a position.
     #[error("WWW-Authenticate value {input:?}: expected {expected} at byte {position}")]
     Syntax {
+        /// The whole header value.
         input: String,
+        /// Byte offset of the problem.
         position: usize,
+        /// What the grammar allows there.
         expected: &'static str,
     },
+    /// A quoted string runs to the end of the value.
     #[error(
         "WWW-Authenticate value {input:?}: quoted string starting at byte {position} is not closed"
     )]
-    UnterminatedQuote { input: String, position: usize },
+    UnterminatedQuote {
+        /// The whole header value.
+        input: String,
+        /// Byte offset of the opening quote.
+        position: usize,
+    },
+    /// A Bearer challenge without `realm`: there is nowhere to ask for a token.
     #[error("WWW-Authenticate value {input:?}: Bearer challenge has no realm")]
-    BearerWithoutRealm { input: String },
+    BearerWithoutRealm {
+        /// The whole header value.
+        input: String,
+    },
 }
 
 /// Parses every challenge in a `WWW-Authenticate` value, in the order given. Scheme and

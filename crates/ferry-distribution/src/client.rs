@@ -30,8 +30,11 @@ pub struct RegistryOptions {
     pub insecure: bool,
     /// Extra trusted roots (PEM bundle).
     pub ca_bundle: Option<PathBuf>,
+    /// What to present to the registry; held as secrets.
     pub credentials: Credentials,
+    /// Window, rate, retry and breaker settings for this registry.
     pub gate: GateSettings,
+    /// How long a TCP and TLS connect may take before the attempt fails.
     pub connect_timeout: Duration,
     /// Longest silence while reading a response before the attempt fails.
     pub read_timeout: Duration,
@@ -43,6 +46,7 @@ pub struct RegistryOptions {
 }
 
 impl RegistryOptions {
+    /// Options for `host` with defaults: https, anonymous, the default gate.
     pub fn new(host: impl Into<String>) -> Self {
         RegistryOptions {
             host: host.into(),
@@ -95,6 +99,8 @@ struct Inner {
 }
 
 impl RegistryClient {
+    /// A client for one registry. Fails on a bad endpoint, plain http without `insecure`, or an
+    /// unreadable CA bundle; nothing is sent yet.
     pub fn new(options: RegistryOptions) -> Result<Self, Error> {
         let err = |kind| Error::new(&options.host, None, Operation::Ping, kind);
         let base = match &options.endpoint {
@@ -192,18 +198,22 @@ impl RegistryClient {
         })
     }
 
+    /// The registry's host as references name it.
     pub fn host(&self) -> &str {
         &self.inner.host
     }
 
+    /// Where the API is served (`https://registry-1.docker.io/`).
     pub fn base_url(&self) -> &Url {
         &self.inner.base
     }
 
+    /// The registry's pacing and protection, shared by every clone of this client.
     pub fn gate(&self) -> &RegistryGate {
         &self.inner.gate
     }
 
+    /// The options the client was built with.
     pub fn options(&self) -> &RegistryOptions {
         &self.inner.options
     }
@@ -254,6 +264,7 @@ impl RegistryClient {
         &self.inner.capabilities
     }
 
+    /// The credentials this client presents.
     pub fn credentials(&self) -> &Credentials {
         self.inner.auth.credentials()
     }

@@ -9,7 +9,9 @@ use sha2::{Digest as _, Sha256, Sha512};
 /// A hash algorithm a registry may name in a digest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Algorithm {
+    /// SHA-256: what every registry uses by default.
     Sha256,
+    /// SHA-512: allowed by the OCI spec, rarely used.
     Sha512,
 }
 
@@ -48,21 +50,46 @@ impl fmt::Display for Algorithm {
 /// What was wrong with a digest string, or with content checked against a digest.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestError {
+    /// No `:` between algorithm and hex.
     #[error("digest {input:?} has no ':' between algorithm and hex")]
-    MissingSeparator { input: String },
+    MissingSeparator {
+        /// The digest as given.
+        input: String,
+    },
+    /// An algorithm other than sha256 or sha512.
     #[error("digest {input:?} names algorithm {algorithm:?}; only sha256 and sha512 are supported")]
-    UnsupportedAlgorithm { input: String, algorithm: String },
+    UnsupportedAlgorithm {
+        /// The digest as given.
+        input: String,
+        /// The algorithm it names.
+        algorithm: String,
+    },
+    /// The hex part is not the algorithm's length.
     #[error("digest {input:?} has {actual} hex characters; {algorithm} needs {expected}")]
     WrongLength {
+        /// The digest as given.
         input: String,
+        /// The algorithm it names.
         algorithm: Algorithm,
+        /// Hex characters the algorithm needs.
         expected: usize,
+        /// Hex characters given.
         actual: usize,
     },
+    /// The hex part has characters other than `0-9a-f`: one digest, one spelling.
     #[error("digest {input:?} must be lowercase hex (0-9, a-f) after the ':'")]
-    NotLowercaseHex { input: String },
+    NotLowercaseHex {
+        /// The digest as given.
+        input: String,
+    },
+    /// Content hashed to something other than the digest that names it.
     #[error("content digest mismatch: expected {expected}, got {actual}")]
-    Mismatch { expected: Digest, actual: Digest },
+    Mismatch {
+        /// The digest that names the content.
+        expected: Digest,
+        /// What the bytes hashed to.
+        actual: Digest,
+    },
 }
 
 /// A validated content digest: an algorithm and the lowercase hex of the hash.
@@ -114,6 +141,7 @@ impl Digest {
         digester.finish()
     }
 
+    /// The algorithm the digest names.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
@@ -175,6 +203,7 @@ pub struct Digester {
 }
 
 impl Digester {
+    /// A digester with nothing hashed yet.
     pub fn new(algorithm: Algorithm) -> Digester {
         let hasher = match algorithm {
             Algorithm::Sha256 => Hasher::Sha256(Sha256::new()),
@@ -186,6 +215,7 @@ impl Digester {
         }
     }
 
+    /// The algorithm it hashes with.
     pub fn algorithm(&self) -> Algorithm {
         match self.hasher {
             Hasher::Sha256(_) => Algorithm::Sha256,
@@ -193,6 +223,7 @@ impl Digester {
         }
     }
 
+    /// Hashes `bytes` after what came before.
     pub fn update(&mut self, bytes: &[u8]) {
         match &mut self.hasher {
             Hasher::Sha256(h) => h.update(bytes),
@@ -206,6 +237,7 @@ impl Digester {
         self.bytes_seen
     }
 
+    /// The digest of every byte fed in.
     pub fn finish(self) -> Digest {
         let (algorithm, hex) = match self.hasher {
             Hasher::Sha256(h) => (Algorithm::Sha256, hex::encode(h.finalize())),

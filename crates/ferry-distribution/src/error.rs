@@ -5,28 +5,46 @@ use std::fmt;
 
 use crate::operation::Operation;
 
-/// What went wrong, without the where.
+/// What went wrong, without the where. Non-exhaustive: a new kind of failure is not a breaking
+/// change, so code outside this crate keeps a catch-all arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The registry answered with a status ferry does not retry (or stopped retrying).
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The first error code in the body (`MANIFEST_UNKNOWN`), when there is one.
         code: Option<String>,
+        /// The first error message in the body, shortened and escaped.
         message: Option<String>,
     },
     /// The connection failed: refused, reset, timed out, or the body broke part way.
     Transport(String),
     /// The registry asked for a wait that does not fit the operation's deadline (or kept asking
     /// after the attempts were spent). The caller may schedule it later.
-    Throttled { seconds: u64 },
+    Throttled {
+        /// The wait the registry asked for.
+        seconds: u64,
+    },
     /// The registry's breaker is open after repeated failures: nothing was sent.
     BreakerOpen,
     /// The operation's deadline passed before it could finish.
     DeadlineExceeded,
     /// Bytes did not hash to the digest that names them.
-    DigestMismatch { expected: String, actual: String },
+    DigestMismatch {
+        /// The digest that names the content.
+        expected: String,
+        /// What the bytes hashed to.
+        actual: String,
+    },
     /// A response larger than ferry accepts for its kind.
-    TooLarge { what: &'static str, limit: u64 },
+    TooLarge {
+        /// What was being read (`manifest`, `tag list page`).
+        what: &'static str,
+        /// The largest size accepted, in bytes.
+        limit: u64,
+    },
     /// The registry answered something that breaks the protocol.
     InvalidResponse(String),
     /// ferry refused to follow the registry somewhere unsafe (another origin, https to http).
@@ -45,15 +63,20 @@ pub enum ErrorKind {
 /// A failed registry operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
+    /// The registry host the operation was sent to.
     pub registry: String,
+    /// The repository, for an operation on one.
     pub repository: Option<String>,
+    /// What was being done.
     pub operation: Operation,
     /// Requests actually sent for this operation (0 when nothing was sent).
     pub attempts: u32,
+    /// What went wrong.
     pub kind: ErrorKind,
 }
 
 impl Error {
+    /// An error for `operation` with no attempt counted (nothing was sent, or the caller sets it).
     pub fn new(
         registry: impl Into<String>,
         repository: Option<&str>,
@@ -69,6 +92,7 @@ impl Error {
         }
     }
 
+    /// The same error with the number of requests that were sent.
     pub fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;
         self
@@ -82,6 +106,7 @@ impl Error {
         }
     }
 
+    /// The registry answered 404: the thing (or its repository) is not there.
     pub fn is_not_found(&self) -> bool {
         self.status() == Some(404)
     }

@@ -13,11 +13,15 @@ use crate::window::{AimdWindow, Permit, WindowSettings};
 /// How a registry is paced.
 #[derive(Debug, Clone)]
 pub struct GateSettings {
+    /// Requests in flight at once when the window is fully open; AIMD moves below it, never above.
     pub max_concurrent: usize,
     /// Separate windows for reads and writes (registries that meter them separately).
     pub split_read_write: bool,
+    /// A fixed rate bucket on top of the window, for registries that publish a limit.
     pub requests_per_second: Option<f64>,
+    /// How every request to this registry is retried (the one retry layer's settings).
     pub retry: RetryPolicy,
+    /// When repeated failures open the breaker and for how long.
     pub breaker: BreakerSettings,
 }
 
@@ -37,11 +41,15 @@ impl Default for GateSettings {
 #[derive(Debug)]
 pub struct RegistryGate {
     registry: String,
+    /// The retry policy every operation on this registry runs under.
     pub policy: RetryPolicy,
     read: Arc<AimdWindow>,
     write: Arc<AimdWindow>,
+    /// The rate side: configured, announced and learned limits, and held repositories.
     pub pacer: Pacer,
+    /// Stops sending to the registry after repeated failures, so a dead registry costs no attempts.
     pub breaker: Breaker,
+    /// Counts of requests, retries and throttles, for the run's report.
     pub stats: RegistryStats,
 }
 
@@ -53,6 +61,7 @@ pub struct Slot {
 }
 
 impl RegistryGate {
+    /// Builds the gate for `registry`; reads and writes share one window unless `split_read_write`.
     pub fn new(registry: impl Into<String>, settings: GateSettings) -> Self {
         let registry = registry.into();
         let window = WindowSettings::new(settings.max_concurrent);
@@ -73,10 +82,12 @@ impl RegistryGate {
         }
     }
 
+    /// The registry host this gate paces, as errors and logs name it.
     pub fn registry(&self) -> &str {
         &self.registry
     }
 
+    /// The window `operation` draws a slot from: the write window for writes, else the read one.
     pub fn window(&self, operation: Operation) -> &Arc<AimdWindow> {
         if operation.is_write() {
             &self.write

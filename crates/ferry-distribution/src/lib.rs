@@ -1,3 +1,4 @@
+#![deny(missing_docs)]
 //! The OCI distribution client ferry is built on: references, digests, auth, transport,
 //! the one retry shape, AIMD windows and breakers, and the registry operations.
 

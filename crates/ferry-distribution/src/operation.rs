@@ -3,10 +3,25 @@
 
 use std::fmt;
 
-/// A registry operation. The retry layer asks it whether a request whose outcome is unknown (a
-/// 502/504 or a connection lost after the request went out) may be sent again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Operation {
+/// Declares [`Operation`] and [`Operation::ALL`] from one list, so a new operation cannot be left
+/// out of `ALL` (and so out of the replay-table test that walks it).
+macro_rules! operations {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// A registry operation. The retry layer asks it whether a request whose outcome is
+        /// unknown (a 502/504 or a connection lost after the request went out) may be sent again.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Operation {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Operation {
+            /// Every operation, in declaration order, for tables and tests.
+            pub const ALL: [Operation; [$(stringify!($name)),*].len()] = [$(Operation::$name),*];
+        }
+    };
+}
+
+operations! {
     /// `GET /v2/`: learn whether and how the registry wants authentication.
     Ping,
     /// `GET <realm>?service=&scope=` (or the OAuth2 POST form): mint a bearer token.
@@ -87,19 +102,20 @@ impl Operation {
     /// separately get a window for each class.
     pub fn is_write(self) -> bool {
         use Operation::*;
-        matches!(
-            self,
+        match self {
             ManifestPutByTag
-                | ManifestPutByDigest
-                | ManifestDeleteByDigest
-                | TagDelete
-                | UploadStart
-                | Mount
-                | UploadChunk
-                | UploadAppend
-                | UploadFinish
-                | UploadCancel
-        )
+            | ManifestPutByDigest
+            | ManifestDeleteByDigest
+            | TagDelete
+            | UploadStart
+            | Mount
+            | UploadChunk
+            | UploadAppend
+            | UploadFinish
+            | UploadCancel => true,
+            Ping | TokenExchange | TagList | ManifestHead | ManifestGet | BlobHead | BlobGet
+            | UploadStatus | ReferrersList => false,
+        }
     }
 
     /// A short name for logs, errors and reports.
@@ -127,29 +143,6 @@ impl Operation {
             ReferrersList => "referrers list",
         }
     }
-
-    /// Every operation, for tables and tests.
-    pub const ALL: [Operation; 19] = [
-        Operation::Ping,
-        Operation::TokenExchange,
-        Operation::TagList,
-        Operation::ManifestHead,
-        Operation::ManifestGet,
-        Operation::ManifestPutByTag,
-        Operation::ManifestPutByDigest,
-        Operation::ManifestDeleteByDigest,
-        Operation::TagDelete,
-        Operation::BlobHead,
-        Operation::BlobGet,
-        Operation::UploadStart,
-        Operation::Mount,
-        Operation::UploadChunk,
-        Operation::UploadAppend,
-        Operation::UploadStatus,
-        Operation::UploadFinish,
-        Operation::UploadCancel,
-        Operation::ReferrersList,
-    ];
 }
 
 impl fmt::Display for Operation {

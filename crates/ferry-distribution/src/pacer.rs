@@ -116,8 +116,11 @@ fn configured_burst(rate: f64) -> f64 {
 /// `ratelimit-remaining: 76;w=21600`, as Docker Hub sends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
+    /// Requests the window allows in all.
     pub limit: u64,
+    /// Requests still allowed in the current window.
     pub remaining: u64,
+    /// How long the quota's window lasts (`w=` seconds).
     pub window: Duration,
 }
 
@@ -162,11 +165,14 @@ pub struct Pacer {
 /// the quota report its answer may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ticket {
+    /// The operation admitted: decides whether a quota report on its answer applies to it.
     pub operation: Operation,
     metered_admitted: u64,
 }
 
 impl Pacer {
+    /// A pacer for `registry`, with a configured bucket when `requests_per_second` is a positive
+    /// number.
     pub fn new(registry: &str, requests_per_second: Option<f64>) -> Self {
         let now = Instant::now();
         let configured = requests_per_second

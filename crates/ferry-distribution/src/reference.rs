@@ -22,7 +22,9 @@ pub struct Reference {
     pub registry: String,
     /// Repository path inside the registry (`library/alpine`).
     pub repository: String,
+    /// The tag, when the reference names one.
     pub tag: Option<String>,
+    /// The digest, when the reference pins one (with or without a tag).
     pub digest: Option<Digest>,
 }
 
@@ -30,31 +32,52 @@ pub struct Reference {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid image reference {input:?}: {problem}")]
 pub struct ReferenceError {
+    /// The text that failed to parse.
     pub input: String,
+    /// What was wrong with it.
     pub problem: ReferenceProblem,
 }
 
 /// What was wrong with a reference.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceProblem {
+    /// The reference is empty.
     #[error("it is empty")]
     Empty,
+    /// A registry with no repository after it.
     #[error("the repository name is missing")]
     MissingRepository,
+    /// The registry part is not a host with an optional port.
     #[error("registry {registry:?} is not a valid host[:port]")]
-    InvalidRegistry { registry: String },
+    InvalidRegistry {
+        /// The registry part as given.
+        registry: String,
+    },
+    /// A repository component breaks the distribution grammar.
     #[error(
         "repository component {component:?} must be lowercase letters and digits separated by \
          '.', '_', '__' or dashes"
     )]
-    InvalidRepositoryComponent { component: String },
+    InvalidRepositoryComponent {
+        /// The offending component.
+        component: String,
+    },
+    /// The repository name is longer than 255 characters.
     #[error("repository name is {length} characters long; at most 255 are allowed")]
-    RepositoryTooLong { length: usize },
+    RepositoryTooLong {
+        /// Its length in characters.
+        length: usize,
+    },
+    /// The tag breaks the OCI tag grammar.
     #[error(
         "tag {tag:?} must be 1 to 128 characters: a letter, digit or '_', then letters, digits, \
          '.', '_' or '-'"
     )]
-    InvalidTag { tag: String },
+    InvalidTag {
+        /// The tag as given.
+        tag: String,
+    },
+    /// The part after `@` is not a digest.
     #[error("{0}")]
     InvalidDigest(DigestError),
 }
@@ -210,8 +233,37 @@ impl Tag {
         validate_tag(text).map(|()| Tag(text.to_owned()))
     }
 
+    /// The tag as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// Read-only: a `&str` cannot change the tag, so the grammar still holds.
+impl std::ops::Deref for Tag {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A tag equals the text it was parsed from.
+impl PartialEq<str> for Tag {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Tag {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Tag {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
     }
 }
 
@@ -244,6 +296,7 @@ impl RepositoryName {
         Ok(RepositoryName(text.to_owned()))
     }
 
+    /// The repository name as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -257,7 +310,9 @@ impl RepositoryName {
 /// What names a manifest in a request path: a validated tag or a digest.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ManifestReference {
+    /// A validated tag.
     Tag(Tag),
+    /// A digest.
     Digest(Digest),
 }
 
@@ -276,6 +331,7 @@ impl ManifestReference {
         }
     }
 
+    /// The digest, when the reference is one.
     pub fn digest(&self) -> Option<&Digest> {
         match self {
             ManifestReference::Digest(d) => Some(d),

@@ -9,6 +9,7 @@ use std::fmt;
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps `value`; from here on it prints as `***`.
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
@@ -18,6 +19,7 @@ impl Secret {
         &self.0
     }
 
+    /// Whether the secret is the empty string (an unset variable, a blank field).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Lock-free counters for one registry, bumped by the retry loop and the operations.
 #[derive(Debug, Default)]
 pub struct RegistryStats {
     requests: AtomicU64,
@@ -17,37 +18,52 @@ pub struct RegistryStats {
 /// A copy of a registry's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
+    /// Requests sent, retries included.
     pub requests: u64,
+    /// Attempts after the first.
     pub retries: u64,
+    /// Answers that asked ferry to slow down (429, or a 503 with `Retry-After`).
     pub throttled: u64,
+    /// 5xx answers.
     pub server_errors: u64,
+    /// Connections refused, reset or timed out, and bodies broken part way.
     pub transport_errors: u64,
+    /// Body bytes received.
     pub bytes_read: u64,
+    /// Body bytes sent.
     pub bytes_written: u64,
 }
 
 impl RegistryStats {
+    /// Counts one request sent.
     pub fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
+    /// Counts one retry.
     pub fn retry(&self) {
         self.retries.fetch_add(1, Ordering::Relaxed);
     }
+    /// Counts one throttling answer.
     pub fn throttled(&self) {
         self.throttled.fetch_add(1, Ordering::Relaxed);
     }
+    /// Counts one 5xx answer.
     pub fn server_error(&self) {
         self.server_errors.fetch_add(1, Ordering::Relaxed);
     }
+    /// Counts one transport failure.
     pub fn transport_error(&self) {
         self.transport_errors.fetch_add(1, Ordering::Relaxed);
     }
+    /// Counts `bytes` received.
     pub fn read(&self, bytes: u64) {
         self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
     }
+    /// Counts `bytes` sent.
     pub fn written(&self, bytes: u64) {
         self.bytes_written.fetch_add(bytes, Ordering::Relaxed);
     }
+    /// The counters now.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             requests: self.requests.load(Ordering::Relaxed),

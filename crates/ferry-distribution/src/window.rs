@@ -19,6 +19,7 @@ pub struct WindowSettings {
 }
 
 impl WindowSettings {
+    /// Settings for a window that may open to `ceiling` requests (at least 1).
     pub fn new(ceiling: usize) -> Self {
         let ceiling = ceiling.max(1);
         WindowSettings {
@@ -68,13 +69,18 @@ impl Drop for Permit {
 /// A moment's view of a window, for logs, progress and tests.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WindowSnapshot {
+    /// Requests allowed in flight now.
     pub limit: usize,
+    /// Requests in flight now.
     pub in_flight: usize,
+    /// The most in flight at once so far.
     pub peak_in_flight: usize,
+    /// Times the limit was halved for congestion.
     pub halvings: u64,
 }
 
 impl AimdWindow {
+    /// A window named `name` (for logs) starting at `settings.initial`.
     pub fn new(name: impl Into<String>, settings: WindowSettings) -> Arc<Self> {
         Arc::new(AimdWindow {
             name: name.into(),
@@ -155,6 +161,7 @@ impl AimdWindow {
         true
     }
 
+    /// The window now.
     pub fn snapshot(&self) -> WindowSnapshot {
         let s = self.lock();
         WindowSnapshot {

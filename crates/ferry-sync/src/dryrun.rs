@@ -16,7 +16,7 @@ use ferry_distribution::{Digest, RegistryClient};
 use crate::config::{Origin, Target};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
-use crate::prepare::mapping::parse_repository;
+use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::human_bytes;
 use crate::source::Source;
@@ -29,21 +29,29 @@ const HEADS_AT_ONCE: usize = 8;
 /// What a sync would do, per mapping, with totals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DryRun {
+    /// Every mapping, in config order.
     pub mappings: Vec<MappingDryRun>,
+    /// Sums over the mappings.
     pub totals: DryRunTotals,
 }
 
 /// One mapping of the plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MappingDryRun {
+    /// Position of the mapping in the config.
     pub index: usize,
+    /// The source as the config names it.
     pub source: String,
     /// Why the prepare phase could not resolve it (nothing else is known then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Images a sync would write, with the targets that need them.
     pub to_copy: Vec<ImageToCopy>,
+    /// Images every target already holds.
     pub up_to_date: Vec<ImageUpToDate>,
+    /// Listed tags the filter left out, each with why.
     pub filtered_out: Vec<FilteredTag>,
+    /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
     /// Listed names that are not valid tags, left out; present only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -58,7 +66,9 @@ pub struct MappingDryRun {
 pub struct ImageToCopy {
     /// The tag, or the digest of a pin.
     pub image: String,
+    /// The digest the targets would hold.
     pub digest: String,
+    /// The targets that need it.
     pub targets: Vec<TargetChange>,
     /// Why its size could not be measured (the manifest graph could not be read).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,41 +78,54 @@ pub struct ImageToCopy {
 /// One stale target of one image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TargetChange {
+    /// The target as reports name it.
     pub target: String,
     /// Why it needs a copy (`TargetState::reason`).
     pub reason: String,
     /// Blobs of this image the target lacks, and their bytes (`None`: not measured).
     pub blobs_missing: Option<u64>,
+    /// Bytes of those blobs.
     pub bytes_missing: Option<u64>,
 }
 
 /// An image already identical on some targets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ImageUpToDate {
+    /// The tag, or the digest of a pin.
     pub image: String,
+    /// Its digest; empty for an immutable tag every target names (never asked for).
     pub digest: String,
+    /// The targets that hold it already.
     pub targets: Vec<String>,
 }
 
 /// A listed tag the filter left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FilteredTag {
+    /// The tag as listed.
     pub tag: String,
+    /// Why it was left out.
     pub reason: String,
 }
 
+/// Sums over every mapping of a dry run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct DryRunTotals {
+    /// Mappings in the config (or the shard).
     pub mappings: u64,
+    /// Mappings the prepare phase could not resolve.
     pub mappings_failed: u64,
     /// (image, target) pairs a sync would write.
     pub copies: u64,
     /// (image, target) pairs already identical.
     pub up_to_date: u64,
+    /// Tags the filters left out.
     pub tags_filtered_out: u64,
+    /// `exact` tags the sources lack.
     pub missing_exact: u64,
     /// Blobs a sync would write, each counted once per target.
     pub blobs_to_transfer: u64,
+    /// Bytes of those blobs.
     pub bytes_to_transfer: u64,
     /// Stale images whose size could not be measured.
     pub images_not_measured: u64,
@@ -148,11 +171,18 @@ impl DryRun {
                             });
                         }
                     }
+                    for tag in &resolved.held_immutable {
+                        entry.up_to_date.push(ImageUpToDate {
+                            image: tag.to_string(),
+                            digest: String::new(),
+                            targets: resolved.targets.iter().map(ToString::to_string).collect(),
+                        });
+                    }
                     entry.filtered_out = resolved
                         .filtered_out
                         .iter()
                         .map(|(tag, reason)| FilteredTag {
-                            tag: tag.clone(),
+                            tag: tag.to_string(),
                             reason: reason.to_string(),
                         })
                         .collect();
@@ -210,7 +240,7 @@ impl DryRun {
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
         let mut out = DryRun::from_plan(plan);
         let checker = BlobChecker::new(registries);
-        type Job<'a> = (usize, usize, &'a Origin, &'a [String], &'a ImagePlan);
+        type Job<'a> = (usize, usize, &'a Origin, &'a [Platform], &'a ImagePlan);
         let jobs: Vec<Job<'_>> = plan
             .mappings
             .iter()
@@ -392,7 +422,7 @@ impl<'a> BlobChecker<'a> {
     async fn measure_image(
         &self,
         origin: &Origin,
-        platforms: &[String],
+        platforms: &[Platform],
         image: &ImagePlan,
     ) -> Result<Vec<TargetSize>, String> {
         let source = Source::open(origin, self.registries)
@@ -407,8 +437,15 @@ impl<'a> BlobChecker<'a> {
             let missing = match (&t.target, &t.state) {
                 (_, TargetState::UpToDate) => Vec::new(),
                 (Target::Registry { .. }, TargetState::NewRepository) => graph.blobs.clone(),
-                (Target::Registry { reference }, _) => {
-                    self.missing_on_registry(reference, &graph.blobs).await?
+                (
+                    Target::Registry {
+                        registry,
+                        repository,
+                    },
+                    _,
+                ) => {
+                    self.missing_on_registry(registry, repository, &graph.blobs)
+                        .await?
                 }
                 (Target::OciLayout { path }, _) => graph
                     .blobs
@@ -427,20 +464,21 @@ impl<'a> BlobChecker<'a> {
 
     async fn missing_on_registry(
         &self,
-        reference: &str,
+        registry: &str,
+        repository: &str,
         blobs: &[BlobRef],
     ) -> Result<Vec<BlobRef>, String> {
-        let r = parse_repository(reference).map_err(|e| e.to_string())?;
         let client = self
             .registries
-            .client(&r.registry)
+            .client(registry)
             .await
             .map_err(|e| e.to_string())?;
-        let key = |b: &BlobRef| (reference.to_owned(), b.digest.clone());
+        let reference = format!("{registry}/{repository}");
+        let key = |b: &BlobRef| (reference.clone(), b.digest.clone());
         let results: Vec<Result<Option<BlobRef>, String>> =
             crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| {
                 let client: &RegistryClient = &client;
-                let repo = r.repository.as_str();
+                let repo = repository;
                 async move {
                     let known = self.lock().get(&key(b)).copied();
                     let held = match known {

@@ -39,6 +39,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct EcrHost<'a> {
     /// The registry id: the AWS account number.
     pub account: &'a str,
+    /// The AWS region the registry is in.
     pub region: &'a str,
 }
 
@@ -118,24 +119,40 @@ impl EcrAuth {
 /// Why an ECR token could not be had. The messages never contain a token or an AWS secret.
 #[derive(Debug, thiserror::Error)]
 pub enum EcrError {
+    /// The region is in neither the host name nor `auth.region`.
     #[error(
         "the host is not `<account>.dkr.ecr.<region>.amazonaws.com`, so set `auth.region` for ECR"
     )]
     NoRegion,
+    /// The AWS API call failed.
     #[error(
         "{service} GetAuthorizationToken in {region}{} failed: {message}",
         profile_note(.profile)
     )]
     Api {
+        /// ECR or ECR Public.
         service: Service,
+        /// The region asked.
         region: String,
+        /// The AWS profile used, when one was set.
         profile: Option<String>,
+        /// The SDK's message.
         message: String,
     },
+    /// The call succeeded but carried no token.
     #[error("{service} GetAuthorizationToken in {region} returned no authorization token")]
-    NoToken { service: Service, region: String },
+    NoToken {
+        /// ECR or ECR Public.
+        service: Service,
+        /// The region asked.
+        region: String,
+    },
+    /// The token is not base64 of `user:password`.
     #[error("the ECR authorization token is not base64 of `user:password`: {reason}")]
-    BadToken { reason: &'static str },
+    BadToken {
+        /// What was wrong with it (never the token).
+        reason: &'static str,
+    },
 }
 
 fn profile_note(profile: &Option<String>) -> String {

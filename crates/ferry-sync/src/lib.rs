@@ -1,3 +1,4 @@
+#![deny(missing_docs)]
 //! ferry's sync layer: the mirror.yaml config, tag filters, the prepare phase that resolves
 //! every mapping, the engine that copies what is stale, and the report of what happened.
 
@@ -15,5 +16,6 @@ pub mod progress;
 pub mod prune;
 pub mod registries;
 pub mod report;
+pub mod run;
 pub mod shard;
 pub mod source;

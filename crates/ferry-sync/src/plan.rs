@@ -5,33 +5,48 @@ use std::time::Duration;
 
 use ferry_distribution::Digest;
 use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 
 use crate::config::Target;
 use crate::filter::Reason;
+use crate::platform::Platform;
 
 /// Everything the prepare phase learned, in config order.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Every mapping of the config (or the shard), in config order.
     pub mappings: Vec<MappingPlan>,
+    /// How long the prepare phase took.
     pub elapsed: Duration,
 }
 
 /// One mapping: resolved, or the error that stopped it (the others go on).
 #[derive(Debug, Clone)]
 pub struct MappingPlan {
+    /// Position of the mapping in the config.
     pub index: usize,
     /// The source repository as the config names it (`docker.io/library/alpine`).
     pub source: String,
+    /// What the prepare phase learned, or the error that stopped the mapping.
     pub outcome: Result<ResolvedMapping, Error>,
 }
 
+/// A mapping the prepare phase resolved: the images to consider and each target's state.
 #[derive(Debug, Clone)]
 pub struct ResolvedMapping {
     /// Where the source is read from.
     pub origin: crate::config::Origin,
+    /// The mapping's targets, in config order.
+    pub targets: Vec<Target>,
+    /// The images to consider: selected tags, pinned digests and referrers, each with its targets'
+    /// states.
     pub images: Vec<ImagePlan>,
+    /// Selected tags matching the mapping's `immutable` globs that every target's listing
+    /// already names: up to date on every target, and never asked about (no manifest request
+    /// to a target or the source, so no digest is known and no referrer is looked up).
+    pub held_immutable: Vec<Tag>,
     /// Listed tags the filter left out, each with why.
-    pub filtered_out: Vec<(String, Reason)>,
+    pub filtered_out: Vec<(Tag, Reason)>,
     /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
     /// Listed names that are not valid tags: left out, each with why (they count as failures).
@@ -40,7 +55,9 @@ pub struct ResolvedMapping {
     /// replica lag, a tag being re-pushed), each with the error: reported failed, never
     /// dropped, and they stop the mapping from pruning in this run.
     pub unfetched: Vec<UnfetchedTag>,
-    pub platforms: Vec<String>,
+    /// Platforms to keep in an index (`os/arch[/variant]`); empty keeps every one.
+    pub platforms: Vec<Platform>,
+    /// Whether referrers are copied.
     pub referrers: bool,
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
     /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
@@ -53,18 +70,19 @@ pub struct ResolvedMapping {
 pub struct RejectedName {
     /// The name as listed (rendered escaped wherever it is printed).
     pub name: String,
+    /// Why it is not a valid tag.
     pub reason: String,
 }
 
 impl RejectedName {
     /// The one point where names a source lists (a registry's tag list, a layout's `ref.name`)
     /// become tags: the valid ones, in order, and the others with why.
-    pub fn split(names: Vec<String>) -> (Vec<String>, Vec<RejectedName>) {
+    pub fn split(names: Vec<String>) -> (Vec<Tag>, Vec<RejectedName>) {
         let mut tags = Vec::with_capacity(names.len());
         let mut rejected = Vec::new();
         for name in names {
-            match ferry_distribution::reference::Tag::parse(&name) {
-                Ok(tag) => tags.push(tag.as_str().to_owned()),
+            match Tag::parse(&name) {
+                Ok(tag) => tags.push(tag),
                 Err(e) => rejected.push(RejectedName {
                     reason: e.problem.to_string(),
                     name,
@@ -78,7 +96,9 @@ impl RejectedName {
 /// A listed tag whose manifest the source did not serve.
 #[derive(Debug, Clone)]
 pub struct UnfetchedTag {
+    /// The tag as listed.
     pub tag: String,
+    /// What the source answered for its manifest.
     pub error: Error,
     /// The mapping's targets, on each of which the tag is reported failed.
     pub targets: Vec<Target>,
@@ -88,7 +108,7 @@ pub struct UnfetchedTag {
 #[derive(Debug, Clone)]
 pub struct ImagePlan {
     /// `None` for a digest pin.
-    pub tag: Option<String>,
+    pub tag: Option<Tag>,
     /// What the target must hold: the source's digest, or the filtered index's when a platform
     /// filter rewrites it.
     pub digest: Digest,
@@ -99,16 +119,22 @@ pub struct ImagePlan {
     /// The source's root manifest, when the prepare phase already fetched it (a tag no target
     /// had): the engine does not fetch it again.
     pub root: Option<ferry_distribution::ops::Manifest>,
+    /// The root manifest's media type.
     pub media_type: String,
+    /// Each target of the mapping, with its state.
     pub targets: Vec<TargetPlan>,
 }
 
 impl ImagePlan {
     /// The name shown for it: the tag, or the digest for a pin.
     pub fn name(&self) -> String {
-        self.tag.clone().unwrap_or_else(|| self.digest.to_string())
+        match &self.tag {
+            Some(tag) => tag.to_string(),
+            None => self.digest.to_string(),
+        }
     }
 
+    /// Whether some target needs the image written.
     pub fn is_stale_anywhere(&self) -> bool {
         self.targets.iter().any(|t| t.state.needs_copy())
     }
@@ -117,7 +143,9 @@ impl ImagePlan {
 /// One target of one image.
 #[derive(Debug, Clone)]
 pub struct TargetPlan {
+    /// The target.
     pub target: Target,
+    /// What it holds under the image's tag or digest.
     pub state: TargetState,
 }
 
@@ -131,10 +159,14 @@ pub enum TargetState {
     /// The target lacks the tag (or the pinned digest).
     Missing,
     /// The tag points at other content on the target.
-    Stale { current: Digest },
+    Stale {
+        /// The digest the target's tag names now.
+        current: Digest,
+    },
 }
 
 impl TargetState {
+    /// Whether the target needs the image written (anything but up to date).
     pub fn needs_copy(&self) -> bool {
         !matches!(self, TargetState::UpToDate)
     }
@@ -151,12 +183,14 @@ impl TargetState {
 }
 
 impl Plan {
+    /// The mappings that resolved, each with what it resolved to.
     pub fn resolved(&self) -> impl Iterator<Item = (&MappingPlan, &ResolvedMapping)> {
         self.mappings
             .iter()
             .filter_map(|m| m.outcome.as_ref().ok().map(|r| (m, r)))
     }
 
+    /// The mappings that failed, each with its error.
     pub fn failed(&self) -> impl Iterator<Item = (&MappingPlan, &Error)> {
         self.mappings
             .iter()

@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::plan::Plan;
-
 /// Blobs at least this large get a bar of their own while they are copied.
 pub const LARGE_BLOB: u64 = 64 << 20;
 
@@ -30,22 +28,16 @@ pub struct SyncSnapshot {
     pub images_total: u64,
     /// Of those, finished (synced, failed or skipped on stop).
     pub images_done: u64,
+    /// Blob bytes copied so far.
     pub bytes_copied: u64,
+    /// Blob bytes the run will copy, as far as known.
     pub bytes_total: u64,
 }
 
 impl SyncProgress {
-    /// Counters whose total is every stale (image, target) pair of `plan`.
-    pub fn for_plan(plan: &Plan) -> SyncProgress {
-        let total = plan
-            .resolved()
-            .flat_map(|(_, r)| r.images.iter())
-            .map(|i| i.targets.iter().filter(|t| t.state.needs_copy()).count() as u64)
-            .sum();
-        SyncProgress {
-            images_total: AtomicU64::new(total),
-            ..SyncProgress::default()
-        }
+    /// `n` more (image, target) pairs to copy (mappings reach the engine as they resolve).
+    pub fn expect_images(&self, n: u64) {
+        self.images_total.fetch_add(n, Ordering::Relaxed);
     }
 
     /// `n` (image, target) pairs finished.
@@ -104,6 +96,7 @@ impl SyncProgress {
             .collect()
     }
 
+    /// The counters now.
     pub fn snapshot(&self) -> SyncSnapshot {
         SyncSnapshot {
             images_total: self.images_total.load(Ordering::Relaxed),

@@ -15,20 +15,24 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::reference::Tag;
 
 use crate::config::{Config, Target};
 use crate::engine::StopSignal;
 use crate::plan::Plan;
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 use crate::report::{ImageStatus, SyncReport};
 
 /// One target tag that pruning would delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneCandidate {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source, as reports name it.
     pub source: String,
+    /// The target the tag is on.
     pub target: Target,
+    /// The tag to delete.
     pub tag: String,
 }
 
@@ -42,25 +46,38 @@ pub enum PruneStatus {
     WouldDelete,
     /// The registry does not delete tags; nothing was deleted (and not by digest either).
     Unsupported {
+        /// The registry that refused.
         registry: String,
+        /// The status it answered with, when it answered.
         http_status: Option<u16>,
+        /// The error, as a message.
         error: String,
     },
+    /// The deletion failed for another reason.
     Failed {
+        /// The registry, or the layout (`oci:<directory>`).
         registry: String,
+        /// The status the registry answered with, when it answered.
         http_status: Option<u16>,
+        /// The error, as a message.
         error: String,
     },
     /// Not attempted: the run was interrupted.
     Interrupted,
 }
 
+/// One candidate's outcome, as the report lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PrunedTag {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source.
     pub source: String,
+    /// The target, as reports name it.
     pub target: String,
+    /// The tag.
     pub tag: String,
+    /// What became of it.
     #[serde(flatten)]
     pub status: PruneStatus,
 }
@@ -69,31 +86,43 @@ pub struct PrunedTag {
 /// what a complete, faultless reading of the source shows is gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PruneSkipped {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source.
     pub source: String,
+    /// Why nothing is deleted for it.
     pub reason: String,
 }
 
 /// What pruning will do: the tags to delete, and the pruning mappings that delete nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PruneDecision {
+    /// Target tags to delete.
     pub candidates: Vec<PruneCandidate>,
+    /// Pruning mappings that delete nothing this run.
     pub skipped: Vec<PruneSkipped>,
 }
 
 /// Everything pruning did (or, in a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct PruneReport {
+    /// Every candidate with its outcome.
     pub tags: Vec<PrunedTag>,
     /// Pruning mappings left untouched this run, each with the reason.
     pub skipped: Vec<PruneSkipped>,
+    /// Tags deleted.
     pub deleted: u64,
+    /// Tags a dry run would delete.
     pub would_delete: u64,
+    /// Tags on registries that do not delete tags.
     pub unsupported: u64,
+    /// Deletions that failed.
     pub failed: u64,
+    /// Candidates not attempted because the run was interrupted.
     pub interrupted: u64,
     /// Blobs deleted from layout targets because no remaining tag reaches them, and their bytes.
     pub layout_blobs_removed: u64,
+    /// Bytes of those blobs.
     pub layout_bytes_freed: u64,
 }
 
@@ -259,6 +288,7 @@ pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDe
             .images
             .iter()
             .filter_map(|i| i.tag.as_deref())
+            .chain(resolved.held_immutable.iter().map(Tag::as_str))
             .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
             .collect();
         if source_tags.is_empty() {
@@ -287,7 +317,7 @@ pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDe
 }
 
 /// `sha256-<64 hex>` or `sha512-<128 hex>`, optionally with `.sig`, `.att` or `.sbom`.
-fn is_referrer_tag(tag: &str) -> bool {
+pub(crate) fn is_referrer_tag(tag: &str) -> bool {
     let base = [".sig", ".att", ".sbom"]
         .iter()
         .find_map(|s| tag.strip_suffix(s))
@@ -328,8 +358,11 @@ pub async fn execute(
             report.push(c, PruneStatus::Interrupted);
             continue;
         }
-        let reference = match &c.target {
-            Target::Registry { reference } => reference,
+        let (registry, repository) = match &c.target {
+            Target::Registry {
+                registry,
+                repository,
+            } => (registry, repository),
             Target::OciLayout { path } => {
                 let status = match crate::layout::prune::remove_tag(path, &c.tag).await {
                     Ok(_) => {
@@ -346,23 +379,20 @@ pub async fn execute(
                 continue;
             }
         };
-        let status = match parse_repository(reference) {
-            Err(e) => failed(&e),
-            Ok(r) => match unsupported.get(&r.registry) {
-                Some(known) => known.clone(),
-                None => match delete_tag(registries, &r.registry, &r.repository, &c.tag).await {
-                    Ok(()) => PruneStatus::Deleted,
-                    Err(e) if cannot_delete_tags(&e) => {
-                        let status = PruneStatus::Unsupported {
-                            registry: r.registry.clone(),
-                            http_status: e.status(),
-                            error: e.to_string(),
-                        };
-                        unsupported.insert(r.registry.clone(), status.clone());
-                        status
-                    }
-                    Err(e) => failed(&e),
-                },
+        let status = match unsupported.get(registry) {
+            Some(known) => known.clone(),
+            None => match delete_tag(registries, registry, repository, &c.tag).await {
+                Ok(()) => PruneStatus::Deleted,
+                Err(e) if cannot_delete_tags(&e) => {
+                    let status = PruneStatus::Unsupported {
+                        registry: registry.clone(),
+                        http_status: e.status(),
+                        error: e.to_string(),
+                    };
+                    unsupported.insert(registry.clone(), status.clone());
+                    status
+                }
+                Err(e) => failed(&e),
             },
         };
         report.push(c, status);

@@ -39,6 +39,7 @@ impl std::fmt::Debug for Tuning {
 struct Tuning(Arc<dyn Fn(&mut RegistryOptions) + Send + Sync>);
 
 impl Registries {
+    /// The clients for `config`'s registries, none built yet: each is built on first use.
     pub fn new(config: &Config) -> Self {
         Registries {
             settings: Arc::new(config.registries.clone()),

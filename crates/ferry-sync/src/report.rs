@@ -11,14 +11,23 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ImageStatus {
+    /// The target now holds the image.
     Synced,
+    /// The target already held it: nothing was written.
     UpToDate,
+    /// The copy failed; the fields say where and how.
     Failed {
+        /// The registry that failed.
         registry: String,
+        /// The repository, for an operation on one.
         repository: Option<String>,
+        /// The operation that failed (`blob GET`, `manifest PUT (tag)`).
         operation: String,
+        /// The HTTP status, when the registry answered.
         http_status: Option<u16>,
+        /// Requests sent for the operation.
         attempts: u32,
+        /// The error, as a message.
         error: String,
     },
     /// Not started: the run was interrupted.
@@ -26,6 +35,7 @@ pub enum ImageStatus {
 }
 
 impl ImageStatus {
+    /// The failed status for `e`.
     pub fn failed(e: &Error) -> Self {
         ImageStatus::Failed {
             registry: e.registry.clone(),
@@ -38,14 +48,21 @@ impl ImageStatus {
     }
 }
 
+/// What happened to one image on one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImageReport {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source, as reports name it.
     pub source: String,
     /// The tag, or the digest of a pin.
     pub image: String,
+    /// The digest the target was to hold; empty when it was never learned (a listed tag the
+    /// source did not serve, an immutable tag every target already names).
     pub digest: String,
+    /// The target, as reports name it.
     pub target: String,
+    /// What happened.
     #[serde(flatten)]
     pub status: ImageStatus,
 }
@@ -53,8 +70,11 @@ pub struct ImageReport {
 /// A mapping the prepare phase could not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MappingFailure {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source.
     pub source: String,
+    /// Always `Failed`, with the error that stopped the mapping.
     #[serde(flatten)]
     pub status: ImageStatus,
 }
@@ -63,38 +83,59 @@ pub struct MappingFailure {
 /// `plan::RejectedName`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RejectedNameReport {
+    /// Position of the mapping in the config.
     pub mapping: usize,
+    /// The mapping's source.
     pub source: String,
+    /// The name and why it was rejected.
     #[serde(flatten)]
     pub rejected: crate::plan::RejectedName,
 }
 
+/// Sums over the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
+    /// (image, target) pairs written.
     pub images_synced: u64,
+    /// (image, target) pairs already identical.
     pub images_up_to_date: u64,
+    /// (image, target) pairs that failed.
     pub images_failed: u64,
+    /// (image, target) pairs not started because the run was interrupted.
     pub images_interrupted: u64,
+    /// Mappings the prepare phase could not resolve.
     pub mappings_failed: u64,
+    /// Blob copies streamed from a source, one per place written.
     pub blobs_copied: u64,
+    /// Blobs a registry got by a cross-repository mount.
     pub blobs_mounted: u64,
+    /// Places that already held a blob.
     pub blobs_skipped: u64,
+    /// Blob bytes streamed to targets.
     pub bytes_copied: u64,
+    /// Bytes received from registries.
     pub bytes_read: u64,
     /// Bytes sent to registries and written into layout targets.
     pub bytes_written: u64,
     /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
     pub layout_bytes_written: u64,
+    /// Requests sent to registries, retries included.
     pub requests: u64,
+    /// Retries over every registry.
     pub retries: u64,
+    /// Throttling answers over every registry.
     pub throttled: u64,
 }
 
+/// One registry's counters and what it turned out to accept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RegistryReport {
+    /// The registry host.
     pub registry: String,
+    /// Its request counters.
     #[serde(flatten)]
     pub stats: ferry_distribution::stats::StatsSnapshot,
+    /// Times its window was halved for congestion.
     pub window_halvings: u64,
     /// What the registry turned out to accept: the upload flow it got, and each feature
     /// learned as works, refused or ignored (unknown when the run did not use it).
@@ -137,17 +178,24 @@ impl RegistryReport {
     }
 }
 
+/// What a sync did: every image on every target, failed mappings, registries and totals.
 #[derive(Debug, Clone, Serialize)]
 pub struct SyncReport {
+    /// Every (image, target) pair considered.
     pub images: Vec<ImageReport>,
+    /// Mappings the prepare phase could not resolve.
     pub failed_mappings: Vec<MappingFailure>,
     /// Listed names left out as invalid; present in the JSON only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected_names: Vec<RejectedNameReport>,
+    /// Every registry the run talked to.
     pub registries: Vec<RegistryReport>,
+    /// Sums over the run.
     pub totals: Totals,
+    /// How long the run took (seconds in the JSON).
     #[serde(serialize_with = "secs")]
     pub elapsed: Duration,
+    /// Whether a signal stopped the run before everything was done.
     pub interrupted: bool,
 }
 
@@ -167,6 +215,7 @@ pub enum Verdict {
 }
 
 impl SyncReport {
+    /// How the run ended, for the exit code: anything failed, interrupted or left out is not clean.
     pub fn verdict(&self) -> Verdict {
         let t = &self.totals;
         let bad = t.images_failed
@@ -271,6 +320,7 @@ impl SyncReport {
     }
 }
 
+/// `n` bytes for people: `512 B`, `1.5 MiB` (binary units, one decimal).
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;

@@ -22,12 +22,20 @@ pub struct Shard {
 /// A shard that cannot exist.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ShardError {
+    /// Not `I/N` with two whole numbers.
     #[error("shard \"{0}\" is not I/N (e.g. 0/4)")]
     Syntax(String),
+    /// `N` is 0.
     #[error("the shard count must be at least 1")]
     NoShards,
+    /// `I` is not below `N`.
     #[error("shard index {index} is outside 0..{count} (indexes start at 0)")]
-    OutOfRange { index: u32, count: u32 },
+    OutOfRange {
+        /// The index given.
+        index: u32,
+        /// The shard count given.
+        count: u32,
+    },
 }
 
 impl Shard {
@@ -42,10 +50,12 @@ impl Shard {
         Ok(Shard { index, count })
     }
 
+    /// This shard's index, from 0.
     pub fn index(&self) -> u32 {
         self.index
     }
 
+    /// How many shards there are.
     pub fn count(&self) -> u32 {
         self.count
     }

@@ -15,10 +15,14 @@ pub use crate::layout::reader::ByteStream;
 /// An opened source repository.
 #[derive(Debug, Clone)]
 pub enum Source {
+    /// A registry repository.
     Registry {
+        /// A client for the source's registry.
         client: RegistryClient,
+        /// The repository on it.
         repository: String,
     },
+    /// An OCI image-layout directory, opened for reading.
     Layout(LayoutReader),
 }
 

@@ -108,7 +108,8 @@ fn resolves_the_full_shape() {
         alpine.targets,
         vec![
             Target::Registry {
-                reference: "registry.local:5000/mirror/library/alpine".into()
+                registry: "registry.local:5000".into(),
+                repository: "mirror/library/alpine".into()
             },
             Target::OciLayout {
                 path: "./mirror/library/alpine".into()
@@ -141,7 +142,8 @@ fn resolves_the_full_shape() {
     assert_eq!(
         app.targets[0],
         Target::Registry {
-            reference: "registry.local:5000/mirror/apps/app".into()
+            registry: "registry.local:5000".into(),
+            repository: "mirror/apps/app".into()
         }
     );
     assert!(app.tags.select(&listed).selected.is_empty());
@@ -273,6 +275,41 @@ fn semantic_errors_name_position_and_field() {
     );
 }
 
+/// The config takes lowercase letters, digits and `_` in each part, stricter than what a
+/// `Platform` itself refuses (empty parts, more than three, control characters, whitespace).
+#[test]
+fn a_platform_outside_the_config_s_characters_is_refused_with_the_same_message() {
+    for (platform, yaml) in [
+        ("Linux/amd64", "Linux/amd64"),
+        ("linux/amd-64", "linux/amd-64"),
+        ("linux/amd64.1", "linux/amd64.1"),
+        ("linux/amd64 ", "\"linux/amd64 \""),
+        ("linux//amd64", "linux//amd64"),
+        ("linux/arm64/v8/x", "linux/arm64/v8/x"),
+    ] {
+        let e = error(&format!(
+            "{HEAD}  - {{ source: a, targets: [x], platforms: [{yaml}] }}\n"
+        ));
+        assert!(
+            e.starts_with(&format!(
+                "3:44: mappings[0] (source a): platforms[0]: platform \"{platform}\" is not \
+                 os/arch or os/arch/variant (e.g. linux/arm64/v8)"
+            )),
+            "{e}"
+        );
+    }
+    let config = load(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], platforms: [linux/arm64/v8, windows/amd64, a_1/b_2] }}\n"
+    ))
+    .unwrap();
+    let shown: Vec<String> = config.mappings[0]
+        .platforms
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["linux/arm64/v8", "windows/amd64", "a_1/b_2"]);
+}
+
 fn semver_message(range: &str) -> String {
     semver::VersionReq::parse(range).unwrap_err().to_string()
 }
@@ -373,7 +410,8 @@ fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() 
     assert_eq!(
         m.targets,
         vec![Target::Registry {
-            reference: "registry.local/mirror/app".into()
+            registry: "registry.local".into(),
+            repository: "mirror/app".into()
         }]
     );
     let e = error(&format!("{HEAD}  - source: 'oci:'\n    targets: [x]\n"));
@@ -402,7 +440,8 @@ fn a_layout_source_is_read_from_its_directory_and_names_its_target_group_path() 
     assert_eq!(
         c.mappings[0].targets,
         vec![Target::Registry {
-            reference: "r.local/lib/app".into()
+            registry: "r.local".into(),
+            repository: "lib/app".into()
         }]
     );
 }
@@ -438,4 +477,48 @@ fn a_registry_budget_is_the_fleets_unless_it_says_per_shard() {
     assert!(e.starts_with("2:"), "{e}");
     assert!(e.contains("registries[0] (host ghcr.io): budget"), "{e}");
     assert!(e.contains("per_pod") && e.contains("per_shard"), "{e}");
+}
+
+#[test]
+fn immutable_tags_are_globs_a_mapping_replaces_the_defaults_and_a_bad_one_is_named() {
+    let c = load(&format!(
+        "defaults:\n  immutable: ['v*.*.*']\n{HEAD}  - {{ source: a, targets: [x] }}\n  - {{ source: b, targets: [y], immutable: ['sha-*', '1.?'] }}\n  - {{ source: c, targets: [z], immutable: [] }}\n"
+    ))
+    .unwrap();
+    let [a, b, c] = &c.mappings[..] else {
+        panic!("three mappings")
+    };
+    assert_eq!(a.immutable.patterns(), ["v*.*.*"], "the default");
+    assert!(a.immutable.matches("v1.2.3") && !a.immutable.matches("latest"));
+    assert_eq!(
+        b.immutable.patterns(),
+        ["sha-*", "1.?"],
+        "replaced, not merged"
+    );
+    assert!(b.immutable.matches("1.2") && !b.immutable.matches("v1.2.3"));
+    assert!(c.immutable.is_empty() && !c.immutable.matches("v1.2.3"));
+    let none = load(&format!("{HEAD}  - {{ source: a, targets: [x] }}\n")).unwrap();
+    assert!(none.mappings[0].immutable.is_empty(), "none by default");
+
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    immutable: ['v*', '[bad']\n"
+    ));
+    assert!(
+        e.starts_with("5:23: mappings[0] (source a): immutable[1]: invalid glob \"[bad\""),
+        "{e}"
+    );
+    let e = error(&format!(
+        "defaults: {{ immutable: ['{{a,b'] }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ));
+    assert!(
+        e.starts_with("1:25: defaults.immutable[0]: invalid glob \"{a,b\""),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], immutable: v1 }}\n"
+    ));
+    assert!(
+        e.starts_with("3:43: mappings[0] (source a): immutable: invalid type"),
+        "{e}"
+    );
 }

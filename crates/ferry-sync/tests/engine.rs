@@ -566,7 +566,7 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
     );
     let (registries, plan) = plan_for(&cfg).await;
     let mut options = EngineOptions::from_settings(&cfg.engine);
-    options.progress = Arc::new(ferry_sync::progress::SyncProgress::for_plan(&plan));
+    options.progress = Arc::default();
     let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let s = options.progress.snapshot();
@@ -579,4 +579,95 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
         options.progress.large_blobs().is_empty(),
         "nothing left in flight"
     );
+}
+
+/// Two mappings from `src` into `dst` (`lib/{first}` to `m/{first}`, likewise `second`),
+/// resolved; the engine gets the first, and the second only once `m/{first}` holds a tag (or
+/// 600 s of the paused clock have passed). Source counters start at zero when the engine does.
+/// Returns the report and whether the first landed before the second was sent.
+async fn sync_second_after_first_lands(
+    src: &TestRegistry,
+    dst: &TestRegistry,
+    [first, second]: [&str; 2],
+) -> (SyncReport, bool) {
+    let cfg = config(
+        &[src, dst],
+        &(mapping(
+            src,
+            &format!("lib/{first}"),
+            &[format!("{}/m/{first}", dst.host())],
+        ) + &mapping(
+            src,
+            &format!("lib/{second}"),
+            &[format!("{}/m/{second}", dst.host())],
+        )),
+        "images_in_flight: 4",
+    );
+    let (registries, plan) = plan_for(&cfg).await;
+    let mut plans = plan.mappings.into_iter();
+    let (one, two) = (plans.next().unwrap(), plans.next().unwrap());
+    let (resolved, to_engine) = futures::channel::mpsc::unbounded();
+    resolved.unbounded_send(one).unwrap();
+    src.reset_stats();
+    let options = EngineOptions::from_settings(&cfg.engine);
+    let stop = StopSignal::default();
+    let engine = ferry_sync::engine::sync_as_resolved(to_engine, &registries, &options, &stop);
+    let feeder = async {
+        let landed = tokio::time::timeout(Duration::from_secs(600), async {
+            while dst.tags(&format!("m/{first}")).is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        resolved.unbounded_send(two).unwrap();
+        drop(resolved);
+        landed.is_ok()
+    };
+    futures::join!(engine, feeder)
+}
+
+/// The engine starts on a mapping the moment it is resolved: a healthy repository's image is
+/// mirrored while another mapping is still resolving (in a real run, one waiting out throttles),
+/// and the late mapping is synced too once it arrives.
+#[tokio::test(start_paused = true)]
+async fn a_resolved_mapping_is_synced_while_another_is_still_resolving() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/cool", "1", &[b"cool layer"]);
+    src.seed_image("lib/late", "1", &[b"late layer"]);
+    // `late` is held back until `cool` is on the target: an engine that waited for every
+    // mapping would never get there, and the wait would time out.
+    let (report, cool_landed) = sync_second_after_first_lands(&src, &dst, ["cool", "late"]).await;
+    assert!(
+        cool_landed,
+        "m/cool was not synced before the other mapping resolved"
+    );
+    assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
+    assert_eq!(dst.tags("m/late"), vec!["1".to_string()]);
+    assert_no_tag_on_missing_content(&dst, "m/cool");
+    assert_no_tag_on_missing_content(&dst, "m/late");
+}
+
+/// A mapping that arrives after a shared blob's transfer finished does not read it from the
+/// source again: its repositories mount it from where the earlier transfer put it.
+#[tokio::test(start_paused = true)]
+async fn a_blob_shared_with_a_mapping_that_arrives_later_is_mounted_not_read_again() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let base = vec![5u8; 200_000];
+    src.seed_image("lib/one", "1", &[&base, b"one only"]);
+    src.seed_image("lib/two", "1", &[&base, b"two only"]);
+    let (report, one_landed) = sync_second_after_first_lands(&src, &dst, ["one", "two"]).await;
+    assert!(one_landed, "m/one lands on its own");
+    assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
+    let base_digest = ferry_testkit::registry::sha256_digest(&base);
+    assert!(dst.has_blob("m/two", &base_digest));
+    let s = src.stats();
+    assert_eq!(
+        s.blob_bytes(&base_digest),
+        base.len() as u64,
+        "read once: {s:?}"
+    );
+    assert_eq!(dst.stats().op(OpKind::Mount), 1, "{:?}", dst.stats());
+    assert_no_tag_on_missing_content(&dst, "m/two");
 }

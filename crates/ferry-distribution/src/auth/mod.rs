@@ -11,18 +11,24 @@ pub use token::{AuthScheme, Authenticator};
 /// The credentials ferry presents to one registry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Credentials {
+    /// No credentials: tokens are asked for without a user, and Basic is never sent.
     #[default]
     Anonymous,
+    /// A user name and password: sent as Basic, or used to mint bearer tokens.
     Basic {
+        /// The user name.
         username: String,
+        /// The password; never printed.
         password: Secret,
     },
     /// A static bearer token sent as is.
     Bearer {
+        /// The token; never printed.
         token: Secret,
     },
     /// An OAuth2 refresh token (docker `identitytoken`), exchanged with the POST form.
     IdentityToken {
+        /// The refresh token; never printed.
         token: Secret,
     },
 }
@@ -57,14 +63,17 @@ impl From<docker_config::DockerCredential> for Credentials {
 pub struct Scopes(Vec<String>);
 
 impl Scopes {
+    /// No scope: what `/v2/` and a catalog-free request need.
     pub fn none() -> Self {
         Scopes(Vec::new())
     }
 
+    /// Read access to `repository`.
     pub fn pull(repository: &str) -> Self {
         Scopes(vec![format!("repository:{repository}:pull")])
     }
 
+    /// Read and write access to `repository` (a push reads too: HEADs before writes).
     pub fn push(repository: &str) -> Self {
         Scopes(vec![format!("repository:{repository}:pull,push")])
     }
@@ -80,6 +89,7 @@ impl Scopes {
         s
     }
 
+    /// The scope strings, as sent in a token request.
     pub fn as_slice(&self) -> &[String] {
         &self.0
     }

@@ -23,9 +23,13 @@ use crate::secret::Secret;
 pub enum AuthScheme {
     /// `/v2/` answered 200: no authentication.
     None,
+    /// `/v2/` asked for Basic: credentials go on every request as they are.
     Basic,
+    /// `/v2/` asked for a bearer token from a realm.
     Bearer {
+        /// The token endpoint, checked safe (https, or the configured insecure host).
         realm: Url,
+        /// The `service` parameter the endpoint expects, when the challenge named one.
         service: Option<String>,
     },
 }
@@ -63,6 +67,7 @@ struct TokenResponse {
 }
 
 impl Authenticator {
+    /// The state for `registry`; token requests go through `gate`, apart from the registry's own.
     pub fn new(
         registry: &str,
         credentials: Credentials,
@@ -79,10 +84,12 @@ impl Authenticator {
         }
     }
 
+    /// The credentials this registry is authenticated with.
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
     }
 
+    /// The scheme learned from the registry, or `None` before its first challenge or ping.
     pub fn scheme(&self) -> Option<AuthScheme> {
         self.scheme
             .read()
@@ -98,6 +105,7 @@ impl Authenticator {
         Ok(scheme)
     }
 
+    /// Records that `/v2/` answered 200: requests go without authentication.
     pub fn learn_none(&self) {
         *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(AuthScheme::None);
     }

@@ -18,16 +18,22 @@ use crate::reference::ManifestReference;
 /// What a HEAD learns about a manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManifestInfo {
+    /// The digest the registry names it by (`Docker-Content-Digest`).
     pub digest: Digest,
+    /// Its `Content-Type`.
     pub media_type: String,
+    /// Its size in bytes.
     pub size: u64,
 }
 
 /// A manifest's exact bytes, with the digest they hash to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
+    /// The bytes exactly as served: re-serialising would change the digest.
     pub bytes: Bytes,
+    /// Its media type, sent again as `Content-Type` when pushed.
     pub media_type: String,
+    /// The digest the bytes were checked to hash to.
     pub digest: Digest,
 }
 

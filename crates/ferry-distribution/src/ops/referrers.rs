@@ -15,10 +15,14 @@ const MAX_PAGES: usize = 100;
 /// One entry of a referrers index.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub struct Referrer {
+    /// The referrer manifest's media type.
     #[serde(rename = "mediaType")]
     pub media_type: String,
+    /// The referrer manifest's digest.
     pub digest: Digest,
+    /// Its size in bytes.
     pub size: u64,
+    /// What kind of artifact it is (a signature, an SBOM), when it says.
     #[serde(rename = "artifactType", default)]
     pub artifact_type: Option<String>,
 }

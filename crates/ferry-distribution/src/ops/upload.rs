@@ -19,7 +19,9 @@ use super::{Segment, expect_status, invalid, repository_name, repository_url};
 /// An open upload session. Every answer may move it: keep the latest `location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UploadSession {
+    /// The repository the blob goes to.
     pub repository: String,
+    /// Where the next request of the session goes (absolute; the registry may move it).
     pub location: Url,
     /// `OCI-Chunk-Min-Length`: chunks (but the last) must be at least this long.
     pub min_chunk: Option<u64>,

@@ -21,14 +21,21 @@ pub enum Sent {
 pub enum Failure {
     /// The registry answered with a status the operation does not accept.
     Status {
+        /// The HTTP status.
         status: u16,
+        /// The registry's `Retry-After`, parsed.
         retry_after: Option<std::time::Duration>,
+        /// The first error code of the body (`TOOMANYREQUESTS`), when there is one.
         code: Option<String>,
+        /// The first error message of the body, when there is one.
         message: Option<String>,
     },
     /// The connection failed (refused, reset, timed out, or the body broke part way).
     Transport {
+        /// What went wrong, for the error if no retry succeeds.
         message: String,
+        /// Whether the request may have reached the registry: decides if a replay-unsafe operation
+        /// is retried.
         sent: Sent,
         /// A failure of this machine (out of sockets or file descriptors): retried, but not
         /// recorded against the registry.

@@ -25,6 +25,7 @@ use crate::pacer::Ticket;
 /// How hard to try. Attempts count the first request: `attempts: 5` is one try and four retries.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
+    /// Requests at most, the first included; 1 means no retries.
     pub attempts: u32,
     /// The first backoff's lower bound, and the floor of every later one.
     pub base: Duration,
@@ -108,6 +109,7 @@ pub struct RetryBudget {
 }
 
 impl RetryBudget {
+    /// A budget of `retries` retries (not counting the first attempts).
     pub fn new(retries: u32) -> Self {
         RetryBudget {
             remaining: AtomicU32::new(retries),
@@ -121,6 +123,7 @@ impl RetryBudget {
             .is_ok()
     }
 
+    /// Retries not yet taken.
     pub fn remaining(&self) -> u32 {
         self.remaining.load(Ordering::Acquire)
     }
@@ -131,6 +134,7 @@ impl RetryBudget {
 /// returns a stream still being read takes the slot into it with [`Attempt::keep_slot`].
 #[derive(Debug)]
 pub struct Attempt {
+    /// Which attempt this is: 1 for the first, so a retry sees 2 or more.
     pub number: u32,
     slot: Arc<Mutex<Option<Slot>>>,
 }
@@ -145,13 +149,16 @@ impl Attempt {
 /// Names the operation for errors, logs and the replay rule.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
+    /// What is being done: decides replay and names the operation in errors.
     pub operation: Operation,
+    /// The repository it is done on, for errors and for the pacer's per-repository holds.
     pub repository: Option<&'a str>,
     /// Overrides the policy's deadline (an absolute instant), e.g. for a caller's larger task.
     pub deadline: Option<Instant>,
 }
 
 impl<'a> Call<'a> {
+    /// A call of `operation` on `repository`, under the policy's own deadline.
     pub fn new(operation: Operation, repository: Option<&'a str>) -> Self {
         Call {
             operation,
@@ -175,6 +182,14 @@ impl<'a> Call<'a> {
 ///   the last answer otherwise.
 /// - A throttle is judged for its scope ([`crate::evidence`]): that request alone, its
 ///   repository (held for the wait), or the registry (window and learned rate).
+///
+/// # Cancel safety
+///
+/// Dropping the future between attempts or inside one (a caller's timeout, a stop) returns its
+/// window slot at once and records nothing: no success grows the window, no failure counts
+/// against the breaker, no retry is spent. A request already sent may still land on the
+/// registry; every write ferry sends is either idempotent (content-addressed PUTs, offset-
+/// addressed PATCHes) or re-checked before it is sent again, so a later call is safe.
 pub async fn with_retry<T, F, Fut>(
     gate: &RegistryGate,
     call: Call<'_>,

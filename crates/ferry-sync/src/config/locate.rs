@@ -10,7 +10,9 @@ use yaml_rust2::scanner::Marker;
 /// One step of a field path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Segment {
+    /// A mapping key.
     Key(String),
+    /// A sequence position, 0-based.
     Index(usize),
 }
 
@@ -19,16 +21,19 @@ pub enum Segment {
 pub struct FieldPath(pub Vec<Segment>);
 
 impl FieldPath {
+    /// The document root: the empty path.
     pub fn root() -> FieldPath {
         FieldPath(Vec::new())
     }
 
+    /// This path, then the mapping key `key`.
     pub fn key(&self, key: &str) -> FieldPath {
         let mut next = self.clone();
         next.0.push(Segment::Key(key.to_string()));
         next
     }
 
+    /// This path, then the sequence position `index`.
     pub fn index(&self, index: usize) -> FieldPath {
         let mut next = self.clone();
         next.0.push(Segment::Index(index));
@@ -74,7 +79,9 @@ impl fmt::Display for FieldPath {
 /// A 1-based line and column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Position {
+    /// 1-based line.
     pub line: usize,
+    /// 1-based column, in characters.
     pub column: usize,
 }
 

@@ -7,25 +7,27 @@
 //! `oci:./mirror` thus becomes `oci:./mirror/library/alpine`. `rename` is refused with `targets`,
 //! which are always written in full.
 
+mod check;
 mod interpolate;
 mod locate;
 pub mod raw;
+mod resolve;
 mod units;
 
-use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
-use ferry_distribution::reference::DOCKER_HUB;
 use ferry_distribution::reference::Reference;
 
-use crate::filter::{TagFilter, TagFilterSpec};
+use crate::filter::{TagFilter, TagGlobs};
+use crate::platform::Platform;
+use check::Checker;
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
-use raw::{RawAuth, RawConfig, RawRegistry};
+use raw::RawConfig;
 pub use units::{parse_duration, parse_size};
 
 /// Mappings resolved at once when `concurrency` is not set.
@@ -38,16 +40,20 @@ pub const DEFAULT_MAX_CONCURRENT: usize = 16;
 pub struct Config {
     /// Mappings resolved at once in the prepare phase.
     pub concurrency: usize,
+    /// Copy engine limits.
     pub engine: EngineSettings,
     /// Settings for the hosts the config lists; see [`Config::registry_for`] for the others.
     pub registries: Vec<RegistrySettings>,
+    /// The mappings, in file order; `Mapping::index` is the position here.
     pub mappings: Vec<Mapping>,
 }
 
 /// Copy engine limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineSettings {
+    /// Images copied at once.
     pub images_in_flight: usize,
+    /// Blobs moving at once, over every image.
     pub blobs_in_flight: usize,
     /// Bytes per PATCH in a chunked upload.
     pub chunk_size: u64,
@@ -73,14 +79,19 @@ pub struct RegistrySettings {
     pub host: String,
     /// Endpoint override (`https://registry-1.docker.io`); the scheme decides TLS.
     pub url: Option<String>,
+    /// How to authenticate to it.
     pub auth: AuthSettings,
     /// Plain HTTP / no TLS verification allowed for this host.
     pub insecure: bool,
+    /// Extra trusted roots (a PEM bundle) for this host's TLS.
     pub ca_bundle: Option<PathBuf>,
+    /// Requests in flight at once at most; the AIMD window moves below it.
     pub max_concurrent: usize,
+    /// A fixed request rate, for registries that publish one.
     pub requests_per_second: Option<f64>,
     /// Whom `max_concurrent` and `requests_per_second` budget under `--shard I/N`.
     pub budget: Budget,
+    /// Retry settings that replace the built-in policy's.
     pub retry: RetryOverrides,
 }
 
@@ -115,29 +126,45 @@ impl RegistrySettings {
 /// Retry settings that replace the built-in policy's where set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RetryOverrides {
+    /// Requests per operation at most, the first included.
     pub attempts: Option<u32>,
+    /// The first backoff's lower bound.
     pub base: Option<Duration>,
+    /// The longest backoff.
     pub cap: Option<Duration>,
+    /// The longest `Retry-After` honoured.
     pub retry_after_cap: Option<Duration>,
+    /// How long one operation may take, every retry included.
     pub deadline: Option<Duration>,
 }
 
 /// How to authenticate to a registry. Secrets print as `***`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthSettings {
+    /// No credentials.
     Anonymous,
+    /// A user name and password (or an access token as the password).
     Basic {
+        /// The user name.
         username: String,
+        /// The password; prints as `***`.
         password: Secret,
     },
+    /// A bearer token sent as is.
     Token {
+        /// The token; prints as `***`.
         token: Secret,
     },
+    /// Credentials from a Docker config.json and its helpers.
     DockerConfig {
+        /// The file; `None` means `$DOCKER_CONFIG` or `~/.docker/config.json`.
         path: Option<PathBuf>,
     },
+    /// An ECR token from the AWS credential chain.
     Ecr {
+        /// The AWS region; `None` takes it from the ECR host name.
         region: Option<String>,
+        /// The AWS profile; `None` uses the chain's default.
         profile: Option<String>,
     },
 }
@@ -152,13 +179,19 @@ pub struct Mapping {
     pub source: String,
     /// Where the source is read from.
     pub origin: Origin,
+    /// Where it goes: the listed targets, or the group's expanded; never empty, no duplicates.
     pub targets: Vec<Target>,
+    /// Which of the source's tags are copied.
     pub tags: TagFilter,
-    /// Digests to copy besides the selected tags, normalised (`sha256:…`).
-    pub digests: Vec<String>,
-    /// Platforms to copy (`linux/amd64`); empty = all.
-    pub platforms: Vec<String>,
+    /// Digests to copy besides the selected tags (`sha256:…`), checked when the config is read.
+    pub digests: Vec<Digest>,
+    /// Platforms to copy (`linux/amd64`), checked when the config is read; empty = all.
+    pub platforms: Vec<Platform>,
+    /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
+    /// Tags that never change once pushed: one a target's listing names is up to date there
+    /// without a manifest request (see `crate::prepare::targets`). Empty = none.
+    pub immutable: TagGlobs,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
     pub prune: bool,
     /// Line of the mapping in the config file.
@@ -170,17 +203,22 @@ pub struct Mapping {
 pub enum Origin {
     /// A registry repository (`docker.io` + `library/alpine`).
     Registry {
+        /// The host as references name it (`docker.io`).
         registry: String,
+        /// The repository path on that host (`library/alpine`).
         repository: String,
     },
     /// An OCI image layout directory (`oci:./images/alpine`).
-    OciLayout { path: PathBuf },
+    OciLayout {
+        /// The layout's directory.
+        path: PathBuf,
+    },
 }
 
 impl Origin {
     /// `oci:<directory>`, or a repository reference without tag or digest.
     pub fn parse(text: &str) -> Result<Origin, String> {
-        parse_origin(text)
+        resolve::parse_origin(text)
     }
 
     /// The repository path a `target_group` appends: a registry source's path, or a layout
@@ -209,19 +247,64 @@ impl fmt::Display for Origin {
     }
 }
 
-/// Where a mapping writes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where a mapping writes. A registry target is parsed once, when the config is resolved, so
+/// its users read the host and the repository instead of parsing the name again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// A registry repository, normalised, without tag (`registry.local:5000/library/alpine`).
-    Registry { reference: String },
+    /// A registry repository, normalised, without tag (`registry.local:5000` +
+    /// `library/alpine`).
+    Registry {
+        /// The host as references name it (`docker.io`, `registry.local:5000`).
+        registry: String,
+        /// The repository path on that host (`library/alpine`).
+        repository: String,
+    },
     /// An OCI image layout directory (`oci:./mirror/alpine`).
-    OciLayout { path: PathBuf },
+    OciLayout {
+        /// The layout's directory.
+        path: PathBuf,
+    },
+}
+
+/// Registry targets first, ordered by their name as shown (`host/repository`, as when the name
+/// was one string), then layouts by path.
+impl Ord for Target {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        let shown = |registry: &'_ str, repository: &'_ str| -> Vec<u8> {
+            [registry.as_bytes(), b"/", repository.as_bytes()].concat()
+        };
+        match (self, other) {
+            (
+                Target::Registry {
+                    registry: a,
+                    repository: ar,
+                },
+                Target::Registry {
+                    registry: b,
+                    repository: br,
+                },
+            ) => shown(a, ar).cmp(&shown(b, br)),
+            (Target::OciLayout { path: a }, Target::OciLayout { path: b }) => a.cmp(b),
+            (Target::Registry { .. }, Target::OciLayout { .. }) => Ordering::Less,
+            (Target::OciLayout { .. }, Target::Registry { .. }) => Ordering::Greater,
+        }
+    }
+}
+
+impl PartialOrd for Target {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Registry { reference } => f.write_str(reference),
+            Target::Registry {
+                registry,
+                repository,
+            } => write!(f, "{registry}/{repository}"),
             Target::OciLayout { path } => write!(f, "oci:{}", path.display()),
         }
     }
@@ -231,7 +314,7 @@ impl Config {
     /// The settings for `host` (normalised as references are): the listed entry, or anonymous
     /// defaults for a host the config does not list.
     pub fn registry_for(&self, host: &str) -> RegistrySettings {
-        let host = normalise_host(host);
+        let host = resolve::normalise_host(host);
         self.registries
             .iter()
             .find(|r| r.host == host)
@@ -243,14 +326,17 @@ impl Config {
 /// One thing wrong with the config, at a place in the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The config file.
     pub file: PathBuf,
     /// 1-based line and column (of the original text; a `${…}` earlier on the same line may
     /// shift the column).
     pub line: usize,
+    /// 1-based column.
     pub column: usize,
     /// The field, e.g. `mappings[2] (source docker.io/library/alpine): tags.semver`; empty when
     /// the problem is with the file as a whole.
     pub field: String,
+    /// What is wrong, with secrets replaced by `***`.
     pub message: String,
 }
 
@@ -267,14 +353,20 @@ impl fmt::Display for Problem {
 /// Why a config could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read config {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// One or more problems, in file order (a syntax or type error stops at the first).
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
-    Invalid { problems: Vec<Problem> },
+    Invalid {
+        /// Every problem found, in file order.
+        problems: Vec<Problem>,
+    },
 }
 
 impl ConfigError {
@@ -407,598 +499,36 @@ fn serde_message(text: &str) -> String {
     message.to_string()
 }
 
-struct Checker<'a> {
-    file: &'a Path,
-    locator: &'a Locator,
-    redactions: Vec<String>,
-    problems: Vec<Problem>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Checker<'_> {
-    fn redact(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in &self.redactions {
-            text = text.replace(secret.as_str(), "***");
-        }
-        text
-    }
-
-    /// The field as shown in messages: mappings named by position and source, registries by
-    /// position and host.
-    fn describe(&self, path: &FieldPath) -> String {
-        let named = |list: &str, name: &str| -> Option<String> {
-            let [Segment::Key(key), Segment::Index(i), rest @ ..] = path.0.as_slice() else {
-                return None;
-            };
-            if key != list {
-                return None;
-            }
-            let item = FieldPath::root().key(list).index(*i);
-            let label = match self.locator.scalar(&item.key(name)) {
-                Some(value) => format!("{list}[{i}] ({name} {value})"),
-                None => format!("{list}[{i}]"),
-            };
-            let rest = FieldPath(rest.to_vec());
-            Some(if rest.0.is_empty() {
-                label
-            } else {
-                format!("{label}: {rest}")
-            })
-        };
-        named("mappings", "source")
-            .or_else(|| named("registries", "host"))
-            .unwrap_or_else(|| path.to_string())
-    }
-
-    fn push(&mut self, path: &FieldPath, at: Position, message: impl Into<String>) {
-        let field = self.redact(&self.describe(path));
-        let message = self.redact(&message.into());
-        self.problems.push(Problem {
-            file: self.file.to_path_buf(),
-            line: at.line,
-            column: at.column,
-            field,
-            message,
-        });
-    }
-
-    /// A problem with the value at `path`.
-    fn fail(&mut self, path: &FieldPath, message: impl Into<String>) {
-        let at = self.locator.value(path);
-        self.push(path, at, message);
-    }
-
-    /// A problem with the key at `path` (a field that should not be there).
-    fn fail_key(&mut self, path: &FieldPath, message: impl Into<String>) {
-        let at = self.locator.key(path);
-        self.push(path, at, message);
-    }
-
-    fn finish(mut self) -> ConfigError {
-        self.problems.sort_by_key(|p| (p.line, p.column));
-        ConfigError::Invalid {
-            problems: self.problems,
+    fn registry(registry: &str, repository: &str) -> Target {
+        Target::Registry {
+            registry: registry.into(),
+            repository: repository.into(),
         }
     }
 
-    fn at_least_one(&mut self, path: &FieldPath, value: Option<usize>, default: usize) -> usize {
-        match value {
-            Some(0) => {
-                self.fail(path, "must be at least 1");
-                default
-            }
-            Some(n) => n,
-            None => default,
-        }
-    }
-
-    fn size(&mut self, path: &FieldPath, text: Option<&str>, default: u64) -> u64 {
-        let Some(text) = text else { return default };
-        match parse_size(text) {
-            Ok(0) => {
-                self.fail(path, "must be more than 0 bytes");
-                default
-            }
-            Ok(n) => n,
-            Err(message) => {
-                self.fail(path, message);
-                default
+    #[test]
+    fn targets_sort_as_their_names_did_when_a_registry_target_was_one_string() {
+        let targets = [
+            registry("a.io", "x"),
+            registry("a.io-b", "x"),
+            registry("a.io:5000", "x"),
+            registry("a.io", "x/y"),
+            registry("a.io", "x-y"),
+            registry("b.io", "a"),
+        ];
+        for a in &targets {
+            for b in &targets {
+                assert_eq!(a.cmp(b), a.to_string().cmp(&b.to_string()), "{a} vs {b}");
             }
         }
-    }
-
-    fn duration(&mut self, path: &FieldPath, text: Option<&str>) -> Option<Duration> {
-        match parse_duration(text?) {
-            Ok(d) => Some(d),
-            Err(message) => {
-                self.fail(path, message);
-                None
-            }
-        }
-    }
-
-    fn resolve(&mut self, raw: RawConfig) -> Option<Config> {
-        let root = FieldPath::root();
-        if raw.version != 1 {
-            self.fail(
-                &root.key("version"),
-                format!(
-                    "unsupported version {} (this ferry reads version 1)",
-                    raw.version
-                ),
-            );
-        }
-        let concurrency = self.at_least_one(
-            &root.key("concurrency"),
-            raw.concurrency,
-            DEFAULT_CONCURRENCY,
+        let layout = Target::OciLayout { path: "./a".into() };
+        assert!(
+            targets.iter().all(|t| *t < layout),
+            "registry targets sort first"
         );
-        let engine = self.resolve_engine(raw.engine.unwrap_or_default());
-        let registries = self.resolve_registries(raw.registries);
-        let groups = self.resolve_groups(&raw.target_groups);
-
-        let defaults = raw.defaults.unwrap_or_default();
-        let defaults_path = root.key("defaults");
-        let default_tags = match &defaults.tags {
-            None => Some(TagFilter::all()),
-            Some(spec) => self.compile_tags(&defaults_path.key("tags"), spec),
-        };
-        let default_platforms = match &defaults.platforms {
-            None => Vec::new(),
-            Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
-        };
-        let default_referrers = defaults.referrers.unwrap_or(true);
-
-        if raw.mappings.is_empty() {
-            self.fail(&root.key("mappings"), "no mappings: nothing to mirror");
-        }
-        let mut mappings = Vec::new();
-        let mut writers: HashMap<Target, (usize, String)> = HashMap::new();
-        for (index, mapping) in raw.mappings.into_iter().enumerate() {
-            let path = root.key("mappings").index(index);
-            let line = self.locator.value(&path).line;
-            let source = match parse_origin(&mapping.source) {
-                Ok(origin) => Some(origin),
-                Err(message) => {
-                    self.fail(&path.key("source"), message);
-                    None
-                }
-            };
-            let targets = self.resolve_targets(&path, &mapping, source.as_ref(), &groups);
-            let tags = match (&mapping.tags, mapping.digests.is_empty()) {
-                (Some(spec), _) => self.compile_tags(&path.key("tags"), spec),
-                (None, false) => Some(TagFilter::none()),
-                (None, true) => default_tags.clone(),
-            };
-            let mut digests = Vec::new();
-            for (i, text) in mapping.digests.iter().enumerate() {
-                match Digest::parse(text) {
-                    Ok(d) => digests.push(d.to_string()),
-                    Err(e) => self.fail(&path.key("digests").index(i), e.to_string()),
-                }
-            }
-            let platforms = match &mapping.platforms {
-                Some(list) => self.check_platforms(&path.key("platforms"), list),
-                None => default_platforms.clone(),
-            };
-            let (Some(source), Some(tags)) = (source, tags) else {
-                continue;
-            };
-            let origin = source;
-            let source = origin.to_string();
-            if let Origin::OciLayout { path: dir } = &origin
-                && targets
-                    .iter()
-                    .any(|(t, _)| *t == Target::OciLayout { path: dir.clone() })
-            {
-                self.fail(
-                    &path.key("source"),
-                    format!("{source} is both the source and a target"),
-                );
-            }
-            for (target, target_path) in &targets {
-                match writers.get(target) {
-                    Some((other, other_source)) if *other_source != source => {
-                        let message = format!(
-                            "target {target} is also written by mappings[{other}] (source {other_source})"
-                        );
-                        self.fail(target_path, message);
-                    }
-                    Some(_) => {}
-                    None => {
-                        writers.insert(target.clone(), (index, source.clone()));
-                    }
-                }
-            }
-            mappings.push(Mapping {
-                index,
-                source,
-                origin,
-                targets: targets.into_iter().map(|(t, _)| t).collect(),
-                tags,
-                digests,
-                platforms,
-                referrers: mapping.referrers.unwrap_or(default_referrers),
-                prune: mapping.prune.unwrap_or(false),
-                line,
-            });
-        }
-        Some(Config {
-            concurrency,
-            engine,
-            registries,
-            mappings,
-        })
-    }
-
-    fn resolve_engine(&mut self, raw: raw::RawEngine) -> EngineSettings {
-        let path = FieldPath::root().key("engine");
-        let d = EngineSettings::default();
-        EngineSettings {
-            images_in_flight: self.at_least_one(
-                &path.key("images_in_flight"),
-                raw.images_in_flight,
-                d.images_in_flight,
-            ),
-            blobs_in_flight: self.at_least_one(
-                &path.key("blobs_in_flight"),
-                raw.blobs_in_flight,
-                d.blobs_in_flight,
-            ),
-            chunk_size: self.size(
-                &path.key("chunk_size"),
-                raw.chunk_size.as_deref(),
-                d.chunk_size,
-            ),
-            monolithic_limit: self.size(
-                &path.key("monolithic_limit"),
-                raw.monolithic_limit.as_deref(),
-                d.monolithic_limit,
-            ),
-        }
-    }
-
-    fn resolve_registries(&mut self, raw: Vec<RawRegistry>) -> Vec<RegistrySettings> {
-        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        let mut out = Vec::new();
-        for (i, registry) in raw.into_iter().enumerate() {
-            let path = FieldPath::root().key("registries").index(i);
-            let host = match parse_host(&registry.host) {
-                Ok(host) => host,
-                Err(message) => {
-                    self.fail(&path.key("host"), message);
-                    continue;
-                }
-            };
-            if let Some(first) = seen.get(&host) {
-                let line = self
-                    .locator
-                    .value(&FieldPath::root().key("registries").index(*first))
-                    .line;
-                self.fail(
-                    &path.key("host"),
-                    format!("duplicate registry host {host} (first listed as registries[{first}] on line {line})"),
-                );
-                continue;
-            }
-            seen.insert(host.clone(), i);
-            if let Some(url) = &registry.url
-                && !(url.starts_with("https://") || url.starts_with("http://"))
-            {
-                self.fail(
-                    &path.key("url"),
-                    format!("url \"{url}\" must start with https:// or http://"),
-                );
-            }
-            let auth = match registry.auth {
-                None | Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
-                Some(RawAuth::Basic { username, password }) => {
-                    if username.is_empty() {
-                        self.fail(&path.key("auth").key("username"), "username is empty");
-                    }
-                    AuthSettings::Basic {
-                        username,
-                        password: Secret::new(password.0),
-                    }
-                }
-                Some(RawAuth::Token { token }) => {
-                    if token.0.is_empty() {
-                        self.fail(&path.key("auth").key("token"), "token is empty");
-                    }
-                    AuthSettings::Token {
-                        token: Secret::new(token.0),
-                    }
-                }
-                Some(RawAuth::DockerConfig { path }) => AuthSettings::DockerConfig { path },
-                Some(RawAuth::Ecr { region, profile }) => AuthSettings::Ecr { region, profile },
-            };
-            let max_concurrent = self.at_least_one(
-                &path.key("max_concurrent"),
-                registry.max_concurrent,
-                DEFAULT_MAX_CONCURRENT,
-            );
-            if let Some(rps) = registry.requests_per_second
-                && !(rps.is_finite() && rps > 0.0)
-            {
-                self.fail(&path.key("requests_per_second"), "must be a number above 0");
-            }
-            let retry_path = path.key("retry");
-            let raw_retry = registry.retry.unwrap_or_default();
-            if raw_retry.attempts == Some(0) {
-                self.fail(
-                    &retry_path.key("attempts"),
-                    "must be at least 1 (1 = no retries)",
-                );
-            }
-            let retry = RetryOverrides {
-                attempts: raw_retry.attempts,
-                base: self.duration(&retry_path.key("base"), raw_retry.base.as_deref()),
-                cap: self.duration(&retry_path.key("cap"), raw_retry.cap.as_deref()),
-                retry_after_cap: self.duration(
-                    &retry_path.key("retry_after_cap"),
-                    raw_retry.retry_after_cap.as_deref(),
-                ),
-                deadline: self.duration(&retry_path.key("deadline"), raw_retry.deadline.as_deref()),
-            };
-            if let (Some(base), Some(cap)) = (retry.base, retry.cap)
-                && base > cap
-            {
-                self.fail(&retry_path.key("cap"), "cap is shorter than base");
-            }
-            out.push(RegistrySettings {
-                host,
-                url: registry.url,
-                auth,
-                insecure: registry.insecure.unwrap_or(false),
-                ca_bundle: registry.ca_bundle,
-                max_concurrent,
-                requests_per_second: registry.requests_per_second,
-                budget: match registry.budget {
-                    None | Some(raw::RawBudget::Fleet) => Budget::Fleet,
-                    Some(raw::RawBudget::PerShard) => Budget::PerShard,
-                },
-                retry,
-            });
-        }
-        out
-    }
-
-    /// Checks each group's prefixes; returns the usable ones per group name.
-    fn resolve_groups(
-        &mut self,
-        raw: &BTreeMap<String, Vec<String>>,
-    ) -> BTreeMap<String, Vec<TargetPrefix>> {
-        let mut groups = BTreeMap::new();
-        for (name, prefixes) in raw {
-            let path = FieldPath::root().key("target_groups").key(name);
-            if prefixes.is_empty() {
-                self.fail(&path, format!("target group {name} is empty"));
-            }
-            let mut out = Vec::new();
-            for (i, prefix) in prefixes.iter().enumerate() {
-                match parse_prefix(prefix) {
-                    Ok(p) => out.push(p),
-                    Err(message) => self.fail(&path.index(i), message),
-                }
-            }
-            groups.insert(name.clone(), out);
-        }
-        groups
-    }
-
-    fn resolve_targets(
-        &mut self,
-        path: &FieldPath,
-        mapping: &raw::RawMapping,
-        source: Option<&Origin>,
-        groups: &BTreeMap<String, Vec<TargetPrefix>>,
-    ) -> Vec<(Target, FieldPath)> {
-        let mut out: Vec<(Target, FieldPath)> = Vec::new();
-        match (&mapping.targets, &mapping.target_group) {
-            (Some(_), Some(_)) => {
-                self.fail_key(
-                    &path.key("target_group"),
-                    "set either targets or target_group, not both",
-                );
-            }
-            (None, None) => self.fail(path, "needs targets or target_group"),
-            (Some(targets), None) => {
-                if mapping.rename.is_some() {
-                    self.fail_key(
-                        &path.key("rename"),
-                        "rename applies to target_group only; write the full name in targets",
-                    );
-                }
-                if targets.is_empty() {
-                    self.fail(&path.key("targets"), "targets is empty");
-                }
-                for (i, text) in targets.iter().enumerate() {
-                    let target_path = path.key("targets").index(i);
-                    match parse_target(text) {
-                        Ok(t) if out.iter().any(|(o, _)| *o == t) => {
-                            self.fail(&target_path, format!("target {t} is listed twice"))
-                        }
-                        Ok(t) => out.push((t, target_path)),
-                        Err(message) => self.fail(&target_path, message),
-                    }
-                }
-            }
-            (None, Some(group)) => {
-                let group_path = path.key("target_group");
-                let Some(prefixes) = groups.get(group) else {
-                    let known: Vec<&str> = groups.keys().map(String::as_str).collect();
-                    let known = if known.is_empty() {
-                        "none are defined".to_string()
-                    } else {
-                        format!("known: {}", known.join(", "))
-                    };
-                    self.fail(
-                        &group_path,
-                        format!("unknown target group \"{group}\" ({known})"),
-                    );
-                    return out;
-                };
-                let name = match &mapping.rename {
-                    Some(rename) => match parse_repository(&format!("rename.invalid/{rename}")) {
-                        Ok(r) if r.repository == *rename => rename.clone(),
-                        Ok(_) | Err(_) => {
-                            self.fail(
-                                &path.key("rename"),
-                                format!("rename \"{rename}\" is not a repository path (lowercase components separated by /)"),
-                            );
-                            return out;
-                        }
-                    },
-                    None => match source.map(Origin::repository_name) {
-                        Some(Some(name)) => name,
-                        Some(None) => {
-                            self.fail(
-                                &path.key("rename"),
-                                "a layout source whose directory name is not a repository path needs rename with target_group",
-                            );
-                            return out;
-                        }
-                        None => return out,
-                    },
-                };
-                for prefix in prefixes {
-                    match prefix.join(&name) {
-                        Ok(t) if out.iter().any(|(o, _)| *o == t) => {}
-                        Ok(t) => out.push((t, group_path.clone())),
-                        Err(message) => self.fail(&group_path, message),
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    fn compile_tags(&mut self, path: &FieldPath, spec: &TagFilterSpec) -> Option<TagFilter> {
-        match TagFilter::compile(spec) {
-            Ok(filter) => Some(filter),
-            Err(e) => {
-                self.fail(&path.join_dotted(&e.field), e.message);
-                None
-            }
-        }
-    }
-
-    fn check_platforms(&mut self, path: &FieldPath, list: &[String]) -> Vec<String> {
-        let mut out = Vec::new();
-        for (i, platform) in list.iter().enumerate() {
-            let parts: Vec<&str> = platform.split('/').collect();
-            let valid = (2..=3).contains(&parts.len())
-                && parts.iter().all(|p| {
-                    !p.is_empty()
-                        && p.bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-                });
-            if valid {
-                out.push(platform.clone());
-            } else {
-                self.fail(
-                    &path.index(i),
-                    format!("platform \"{platform}\" is not os/arch or os/arch/variant (e.g. linux/arm64/v8)"),
-                );
-            }
-        }
-        out
-    }
-}
-
-/// A `target_groups` entry: where mapped repositories go.
-#[derive(Clone, Debug)]
-enum TargetPrefix {
-    Oci(String),
-    Registry(String),
-}
-
-impl TargetPrefix {
-    fn join(&self, name: &str) -> Result<Target, String> {
-        match self {
-            TargetPrefix::Oci(dir) => parse_target(&format!("oci:{dir}/{name}")),
-            TargetPrefix::Registry(prefix) => parse_target(&format!("{prefix}/{name}")),
-        }
-    }
-}
-
-fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
-    let trimmed = text.trim_end_matches('/');
-    if let Some(dir) = trimmed.strip_prefix("oci:") {
-        if dir.is_empty() {
-            return Err(format!("\"{text}\" names no directory after oci:"));
-        }
-        return Ok(TargetPrefix::Oci(dir.to_string()));
-    }
-    // A prefix is valid when a repository under it is.
-    parse_target(&format!("{trimmed}/probe"))
-        .map(|_| TargetPrefix::Registry(trimmed.to_string()))
-        .map_err(|_| {
-            format!("target prefix \"{text}\" is not host[:port][/path] or oci:<directory>")
-        })
-}
-
-/// The directory of an `oci:<directory>` source or target (`what`); `None` for anything else.
-fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
-    let dir = text.strip_prefix("oci:")?;
-    Some(if dir.is_empty() {
-        Err(format!("{what} \"{text}\" names no directory after oci:"))
-    } else {
-        Ok(PathBuf::from(dir))
-    })
-}
-
-fn parse_target(text: &str) -> Result<Target, String> {
-    if let Some(dir) = layout_dir(text, "target") {
-        return dir.map(|path| Target::OciLayout { path });
-    }
-    let reference = parse_repository(text)?;
-    Ok(Target::Registry {
-        reference: format!("{}/{}", reference.registry, reference.repository),
-    })
-}
-
-/// A mapping's source: `oci:<directory>`, or a repository reference without tag or digest.
-fn parse_origin(text: &str) -> Result<Origin, String> {
-    if let Some(dir) = layout_dir(text, "source") {
-        return dir.map(|path| Origin::OciLayout { path });
-    }
-    let r = parse_repository(text)?;
-    Ok(Origin::Registry {
-        registry: r.registry,
-        repository: r.repository,
-    })
-}
-
-/// A repository reference without tag or digest.
-fn parse_repository(text: &str) -> Result<Reference, String> {
-    let reference = Reference::parse(text).map_err(|e| e.to_string())?;
-    if reference.tag.is_some() || reference.digest.is_some() {
-        return Err(format!(
-            "\"{text}\" names a tag or digest; name the repository only and select tags with tags.exact or digests"
-        ));
-    }
-    Ok(reference)
-}
-
-fn normalise_host(host: &str) -> String {
-    match Reference::parse(&format!("{host}/probe")) {
-        Ok(r) => r.registry,
-        Err(_) => host.to_ascii_lowercase(),
-    }
-}
-
-/// A registry host as references name it; Docker Hub's aliases become `docker.io`.
-fn parse_host(text: &str) -> Result<String, String> {
-    let looks_like_host = text.contains('.') || text.contains(':') || text == "localhost";
-    if !looks_like_host || text.contains('/') {
-        return Err(format!(
-            "\"{text}\" is not a registry host (e.g. docker.io, ghcr.io, localhost:5000)"
-        ));
-    }
-    match Reference::parse(&format!("{text}/probe")) {
-        Ok(r) if r.repository == "probe" || r.registry == DOCKER_HUB => Ok(r.registry),
-        Ok(_) => Err(format!("\"{text}\" is not a registry host")),
-        Err(e) => Err(e.problem.to_string()),
     }
 }

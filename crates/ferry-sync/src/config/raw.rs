@@ -68,6 +68,9 @@ pub struct RawDefaults {
     /// Copy referrers (signatures, SBOMs, attestations) too (default true).
     #[serde(default)]
     pub referrers: Option<bool>,
+    /// Immutable tags for mappings without `immutable` (default: none); see the mapping's field.
+    #[serde(default)]
+    pub immutable: Option<Vec<String>>,
 }
 
 /// Settings for one registry host.
@@ -122,24 +125,30 @@ pub enum RawAuth {
     Anonymous,
     /// Username and password (or an access token used as password).
     Basic {
+        /// The user name.
         username: String,
+        /// The password (`${VAR}` to read it from the environment).
         #[schemars(with = "String")]
         password: RawSecret,
     },
     /// A bearer token sent as is.
     Token {
+        /// The token (`${VAR}` to read it from the environment).
         #[schemars(with = "String")]
         token: RawSecret,
     },
     /// Credentials from a Docker config.json (default: $DOCKER_CONFIG or ~/.docker/config.json).
     DockerConfig {
+        /// The config.json to read.
         #[serde(default)]
         path: Option<PathBuf>,
     },
     /// Amazon ECR credentials from the AWS credential chain.
     Ecr {
+        /// The AWS region (default: from the ECR host name).
         #[serde(default)]
         region: Option<String>,
+        /// The AWS profile (default: the credential chain's).
         #[serde(default)]
         profile: Option<String>,
     },
@@ -191,6 +200,12 @@ pub struct RawMapping {
     /// Copy referrers too. Replaces `defaults.referrers`.
     #[serde(default)]
     pub referrers: Option<bool>,
+    /// Globs (as in `tags.include`, e.g. "v*.*.*") naming tags that never change once pushed: a
+    /// tag matching one that a target's tag listing already names is taken as up to date
+    /// there, with no manifest request to the target (nor to the source, when every target
+    /// names it). A re-pushed immutable tag is not noticed. Replaces `defaults.immutable`.
+    #[serde(default)]
+    pub immutable: Option<Vec<String>>,
     /// With `target_group`: the repository path appended instead of the source's.
     #[serde(default)]
     pub rename: Option<String>,

@@ -1,5 +1,9 @@
 //! The BlobScheduler: every blob of the run once, by digest. It knows every place a blob must
 //! reach, skips what is there, uploads once per registry (one source read for all), mounts the rest.
+//!
+//! Places can be added while transfers run (mappings reach the engine as they resolve). A place
+//! added after its blob's transfer started goes into a new generation of that blob, which runs
+//! after the earlier ones and mounts from any registry repository they reached.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -20,22 +24,33 @@ use crate::source::Source;
 /// A place a blob must be: a registry repository or a layout directory.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Place {
-    Registry { host: String, repository: String },
+    /// A repository on a registry.
+    Registry {
+        /// The registry host.
+        host: String,
+        /// The repository on it.
+        repository: String,
+    },
+    /// An OCI image-layout directory.
     Layout(PathBuf),
 }
 
 /// What the scheduler did, for the report.
 #[derive(Debug, Default)]
 pub struct BlobCounters {
+    /// Blob copies streamed from the source, one per place written.
     pub copied: AtomicU64,
+    /// Registry places that got a blob by a cross-repository mount, without a byte sent.
     pub mounted: AtomicU64,
+    /// Places that already held the blob.
     pub skipped: AtomicU64,
+    /// Blob bytes streamed to targets, counted once per place written.
     pub bytes_copied: AtomicU64,
     /// Blob bytes written into layout targets (part of `bytes_copied`).
     pub layout_bytes_written: AtomicU64,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Job {
     blob: BlobRef,
     source: Source,
@@ -43,35 +58,59 @@ struct Job {
     places: BTreeMap<Place, bool>,
     /// Clients for the registry places, by host.
     clients: HashMap<String, RegistryClient>,
+    /// Places an earlier generation of this blob reached: a registry place of the same host
+    /// mounts from one instead of reading the source again.
+    held: Vec<Place>,
 }
 
 type Outcome = HashMap<Place, Result<(), Error>>;
 
+/// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
+/// it to the end, then done with a result for every place it was planned for. The job stays in
+/// the cell, so a run that is dropped part way leaves the cell pending, never done with a
+/// partial outcome. Places join the job until its run starts.
 #[derive(Debug)]
 struct Cell {
-    job: std::sync::Mutex<Option<Job>>,
+    planned: std::sync::Mutex<Planned>,
+    /// The blob's earlier generations, which run first.
+    earlier: Vec<Arc<Cell>>,
     done: OnceCell<Outcome>,
 }
 
-/// Schedules every blob transfer of a run. Built in full before any transfer starts, so a blob
-/// that several images and targets need is read from the source once.
+#[derive(Debug)]
+struct Planned {
+    job: Job,
+    started: bool,
+}
+
+impl Cell {
+    fn planned(&self) -> std::sync::MutexGuard<'_, Planned> {
+        self.planned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Schedules every blob transfer of a run: a blob that several images and targets need is read
+/// from the source once for all the places known when its transfer starts.
 #[derive(Debug)]
 pub struct BlobScheduler {
-    cells: HashMap<Digest, Arc<Cell>>,
+    cells: std::sync::Mutex<HashMap<Digest, Vec<Arc<Cell>>>>,
     limit: Arc<Semaphore>,
     shape: UploadShape,
+    /// What the scheduler did so far; the engine's report reads it when the run ends.
     pub counters: Arc<BlobCounters>,
     progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl BlobScheduler {
+    /// An empty scheduler moving at most `blobs_in_flight` blobs at once; places are added with
+    /// [`BlobScheduler::need`].
     pub fn new(
         blobs_in_flight: usize,
         shape: UploadShape,
         progress: Arc<crate::progress::SyncProgress>,
     ) -> Self {
         BlobScheduler {
-            cells: HashMap::new(),
+            cells: std::sync::Mutex::default(),
             limit: Arc::new(Semaphore::new(blobs_in_flight.max(1))),
             shape,
             counters: Arc::new(BlobCounters::default()),
@@ -79,77 +118,140 @@ impl BlobScheduler {
         }
     }
 
-    /// Bytes the planned transfers will read from sources: every blob once.
-    pub fn planned_bytes(&self) -> u64 {
-        self.cells
-            .values()
-            .filter_map(|c| {
-                let job = c.job.lock().unwrap_or_else(|p| p.into_inner());
-                job.as_ref().map(|j| j.blob.size)
-            })
-            // Sizes come from the source's manifests: saturate rather than overflow.
-            .fold(0, u64::saturating_add)
+    fn cells(&self) -> std::sync::MutexGuard<'_, HashMap<Digest, Vec<Arc<Cell>>>> {
+        self.cells.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that `blob` (read from `source`) must be at `place`.
+    /// Records that `blob` (read from `source`) must be at `place`. Returns the bytes this adds
+    /// to what the run will read from sources: the blob's size when it starts a new generation.
     pub fn need(
-        &mut self,
+        &self,
         blob: &BlobRef,
         source: &Source,
         place: Place,
         new_repository: bool,
         target_client: Option<&RegistryClient>,
-    ) {
-        let cell = self.cells.entry(blob.digest.clone()).or_insert_with(|| {
-            Arc::new(Cell {
-                job: std::sync::Mutex::new(Some(Job {
-                    blob: blob.clone(),
-                    source: source.clone(),
-                    places: BTreeMap::new(),
-                    clients: HashMap::new(),
-                })),
-                done: OnceCell::new(),
-            })
-        });
-        let mut guard = cell.job.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(job) = guard.as_mut() {
-            let entry = job.places.entry(place).or_insert(new_repository);
-            *entry &= new_repository;
+    ) -> u64 {
+        let add_client = |job: &mut Job| {
             if let Some(c) = target_client {
                 job.clients
                     .entry(c.host().to_owned())
                     .or_insert_with(|| c.clone());
             }
+        };
+        let mut cells = self.cells();
+        let generations = cells.entry(blob.digest.clone()).or_default();
+        if let Some(last) = generations.last() {
+            let mut planned = last.planned();
+            if !planned.started {
+                let entry = planned.job.places.entry(place).or_insert(new_repository);
+                *entry &= new_repository;
+                add_client(&mut planned.job);
+                return 0;
+            }
+        }
+        if generations
+            .iter()
+            .any(|c| c.planned().job.places.contains_key(&place))
+        {
+            // Already on its way there (or already there) in a generation that started.
+            return 0;
+        }
+        let mut job = Job {
+            blob: blob.clone(),
+            source: source.clone(),
+            places: BTreeMap::from([(place, new_repository)]),
+            clients: HashMap::new(),
+            held: Vec::new(),
+        };
+        add_client(&mut job);
+        let cell = Arc::new(Cell {
+            planned: std::sync::Mutex::new(Planned {
+                job,
+                started: false,
+            }),
+            earlier: generations.clone(),
+            done: OnceCell::new(),
+        });
+        generations.push(cell);
+        blob.size
+    }
+
+    /// Waits until `digest` is at `place`, running the blob's transfer (to every place planned
+    /// for it) if no other caller is running it. Asking for a blob or a place that was never
+    /// planned is an error, never a success: the scheduler only vouches for work it did.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future part way (a timeout, a stop) never records an outcome: the blob stays
+    /// pending, and the next caller runs its transfer again from the start (the skip check finds
+    /// what already landed). Callers waiting on another caller's run wait on; if that run is
+    /// dropped, one of them takes it over.
+    pub async fn ensure(&self, digest: &Digest, place: &Place) -> Result<(), Error> {
+        let unplanned = |what: &str| {
+            let (host, repository) = match place {
+                Place::Registry { host, repository } => (host.clone(), Some(repository.as_str())),
+                Place::Layout(dir) => (format!("oci:{}", dir.display()), None),
+            };
+            Err(Error::new(
+                host,
+                repository,
+                Operation::UploadStart,
+                ErrorKind::Local(format!("blob {digest} {what}")),
+            ))
+        };
+        let cell = {
+            let cells = self.cells();
+            let Some(generations) = cells.get(digest) else {
+                return unplanned("was never scheduled");
+            };
+            generations
+                .iter()
+                .find(|c| c.planned().job.places.contains_key(place))
+                .cloned()
+        };
+        let Some(cell) = cell else {
+            return unplanned("was never scheduled for this place");
+        };
+        match self.outcome(&cell).await.get(place) {
+            Some(r) => r.clone(),
+            None => unplanned("was never scheduled for this place"),
         }
     }
 
-    /// Waits until `digest` is at `place` (running its transfer if nobody has started it).
-    pub async fn ensure(&self, digest: &Digest, place: &Place) -> Result<(), Error> {
-        let Some(cell) = self.cells.get(digest) else {
-            return Ok(());
-        };
-        let outcome = cell
-            .done
-            .get_or_init(|| async {
-                let job = cell.job.lock().unwrap_or_else(|p| p.into_inner()).take();
-                match job {
-                    Some(job) => {
-                        let _permit = self.limit.acquire().await;
-                        run_job(job, self.shape, &self.counters, &self.progress).await
-                    }
-                    None => HashMap::new(),
-                }
-            })
-            .await;
-        match outcome.get(place) {
-            Some(r) => r.clone(),
-            None => Ok(()),
-        }
+    /// Runs `cell` (after its earlier generations) unless it is done or being run.
+    fn outcome<'a>(
+        &'a self,
+        cell: &'a Cell,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = &'a Outcome> + Send + 'a>> {
+        Box::pin(cell.done.get_or_init(|| async {
+            // Earlier generations first (each takes its own slot): what they put in a registry
+            // is mounted from rather than read from the source again.
+            let mut held = Vec::new();
+            for earlier in &cell.earlier {
+                let outcome = self.outcome(earlier).await;
+                held.extend(
+                    outcome
+                        .iter()
+                        .filter(|(_, r)| r.is_ok())
+                        .map(|(p, _)| p.clone()),
+                );
+            }
+            let job = {
+                let mut planned = cell.planned();
+                planned.started = true;
+                let mut job = planned.job.clone();
+                job.held = held;
+                job
+            };
+            let _permit = self.limit.acquire().await;
+            run_job(&job, self.shape, &self.counters, &self.progress).await
+        }))
     }
 }
 
 async fn run_job(
-    job: Job,
+    job: &Job,
     shape: UploadShape,
     counters: &BlobCounters,
     progress: &crate::progress::SyncProgress,
@@ -180,10 +282,6 @@ async fn run_job(
         }
     }
 
-    if needed.is_empty() {
-        progress.bytes_not_needed(job.blob.size);
-    }
-
     // 2. One upload per registry (the first repository needing it) plus every layout, all fed
     //    by one read of the source; the other repositories of a registry mount from it.
     //    A repository with a namespace goes first: a registry may refuse one-component names,
@@ -204,8 +302,10 @@ async fn run_job(
                     .clients
                     .get(host)
                     .is_none_or(|c| !c.capabilities().support(Feature::Mount).is_unavailable());
-                let primary = primaries
+                let primary = job
+                    .held
                     .iter()
+                    .chain(&primaries)
                     .filter(|_| mounts_there)
                     .find(|p| matches!(p, Place::Registry { host: h, .. } if h == host));
                 match primary {
@@ -216,7 +316,7 @@ async fn run_job(
         }
     }
     let results = copy_to(
-        &job,
+        job,
         primaries.clone(),
         &HashMap::new(),
         shape,
@@ -269,8 +369,12 @@ async fn run_job(
             }
         }
     }
+    if primaries.is_empty() && fallbacks.is_empty() {
+        // Everything was there already, or mounted from where it is: no source read.
+        progress.bytes_not_needed(job.blob.size);
+    }
     if !fallbacks.is_empty() {
-        let results = copy_to(&job, fallbacks, &sessions, shape, counters, progress).await;
+        let results = copy_to(job, fallbacks, &sessions, shape, counters, progress).await;
         outcome.extend(results);
     }
     outcome

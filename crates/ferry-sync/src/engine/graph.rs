@@ -7,6 +7,7 @@ use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, Operation, media};
 use oci_spec::image::{ImageIndex, ImageManifest};
 
+use crate::platform::Platform;
 use crate::source::Source;
 
 /// Deeper than this, an index of indexes is refused (a loop or an attack).
@@ -17,7 +18,9 @@ const MAX_MANIFESTS: usize = 1024;
 /// A blob a manifest references.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BlobRef {
+    /// The digest the blob's bytes must hash to.
     pub digest: Digest,
+    /// The size its descriptor declares: a source stream is cut off past it.
     pub size: u64,
 }
 
@@ -31,6 +34,7 @@ pub struct ImageGraph {
 }
 
 impl ImageGraph {
+    /// The root manifest (what the tag names), the last one fetched.
     pub fn root(&self) -> &Manifest {
         self.manifests
             .last()
@@ -44,7 +48,7 @@ impl ImageGraph {
 pub async fn fetch_graph(
     source: &Source,
     digest: &Digest,
-    platforms: &[String],
+    platforms: &[Platform],
     fetched: Option<&Manifest>,
 ) -> Result<ImageGraph, Error> {
     let mut graph = ImageGraph {

@@ -17,6 +17,8 @@ use super::graph::ImageGraph;
 type PushKey = (String, String, String);
 type PushCell = Arc<OnceCell<Result<(), Error>>>;
 
+/// Puts manifests on targets, children before parents, each (registry, repository, digest) once per
+/// run.
 #[derive(Debug, Default)]
 pub struct ManifestPusher {
     /// One push per (registry, repository, digest) in a run; a second image that needs the

@@ -18,8 +18,8 @@ use ferry_distribution::error::Error;
 use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
-use crate::plan::{ImagePlan, Plan, TargetState};
-use crate::prepare::mapping::parse_repository;
+use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
+use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::{
     ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
@@ -35,14 +35,18 @@ use transfer::UploadShape;
 /// How the engine runs.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
+    /// Images copied at once.
     pub images_in_flight: usize,
+    /// Blobs moving at once, over every image.
     pub blobs_in_flight: usize,
+    /// Chunk size and the monolithic limit for uploads.
     pub shape: UploadShape,
     /// Counters the CLI's progress display reads.
     pub progress: Arc<crate::progress::SyncProgress>,
 }
 
 impl EngineOptions {
+    /// The options the config's `engine` section sets, each at least 1.
     pub fn from_settings(s: &EngineSettings) -> Self {
         EngineOptions {
             images_in_flight: s.images_in_flight.max(1),
@@ -61,22 +65,58 @@ impl EngineOptions {
 pub struct StopSignal(Arc<AtomicBool>);
 
 impl StopSignal {
+    /// Stops new work from starting; work in flight finishes.
     pub fn stop(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
+    /// Whether [`StopSignal::stop`] was called.
     pub fn is_stopped(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }
 
-/// One image to bring to its stale targets.
-struct Work<'a> {
+/// One image to bring to its stale targets, with everything resolved that its run needs.
+struct Work {
     mapping: usize,
-    source_name: &'a str,
+    source_name: String,
     source: Source,
-    image: &'a ImagePlan,
-    platforms: &'a [String],
-    targets: Vec<(Target, TargetState)>,
+    image: ImagePlan,
+    graph: Arc<Result<ImageGraph, Error>>,
+    targets: Vec<ResolvedTarget>,
+}
+
+/// A stale target, resolved once: where its blobs go and the client that writes them.
+struct ResolvedTarget {
+    target: Target,
+    state: TargetState,
+    /// The blobs' place and the registry's client (`None` for a layout), or why there is none.
+    place: Result<(Place, Option<RegistryClient>), Error>,
+}
+
+/// What the intake of mappings shares across the mappings it takes in at once.
+#[derive(Default)]
+struct Intake {
+    /// Reports decided without copying (up to date, unfetched, refused layouts, no source).
+    images: std::sync::Mutex<Vec<ImageReport>>,
+    failed_mappings: std::sync::Mutex<Vec<MappingFailure>>,
+    rejected_names: std::sync::Mutex<Vec<RejectedNameReport>>,
+    /// Layout locks held until the run's index entries are in, and the layouts refused.
+    layouts: tokio::sync::Mutex<LayoutHolds>,
+    /// One fetch per source image, shared by every mapping that copies it.
+    graphs: std::sync::Mutex<HashMap<GraphKey, Arc<tokio::sync::OnceCell<Arc<GraphResult>>>>>,
+}
+
+type GraphResult = Result<ImageGraph, Error>;
+
+#[derive(Default)]
+struct LayoutHolds {
+    held: Vec<crate::layout::lock::LayoutLock>,
+    taken: std::collections::HashSet<std::path::PathBuf>,
+    refused: HashMap<std::path::PathBuf, Error>,
+}
+
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs the sync for every stale (mapping, image, target) of `plan`.
@@ -87,192 +127,354 @@ pub async fn sync(
     stop: &StopSignal,
 ) -> SyncReport {
     let start = Instant::now();
-    let mut images = Vec::new();
-    let mut failed_mappings = Vec::new();
-    let mut rejected_names = Vec::new();
-    let mut work = Vec::new();
+    let plans = futures::stream::iter(plan.mappings.iter().cloned());
+    let mut report = sync_as_resolved(plans, registries, options, stop).await;
+    // The whole run: the prepare phase and the engine.
+    report.elapsed = plan.elapsed + start.elapsed();
+    report
+}
 
-    for m in &plan.mappings {
-        let resolved = match &m.outcome {
-            Ok(r) => r,
-            Err(e) => {
-                failed_mappings.push(MappingFailure {
-                    mapping: m.index,
-                    source: m.source.clone(),
-                    status: ImageStatus::failed(e),
-                });
-                continue;
-            }
-        };
-        rejected_names.extend(resolved.rejected_names.iter().map(|r| RejectedNameReport {
-            mapping: m.index,
-            source: m.source.clone(),
-            rejected: r.clone(),
-        }));
-        // A listed tag whose manifest could not be fetched: failed on every target, never
-        // dropped (it also keeps the mapping from pruning; see `crate::prune`).
-        for u in &resolved.unfetched {
-            for t in &u.targets {
-                images.push(ImageReport {
-                    mapping: m.index,
-                    source: m.source.clone(),
-                    image: u.tag.clone(),
-                    digest: String::new(),
-                    target: t.to_string(),
-                    status: ImageStatus::failed(&u.error),
-                });
-            }
-        }
-        for image in &resolved.images {
-            let mut stale = Vec::new();
-            for t in &image.targets {
-                if t.state.needs_copy() {
-                    stale.push((t.target.clone(), t.state.clone()));
-                } else {
-                    images.push(report(
-                        m.index,
-                        &m.source,
-                        image,
-                        &t.target,
-                        ImageStatus::UpToDate,
-                    ));
-                }
-            }
-            if stale.is_empty() {
-                continue;
-            }
-            match Source::open(&resolved.origin, registries).await {
-                Ok(source) => work.push(Work {
-                    mapping: m.index,
-                    source_name: &m.source,
-                    source,
-                    image,
-                    platforms: &resolved.platforms,
-                    targets: stale,
-                }),
-                Err(e) => {
-                    for (t, _) in stale {
-                        images.push(report(
-                            m.index,
-                            &m.source,
-                            image,
-                            &t,
-                            ImageStatus::failed(&e),
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    // Every layout this run writes is held (shared) from before its first blob until the
-    // run's index entries are in, so no garbage collection removes a blob not yet indexed.
-    let (_layout_locks, refused) = hold_layouts(&mut work).await;
-    images.extend(refused);
-
-    // Stage 1: every stale image's manifest graph (images sharing a digest share one fetch).
-    let graphs = fetch_graphs(&work, options).await;
-
-    // Stage 2: every place every blob must reach, known before any transfer starts.
-    let mut scheduler = BlobScheduler::new(
+/// Runs the sync for every stale (mapping, image, target) of each mapping as `plans` yields it:
+/// a mapping's images start as soon as it is resolved, while slower mappings (a repository
+/// waiting out throttles) are still resolving. The report's `elapsed` is the engine's own time.
+///
+/// Stages, per mapping: take it in (its reports, its source), hold its layouts, resolve its
+/// targets and fetch its images' manifest graphs, plan its blobs; then its images join one
+/// window (`images_in_flight`) that refills on completion. Once every mapping is in and every
+/// image done: referrer indexes, then the summary.
+pub async fn sync_as_resolved<S>(
+    plans: S,
+    registries: &Registries,
+    options: &EngineOptions,
+    stop: &StopSignal,
+) -> SyncReport
+where
+    S: futures::Stream<Item = MappingPlan>,
+{
+    let start = Instant::now();
+    let intake = Intake::default();
+    let scheduler = BlobScheduler::new(
         options.blobs_in_flight,
         options.shape,
         Arc::clone(&options.progress),
     );
-    let mut clients: HashMap<String, Result<RegistryClient, Error>> = HashMap::new();
-    for w in &work {
-        let Some(Ok(graph)) = graphs.get(&graph_key(w)) else {
-            continue;
-        };
-        for (target, state) in &w.targets {
-            let (place, client) = match place_of(target, registries, &mut clients).await {
-                Ok(p) => p,
-                Err(_) => continue,
-            };
-            for blob in &graph.blobs {
-                scheduler.need(
-                    blob,
-                    &w.source,
-                    place.clone(),
-                    *state == TargetState::NewRepository,
-                    client.as_ref(),
-                );
+    let pusher = ManifestPusher::default();
+    let (ready, queue) = futures::channel::mpsc::unbounded::<Arc<Work>>();
+
+    let (intake_ref, scheduler_ref) = (&intake, &scheduler);
+    let take_in = async move {
+        let mut taken = std::pin::pin!(
+            plans
+                .map(|m| take_in(m, registries, intake_ref, scheduler_ref, options))
+                .buffer_unordered(options.images_in_flight.max(1))
+        );
+        while let Some(works) = taken.next().await {
+            for w in works {
+                // The queue's receiver lives until every sender is gone: a send cannot fail.
+                let _ = ready.unbounded_send(w);
             }
         }
-    }
-    options.progress.expect_bytes(scheduler.planned_bytes());
-    let scheduler = Arc::new(scheduler);
-    let pusher = Arc::new(ManifestPusher::default());
-
-    // Stage 3: images through a window that refills on completion; each target's manifests go
-    // up once every blob they reference is there.
-    let outcomes: Vec<Vec<ImageReport>> = futures::stream::iter(work.iter())
+        // Dropping the sender ends the queue once it drains.
+        drop(ready);
+    };
+    let run = queue
         .map(|w| {
-            let scheduler = Arc::clone(&scheduler);
-            let pusher = Arc::clone(&pusher);
-            let graph = graphs.get(&graph_key(w));
-            let clients = &clients;
+            let (scheduler, pusher) = (&scheduler, &pusher);
             async move {
-                if stop.is_stopped() {
-                    return w
-                        .targets
-                        .iter()
-                        .map(|(t, _)| {
-                            report(
-                                w.mapping,
-                                w.source_name,
-                                w.image,
-                                t,
-                                ImageStatus::Interrupted,
-                            )
-                        })
-                        .collect();
-                }
-                let graph = match graph {
-                    Some(Ok(g)) => g,
-                    Some(Err(e)) => {
-                        return w
-                            .targets
-                            .iter()
-                            .map(|(t, _)| {
-                                report(w.mapping, w.source_name, w.image, t, ImageStatus::failed(e))
-                            })
-                            .collect();
-                    }
-                    None => return Vec::new(),
-                };
-                let mut out = Vec::new();
-                for (target, _) in &w.targets {
-                    let status = match copy_to_target(
-                        w, graph, target, &scheduler, &pusher, registries, clients,
-                    )
-                    .await
-                    {
-                        Ok(()) => ImageStatus::Synced,
-                        Err(e) => ImageStatus::failed(&e),
-                    };
-                    out.push(report(w.mapping, w.source_name, w.image, target, status));
-                }
-                out
+                let statuses = run_image(&w, scheduler, pusher, stop).await;
+                (w, statuses)
             }
         })
-        .buffer_unordered(options.images_in_flight)
-        .inspect(|done| options.progress.images_done(done.len() as u64))
-        .collect()
-        .await;
-    images.extend(outcomes.into_iter().flatten());
+        .buffer_unordered(options.images_in_flight.max(1))
+        .inspect(|(_, done)| options.progress.images_done(done.len() as u64))
+        .collect::<Vec<_>>();
+    let ((), ran) = futures::join!(take_in, run);
+
+    let mut images = std::mem::take(&mut *locked(&intake.images));
+    for (w, statuses) in &ran {
+        for (t, status) in w.targets.iter().zip(statuses) {
+            images.push(report(
+                w.mapping,
+                &w.source_name,
+                &w.image,
+                &t.target,
+                status.clone(),
+            ));
+        }
+    }
 
     // Referrers found through the source's referrers API: a target without the API gets the
     // subject's tag-schema index, so they stay discoverable there.
-    let pushed = referrers_to_index(&work, &graphs, &images, &clients);
-    for (p, e) in referrers::write_fallback_indexes(pushed).await {
+    for (p, e) in referrers::write_fallback_indexes(referrers_to_index(&ran)).await {
         let name = p.referrer.digest.to_string();
         for i in images.iter_mut().filter(|i| i.image == name) {
             i.status = ImageStatus::failed(&e);
         }
     }
-    images.sort_by(|a, b| (a.mapping, &a.image, &a.target).cmp(&(b.mapping, &b.image, &b.target)));
+    drop(intake.layouts.into_inner());
+    let failed_mappings = intake
+        .failed_mappings
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    let rejected_names = intake
+        .rejected_names
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner());
+    summarise(
+        images,
+        failed_mappings,
+        rejected_names,
+        &scheduler,
+        &pusher,
+        registries,
+        start,
+        stop,
+    )
+}
 
+/// Takes one resolved mapping in: reports what needs no copy, opens its source, holds its
+/// layouts, resolves its targets, fetches its images' graphs and plans their blobs. Returns the
+/// images to run.
+async fn take_in(
+    m: MappingPlan,
+    registries: &Registries,
+    intake: &Intake,
+    scheduler: &BlobScheduler,
+    options: &EngineOptions,
+) -> Vec<Arc<Work>> {
+    let resolved = match m.outcome {
+        Ok(r) => r,
+        Err(e) => {
+            locked(&intake.failed_mappings).push(MappingFailure {
+                mapping: m.index,
+                source: m.source.clone(),
+                status: ImageStatus::failed(&e),
+            });
+            return Vec::new();
+        }
+    };
+    locked(&intake.rejected_names).extend(resolved.rejected_names.iter().map(|r| {
+        RejectedNameReport {
+            mapping: m.index,
+            source: m.source.clone(),
+            rejected: r.clone(),
+        }
+    }));
+    let mut reports = Vec::new();
+    // A listed tag whose manifest could not be fetched: failed on every target, never
+    // dropped (it also keeps the mapping from pruning; see `crate::prune`).
+    for u in &resolved.unfetched {
+        for t in &u.targets {
+            reports.push(ImageReport {
+                mapping: m.index,
+                source: m.source.clone(),
+                image: u.tag.clone(),
+                digest: String::new(),
+                target: t.to_string(),
+                status: ImageStatus::failed(&u.error),
+            });
+        }
+    }
+    // Immutable tags every target already names: up to date, not asked about (no digest).
+    for tag in &resolved.held_immutable {
+        for t in &resolved.targets {
+            reports.push(ImageReport {
+                mapping: m.index,
+                source: m.source.clone(),
+                image: tag.to_string(),
+                digest: String::new(),
+                target: t.to_string(),
+                status: ImageStatus::UpToDate,
+            });
+        }
+    }
+    let mut stale_images = Vec::new();
+    for image in resolved.images {
+        let mut stale = Vec::new();
+        for t in &image.targets {
+            if t.state.needs_copy() {
+                stale.push((t.target.clone(), t.state.clone()));
+            } else {
+                reports.push(report(
+                    m.index,
+                    &m.source,
+                    &image,
+                    &t.target,
+                    ImageStatus::UpToDate,
+                ));
+            }
+        }
+        if !stale.is_empty() {
+            stale_images.push((image, stale));
+        }
+    }
+    let source = match stale_images.is_empty() {
+        true => None,
+        false => Some(Source::open(&resolved.origin, registries).await),
+    };
+    let source = match source {
+        None => {
+            locked(&intake.images).extend(reports);
+            return Vec::new();
+        }
+        Some(Ok(source)) => source,
+        Some(Err(e)) => {
+            for (image, stale) in &stale_images {
+                for (t, _) in stale {
+                    reports.push(report(
+                        m.index,
+                        &m.source,
+                        image,
+                        t,
+                        ImageStatus::failed(&e),
+                    ));
+                }
+            }
+            locked(&intake.images).extend(reports);
+            return Vec::new();
+        }
+    };
+
+    // Every layout this run writes is held (shared) from before its first blob until the
+    // run's index entries are in, so no garbage collection removes a blob not yet indexed.
+    let refused = hold_layouts(&stale_images, &intake.layouts).await;
+    let mut works = Vec::new();
+    for (image, stale) in stale_images {
+        let mut targets = Vec::new();
+        for (target, state) in stale {
+            if let Target::OciLayout { path } = &target
+                && let Some(e) = refused.get(path)
+            {
+                reports.push(report(
+                    m.index,
+                    &m.source,
+                    &image,
+                    &target,
+                    ImageStatus::failed(e),
+                ));
+                continue;
+            }
+            let place = resolve_target(&target, registries).await;
+            targets.push(ResolvedTarget {
+                target,
+                state,
+                place,
+            });
+        }
+        if targets.is_empty() {
+            continue;
+        }
+        works.push((image, targets));
+    }
+    locked(&intake.images).extend(reports);
+
+    // Each image's manifest graph (images sharing a digest share one fetch, across mappings).
+    let platforms = &resolved.platforms;
+    let source = &source;
+    let name = &m.source;
+    let works: Vec<Work> = futures::stream::iter(works)
+        .map(|(image, targets)| async move {
+            let graph = graph_of(intake, source, &image, platforms).await;
+            Work {
+                mapping: m.index,
+                source_name: name.clone(),
+                source: source.clone(),
+                image,
+                graph,
+                targets,
+            }
+        })
+        .buffer_unordered(options.images_in_flight.max(1))
+        .collect()
+        .await;
+
+    // Every place every blob of this mapping must reach, known before its images start.
+    for w in &works {
+        // Every (image, target) the window will report done, failed graphs included.
+        options.progress.expect_images(w.targets.len() as u64);
+        let Ok(graph) = &*w.graph else {
+            continue;
+        };
+        for t in &w.targets {
+            let Ok((place, client)) = &t.place else {
+                continue;
+            };
+            for blob in &graph.blobs {
+                let bytes = scheduler.need(
+                    blob,
+                    &w.source,
+                    place.clone(),
+                    t.state == TargetState::NewRepository,
+                    client.as_ref(),
+                );
+                options.progress.expect_bytes(bytes);
+            }
+        }
+    }
+    works.into_iter().map(Arc::new).collect()
+}
+
+/// The image's manifest graph, fetched once per (source, digest) for the whole run.
+async fn graph_of(
+    intake: &Intake,
+    source: &Source,
+    image: &ImagePlan,
+    platforms: &[Platform],
+) -> Arc<GraphResult> {
+    let cell = {
+        let mut graphs = locked(&intake.graphs);
+        Arc::clone(
+            graphs
+                .entry((source.name(), image.digest.clone()))
+                .or_default(),
+        )
+    };
+    let graph = cell
+        .get_or_init(|| async {
+            let fetched = image.root.as_ref();
+            Arc::new(fetch_graph(source, &image.source_digest, platforms, fetched).await)
+        })
+        .await;
+    Arc::clone(graph)
+}
+
+/// Brings one image to each of its targets; a status per target, in order.
+async fn run_image(
+    w: &Work,
+    scheduler: &BlobScheduler,
+    pusher: &ManifestPusher,
+    stop: &StopSignal,
+) -> Vec<ImageStatus> {
+    if stop.is_stopped() {
+        return vec![ImageStatus::Interrupted; w.targets.len()];
+    }
+    let graph = match &*w.graph {
+        Ok(g) => g,
+        Err(e) => return vec![ImageStatus::failed(e); w.targets.len()],
+    };
+    let mut out = Vec::new();
+    for t in &w.targets {
+        out.push(match copy_to_target(w, graph, t, scheduler, pusher).await {
+            Ok(()) => ImageStatus::Synced,
+            Err(e) => ImageStatus::failed(&e),
+        });
+    }
+    out
+}
+
+/// Totals and per-registry counters: the report of the run.
+#[allow(clippy::too_many_arguments)]
+fn summarise(
+    mut images: Vec<ImageReport>,
+    failed_mappings: Vec<MappingFailure>,
+    rejected_names: Vec<RejectedNameReport>,
+    scheduler: &BlobScheduler,
+    pusher: &ManifestPusher,
+    registries: &Registries,
+    start: Instant,
+    stop: &StopSignal,
+) -> SyncReport {
+    images.sort_by(|a, b| (a.mapping, &a.image, &a.target).cmp(&(b.mapping, &b.image, &b.target)));
     let mut totals = Totals::default();
     for i in &images {
         match i.status {
@@ -299,39 +501,41 @@ pub async fn sync(
         totals.retries += r.stats.retries;
         totals.throttled += r.stats.throttled;
     }
+    let mut failed_mappings = failed_mappings;
+    failed_mappings.sort_by_key(|f| f.mapping);
+    let mut rejected_names = rejected_names;
+    rejected_names.sort_by_key(|r| r.mapping);
     SyncReport {
         images,
         failed_mappings,
         rejected_names,
         registries: registries_report,
         totals,
-        // The whole run: the prepare phase and the engine.
-        elapsed: plan.elapsed + start.elapsed(),
+        elapsed: start.elapsed(),
         interrupted: stop.is_stopped(),
     }
 }
 
-/// Takes the writing lock of every layout some work targets; a layout whose lock cannot be
-/// taken is dropped from the work, each of its images reported failed with the reason.
+/// Takes the writing lock of every layout these images target that the run does not hold yet.
+/// Returns the layouts whose lock could not be taken, each with the reason (their images fail).
 async fn hold_layouts(
-    work: &mut [Work<'_>],
-) -> (Vec<crate::layout::lock::LayoutLock>, Vec<ImageReport>) {
+    images: &[(ImagePlan, Vec<(Target, TargetState)>)],
+    holds: &tokio::sync::Mutex<LayoutHolds>,
+) -> HashMap<std::path::PathBuf, Error> {
     use crate::layout::lock::{self, LockKind};
-    let mut held = Vec::new();
-    let mut refused: HashMap<std::path::PathBuf, Error> = HashMap::new();
-    let mut taken: std::collections::HashSet<std::path::PathBuf> = Default::default();
-    for w in work.iter() {
-        for (t, _) in &w.targets {
+    let mut holds = holds.lock().await;
+    for (_, targets) in images {
+        for (t, _) in targets {
             let Target::OciLayout { path } = t else {
                 continue;
             };
-            if taken.contains(path) || refused.contains_key(path) {
+            if holds.taken.contains(path) || holds.refused.contains_key(path) {
                 continue;
             }
             match lock::acquire(path, LockKind::Writing, lock::LOCK_WAIT).await {
                 Ok(l) => {
-                    held.push(l);
-                    taken.insert(path.clone());
+                    holds.held.push(l);
+                    holds.taken.insert(path.clone());
                 }
                 Err(e) => {
                     let error = Error::new(
@@ -340,70 +544,32 @@ async fn hold_layouts(
                         ferry_distribution::Operation::ManifestPutByTag,
                         ferry_distribution::error::ErrorKind::Local(e.to_string()),
                     );
-                    refused.insert(path.clone(), error);
+                    holds.refused.insert(path.clone(), error);
                 }
             }
         }
     }
-    let mut failed = Vec::new();
-    for w in work.iter_mut() {
-        w.targets.retain(|(t, _)| {
-            let Target::OciLayout { path } = t else {
-                return true;
-            };
-            match refused.get(path) {
-                Some(e) => {
-                    failed.push(report(
-                        w.mapping,
-                        w.source_name,
-                        w.image,
-                        t,
-                        ImageStatus::failed(e),
-                    ));
-                    false
-                }
-                None => true,
-            }
-        });
-    }
-    (held, failed)
+    holds.refused.clone()
 }
 
 /// The referrers (with a subject) that reached a registry target in this run.
-fn referrers_to_index(
-    work: &[Work<'_>],
-    graphs: &HashMap<GraphKey, Result<ImageGraph, Error>>,
-    images: &[ImageReport],
-    clients: &HashMap<String, Result<RegistryClient, Error>>,
-) -> Vec<referrers::Pushed> {
+fn referrers_to_index(ran: &[(Arc<Work>, Vec<ImageStatus>)]) -> Vec<referrers::Pushed> {
     let mut pushed = Vec::new();
-    for w in work {
+    for (w, statuses) in ran {
         let Some(subject) = &w.image.subject else {
             continue;
         };
-        let Some(Ok(graph)) = graphs.get(&graph_key(w)) else {
+        let Ok(graph) = &*w.graph else {
             continue;
         };
-        for (target, _) in &w.targets {
-            let Target::Registry { reference } = target else {
+        for (t, status) in w.targets.iter().zip(statuses) {
+            let Ok((Place::Registry { repository, .. }, Some(client))) = &t.place else {
                 continue;
             };
-            let synced = images.iter().any(|i| {
-                i.mapping == w.mapping
-                    && i.digest == w.image.digest.to_string()
-                    && i.target == target.to_string()
-                    && i.status == ImageStatus::Synced
-            });
-            let Ok(r) = parse_repository(reference) else {
-                continue;
-            };
-            let Some(Ok(client)) = clients.get(&r.registry) else {
-                continue;
-            };
-            if synced {
+            if *status == ImageStatus::Synced {
                 pushed.push(referrers::Pushed {
                     client: client.clone(),
-                    repository: r.repository.clone(),
+                    repository: repository.clone(),
                     subject: subject.clone(),
                     referrer: graph.root().clone(),
                 });
@@ -464,48 +630,22 @@ fn report(
 
 type GraphKey = (String, Digest);
 
-fn graph_key(w: &Work<'_>) -> GraphKey {
-    (w.source.name(), w.image.digest.clone())
-}
-
-async fn fetch_graphs(
-    work: &[Work<'_>],
-    options: &EngineOptions,
-) -> HashMap<GraphKey, Result<ImageGraph, Error>> {
-    let mut unique: HashMap<GraphKey, &Work<'_>> = HashMap::new();
-    for w in work {
-        unique.entry(graph_key(w)).or_insert(w);
-    }
-    futures::stream::iter(unique)
-        .map(|(key, w)| async move {
-            let i = w.image;
-            let fetched = i.root.as_ref();
-            let g = fetch_graph(&w.source, &i.source_digest, w.platforms, fetched);
-            (key, g.await)
-        })
-        .buffer_unordered(options.images_in_flight)
-        .collect()
-        .await
-}
-
-async fn place_of(
+/// Where `target`'s blobs go, and the client that writes them (resolved once per target).
+async fn resolve_target(
     target: &Target,
     registries: &Registries,
-    clients: &mut HashMap<String, Result<RegistryClient, Error>>,
 ) -> Result<(Place, Option<RegistryClient>), Error> {
     match target {
         Target::OciLayout { path } => Ok((Place::Layout(path.clone()), None)),
-        Target::Registry { reference } => {
-            let r = parse_repository(reference)?;
-            if !clients.contains_key(&r.registry) {
-                let c = registries.client(&r.registry).await;
-                clients.insert(r.registry.clone(), c);
-            }
-            let client = clients[&r.registry].clone()?;
+        Target::Registry {
+            registry,
+            repository,
+        } => {
+            let client = registries.client(registry).await?;
             Ok((
                 Place::Registry {
-                    host: r.registry.clone(),
-                    repository: r.repository.clone(),
+                    host: registry.clone(),
+                    repository: repository.clone(),
                 },
                 Some(client),
             ))
@@ -514,31 +654,13 @@ async fn place_of(
 }
 
 async fn copy_to_target(
-    w: &Work<'_>,
+    w: &Work,
     graph: &ImageGraph,
-    target: &Target,
+    target: &ResolvedTarget,
     scheduler: &BlobScheduler,
     pusher: &ManifestPusher,
-    registries: &Registries,
-    clients: &HashMap<String, Result<RegistryClient, Error>>,
 ) -> Result<(), Error> {
-    let (place, client) = match target {
-        Target::OciLayout { path } => (Place::Layout(path.clone()), None),
-        Target::Registry { reference } => {
-            let r = parse_repository(reference)?;
-            let client = match clients.get(&r.registry) {
-                Some(c) => c.clone()?,
-                None => registries.client(&r.registry).await?,
-            };
-            (
-                Place::Registry {
-                    host: r.registry.clone(),
-                    repository: r.repository.clone(),
-                },
-                Some(client),
-            )
-        }
-    };
+    let (place, client) = target.place.clone()?;
     // Every blob first; the first failure fails this target (nothing gets tagged).
     let results = futures::future::join_all(
         graph
@@ -556,6 +678,11 @@ async fn copy_to_target(
             pusher.push_registry(&client, repository, graph, tag).await
         }
         (Place::Layout(dir), _) => pusher.push_layout(dir, graph, tag).await,
-        _ => Ok(()),
+        (Place::Registry { .. }, None) => Err(Error::new(
+            target.target.to_string(),
+            None,
+            ferry_distribution::Operation::ManifestPutByTag,
+            ferry_distribution::error::ErrorKind::Local("no client for the target registry".into()),
+        )),
     }
 }

@@ -11,9 +11,13 @@ use ferry_distribution::{Algorithm, Digest, RegistryClient, media};
 /// A referrer that now stands on a target, to be listed under its subject's tag.
 #[derive(Debug, Clone)]
 pub struct Pushed {
+    /// A client for the target's registry.
     pub client: RegistryClient,
+    /// The target repository the referrer was pushed to.
     pub repository: String,
+    /// The manifest the referrer refers to: the tag-schema index is named after it.
     pub subject: Digest,
+    /// The referrer's manifest, for its descriptor in the index.
     pub referrer: Manifest,
 }
 

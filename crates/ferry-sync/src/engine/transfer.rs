@@ -25,18 +25,26 @@ const TEE_DEPTH: usize = 4;
 pub enum Sink {
     /// A registry repository, possibly with the upload session a refused mount opened.
     Registry {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
+        /// The session a refused mount opened, to upload into instead of starting another.
         session: Option<UploadSession>,
     },
     /// An OCI image-layout directory.
-    Layout { dir: PathBuf },
+    Layout {
+        /// The layout's directory.
+        dir: PathBuf,
+    },
 }
 
 /// How uploads are shaped.
 #[derive(Debug, Clone, Copy)]
 pub struct UploadShape {
+    /// Bytes per PATCH in a chunked upload.
     pub chunk_size: u64,
+    /// Blobs up to this size go in one request.
     pub monolithic_limit: u64,
 }
 

@@ -20,6 +20,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use ferry_distribution::reference::Tag;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
 use schemars::JsonSchema;
@@ -73,6 +74,7 @@ pub struct TagFilterSpec {
 pub struct FilterError {
     /// `include`, `exclude`, `regex`, `semver`, `latest` or `exact`, with an index for lists.
     pub field: String,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -82,15 +84,27 @@ pub enum Reason {
     /// It matched none of the `include` globs.
     NotIncluded,
     /// It matched this `exclude` glob.
-    Excluded { glob: String },
+    Excluded {
+        /// The glob as written.
+        glob: String,
+    },
     /// It did not match the `regex`.
-    RegexMismatch { regex: String },
+    RegexMismatch {
+        /// The regex as written.
+        regex: String,
+    },
     /// A `semver` range is set and the tag is not a version.
     NotAVersion,
     /// The tag is a version outside the `semver` range.
-    OutsideRange { range: String },
+    OutsideRange {
+        /// The range as written.
+        range: String,
+    },
     /// It was selected so far but not among the last `latest` of the sort order.
-    BeyondLatest { latest: usize },
+    BeyondLatest {
+        /// The configured `latest`.
+        latest: usize,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -108,12 +122,13 @@ impl fmt::Display for Reason {
 
 /// The outcome of [`TagFilter::select`]. `selected` and `filtered_out` are disjoint and together
 /// hold each listed tag once. An empty `selected` means the filter matched nothing.
+/// `T` is the listing's item: `String`, or a validated [`Tag`] in the prepare phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selection {
+pub struct Selection<T = String> {
     /// The tags to mirror, in the filter's sort order.
-    pub selected: Vec<String>,
+    pub selected: Vec<T>,
     /// Listed tags left out, each with the first reason that dropped it, in listing order.
-    pub filtered_out: Vec<(String, Reason)>,
+    pub filtered_out: Vec<(T, Reason)>,
     /// `exact` tags that the listing does not contain.
     pub missing_exact: Vec<String>,
 }
@@ -122,6 +137,8 @@ pub struct Selection {
 #[derive(Clone, Debug)]
 pub struct TagFilter {
     spec: TagFilterSpec,
+    /// `spec.exact`, validated by [`TagFilter::compile`].
+    exact: Vec<Tag>,
     include: Option<GlobSet>,
     exclude: Vec<(String, globset::GlobMatcher)>,
     regex: Option<Regex>,
@@ -140,6 +157,7 @@ impl Default for TagFilter {
     fn default() -> Self {
         TagFilter {
             spec: TagFilterSpec::default(),
+            exact: Vec::new(),
             include: None,
             exclude: Vec::new(),
             regex: None,
@@ -216,18 +234,23 @@ impl TagFilter {
                 message: "latest must be at least 1 (leave it out to keep every tag)".into(),
             });
         }
+        let mut exact = Vec::with_capacity(spec.exact.len());
         for (i, tag) in spec.exact.iter().enumerate() {
-            if ferry_distribution::reference::Tag::parse(tag).is_err() {
-                return Err(FilterError {
-                    field: format!("exact[{i}]"),
-                    message: format!(
-                        "\"{tag}\" is not a valid tag (1–128 of [A-Za-z0-9_.-], not starting with . or -)"
-                    ),
-                });
+            match Tag::parse(tag) {
+                Ok(tag) => exact.push(tag),
+                Err(_) => {
+                    return Err(FilterError {
+                        field: format!("exact[{i}]"),
+                        message: format!(
+                            "\"{tag}\" is not a valid tag (1–128 of [A-Za-z0-9_.-], not starting with . or -)"
+                        ),
+                    });
+                }
             }
         }
         Ok(TagFilter {
             spec: spec.clone(),
+            exact,
             include,
             exclude,
             regex,
@@ -255,21 +278,27 @@ impl TagFilter {
         &self.spec
     }
 
-    /// Runs the pipeline (module docs) over the listed tags.
-    pub fn select(&self, tags: &[String]) -> Selection {
+    /// The `exact` tags, validated when the filter was compiled.
+    pub fn exact_tags(&self) -> &[Tag] {
+        &self.exact
+    }
+
+    /// Runs the pipeline (module docs) over the listed tags; what it returns are items of
+    /// `tags`, so validated tags in give validated tags out.
+    pub fn select<T: AsRef<str> + Clone>(&self, tags: &[T]) -> Selection<T> {
         let mut seen = BTreeSet::new();
-        let mut kept: Vec<&String> = Vec::new();
-        let mut dropped: Vec<(&String, Reason)> = Vec::new();
+        let mut kept: Vec<&T> = Vec::new();
+        let mut dropped: Vec<(&T, Reason)> = Vec::new();
         for tag in tags {
-            if !seen.insert(tag.as_str()) {
+            if !seen.insert(tag.as_ref()) {
                 continue;
             }
-            match self.first_rejection(tag) {
+            match self.first_rejection(tag.as_ref()) {
                 Some(reason) => dropped.push((tag, reason)),
                 None => kept.push(tag),
             }
         }
-        kept.sort_by(|a, b| self.order(a, b));
+        kept.sort_by(|a, b| self.order(a.as_ref(), b.as_ref()));
         if let Some(latest) = self.spec.latest
             && kept.len() > latest
         {
@@ -280,24 +309,24 @@ impl TagFilter {
         }
         let mut missing_exact = Vec::new();
         for exact in &self.spec.exact {
-            if kept.contains(&exact) {
+            if kept.iter().any(|k| k.as_ref() == exact) {
                 continue;
             }
-            match dropped.iter().position(|(t, _)| *t == exact) {
+            match dropped.iter().position(|(t, _)| t.as_ref() == exact) {
                 Some(at) => kept.push(dropped.remove(at).0),
                 None if !missing_exact.contains(exact) => missing_exact.push(exact.clone()),
                 None => {}
             }
         }
-        kept.sort_by(|a, b| self.order(a, b));
+        kept.sort_by(|a, b| self.order(a.as_ref(), b.as_ref()));
         // Report left-out tags in listing order, whatever stage dropped them.
         let position: std::collections::BTreeMap<&str, usize> = tags
             .iter()
             .enumerate()
             .rev()
-            .map(|(i, t)| (t.as_str(), i))
+            .map(|(i, t)| (t.as_ref(), i))
             .collect();
-        dropped.sort_by_key(|(t, _)| position.get(t.as_str()).copied().unwrap_or(usize::MAX));
+        dropped.sort_by_key(|(t, _)| position.get(t.as_ref()).copied().unwrap_or(usize::MAX));
         Selection {
             selected: kept.into_iter().cloned().collect(),
             filtered_out: dropped.into_iter().map(|(t, r)| (t.clone(), r)).collect(),
@@ -346,6 +375,53 @@ impl TagFilter {
                 (None, None) => a.cmp(b),
             },
         }
+    }
+}
+
+/// A list of tag globs (the syntax of `include` and `exclude`), such as a mapping's `immutable`
+/// tags; compiled once when the config is read.
+#[derive(Clone, Debug, Default)]
+pub struct TagGlobs {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl PartialEq for TagGlobs {
+    fn eq(&self, other: &Self) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl TagGlobs {
+    /// Compiles `patterns`; an invalid one is reported with its index as the field (`[1]`).
+    pub fn compile(patterns: &[String]) -> Result<TagGlobs, FilterError> {
+        let mut builder = GlobSetBuilder::new();
+        for (i, text) in patterns.iter().enumerate() {
+            builder.add(glob(text, &format!("[{i}]"))?);
+        }
+        let set = builder.build().map_err(|e| FilterError {
+            field: String::new(),
+            message: e.to_string(),
+        })?;
+        Ok(TagGlobs {
+            patterns: patterns.to_vec(),
+            set,
+        })
+    }
+
+    /// Whether `tag` matches one of the globs (never, for an empty list).
+    pub fn matches(&self, tag: &str) -> bool {
+        self.set.is_match(tag)
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    /// The globs as written.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
     }
 }
 

@@ -65,20 +65,27 @@ impl LockKind {
 /// Why a layout lock was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
+    /// The lock file could not be opened or locked.
     #[error("layout lock {}: {source}", path.display())]
     Io {
+        /// The lock file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// Another run held the lock for the whole wait; nothing was changed.
     #[error(
         "layout lock {}: still held by another ferry run after {}s of waiting {}; \
          nothing was changed (the lock goes when that run ends)",
         path.display(), waited.as_secs(), kind.purpose()
     )]
     Timeout {
+        /// The lock file.
         path: PathBuf,
+        /// What the lock was wanted for.
         kind: LockKind,
+        /// How long this run waited.
         waited: Duration,
     },
 }

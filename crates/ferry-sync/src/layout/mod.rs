@@ -39,7 +39,9 @@ struct RawEntry {
 /// One manifest an image layout's `index.json` lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
+    /// The manifest's digest.
     pub digest: Digest,
+    /// Its media type, when the entry names one.
     pub media_type: Option<String>,
     /// The tag, from `org.opencontainers.image.ref.name`.
     pub tag: Option<String>,

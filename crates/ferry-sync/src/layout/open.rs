@@ -31,7 +31,9 @@ impl std::fmt::Display for OpenError {
 /// An opened regular file and its length when it was opened.
 #[derive(Debug)]
 pub struct Opened {
+    /// The file, opened without following a link.
     pub file: std::fs::File,
+    /// Its length when it was opened: a reader stops there even if it grows.
     pub len: u64,
 }
 

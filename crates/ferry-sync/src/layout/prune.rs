@@ -14,7 +14,9 @@ const MAX_DEPTH: usize = 8;
 /// What a garbage collection freed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Collected {
+    /// Blob files deleted.
     pub blobs: u64,
+    /// Their bytes.
     pub bytes: u64,
 }
 

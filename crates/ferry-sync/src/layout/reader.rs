@@ -69,6 +69,7 @@ impl LayoutReader {
         Ok(reader)
     }
 
+    /// `oci:<directory>`, as reports name the layout.
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -2,9 +2,10 @@
 //! needs them) and each target's once, filters, resolves the chosen images (see `source`), finds
 //! their referrers, and states every target.
 
-use ferry_distribution::Reference;
-use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::operation::Operation;
+use std::collections::HashSet;
+
+use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 
 use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
@@ -13,17 +14,6 @@ use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
 use crate::source::Source;
-
-pub(crate) fn parse_repository(reference: &str) -> Result<Reference, Error> {
-    Reference::parse(reference).map_err(|e| {
-        Error::new(
-            reference,
-            None,
-            Operation::TagList,
-            ErrorKind::Local(format!("not a repository reference: {e}")),
-        )
-    })
-}
 
 /// Resolves `mapping` against its source and targets.
 pub async fn resolve_mapping(
@@ -45,7 +35,7 @@ pub async fn resolve_mapping(
     let mut selection = if listed {
         mapping.tags.select(&tags)
     } else {
-        mapping.tags.select(&mapping.tags.spec().exact)
+        mapping.tags.select(mapping.tags.exact_tags())
     };
     if selection.selected.is_empty() && mapping.digests.is_empty() {
         tracing::warn!(mapping = mapping.index, source = %mapping.source, "the tag filter selected nothing");
@@ -59,20 +49,36 @@ pub async fn resolve_mapping(
     }
     let on_some_target = |tag: &str| listings.iter().any(|l| l.has_tag(tag));
 
-    // What to copy: the selected tags, then the pinned digests.
-    let mut wanted: Vec<Wanted> = selection
+    // Immutable tags (`mapping.immutable`) are never compared: one a target's listing names is
+    // up to date there. One that every target names needs nothing from the source either: it
+    // is set aside, unresolved (no digest is asked for), and its referrers are not looked up.
+    // Referrer tags never count as immutable: cosign appends to a `.sig` tag.
+    let immutable: HashSet<Tag> = selection
         .selected
         .iter()
+        .filter(|t| mapping.immutable.matches(t) && !crate::prune::is_referrer_tag(t))
+        .cloned()
+        .collect();
+    let (held_immutable, to_resolve): (Vec<Tag>, Vec<Tag>) = selection
+        .selected
+        .iter()
+        .cloned()
+        .partition(|t| immutable.contains(t) && listings.iter().all(|l| l.has_tag(t)));
+
+    // What to copy: the selected tags, then the pinned digests. An immutable tag only some
+    // targets hold is fetched whole: another target lacks it, so the engine needs its bytes.
+    let mut wanted: Vec<Wanted> = to_resolve
+        .into_iter()
         .map(|t| Wanted {
-            tag: Some(t.clone()),
-            reference: t.clone(),
-            compare: on_some_target(t),
+            compare: on_some_target(&t) && !immutable.contains(&t),
+            reference: t.to_string(),
+            tag: Some(t),
         })
         .collect();
     for d in &mapping.digests {
         wanted.push(Wanted {
             tag: None,
-            reference: d.clone(),
+            reference: d.to_string(),
             compare: true,
         });
     }
@@ -84,8 +90,9 @@ pub async fn resolve_mapping(
         selection.missing_exact = selection
             .selected
             .iter()
-            .filter(|t| !images.iter().any(|i| i.tag.as_deref() == Some(t.as_str())))
-            .cloned()
+            .filter(|t| !images.iter().any(|i| i.tag.as_ref() == Some(*t)))
+            .filter(|t| !held_immutable.contains(t))
+            .map(|t| t.to_string())
             .collect();
         unfetched.clear();
     }
@@ -96,7 +103,7 @@ pub async fn resolve_mapping(
     // each candidate tag is probed with a HEAD (HEADs are cheap and not metered by Docker Hub).
     let mut filtered_out = selection.filtered_out;
     if mapping.referrers {
-        let in_listing: std::collections::HashSet<&str> = tags.iter().map(String::as_str).collect();
+        let in_listing: std::collections::HashSet<&str> = tags.iter().map(Tag::as_str).collect();
         let mut extra: Vec<Wanted> = Vec::new();
         for image in &images {
             let base = image.source_digest.fallback_tag();
@@ -114,16 +121,18 @@ pub async fn resolve_mapping(
                 } else {
                     source.head_manifest(&tag).await?.is_some()
                 };
-                if exists {
+                // A tag the listing or a HEAD found is valid (a sha512 digest's tag is too long
+                // to be, and is found by neither).
+                if exists && let Ok(tag) = Tag::parse(&tag) {
                     extra.push(Wanted {
-                        tag: Some(tag.clone()),
                         compare: on_some_target(&tag),
-                        reference: tag,
+                        reference: tag.to_string(),
+                        tag: Some(tag),
                     });
                 }
             }
         }
-        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.reference == *t));
+        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
         // Referrers found through the referrers API, where the source serves it (learned once
         // per registry). An image rewritten by a platform filter has no referrers of its own.
         let mut found: Vec<ImagePlan> = Vec::new();
@@ -160,7 +169,7 @@ pub async fn resolve_mapping(
     // it is kept only for a mapping that prunes.
     let mut target_tags = Vec::new();
     for (target, listing) in mapping.targets.iter().zip(&listings) {
-        let states = listing.states(&images, options).await?;
+        let states = listing.states(&images, &immutable, options).await?;
         if mapping.prune {
             target_tags.push((target.clone(), listing.listed_tags()));
         }
@@ -174,14 +183,16 @@ pub async fn resolve_mapping(
 
     Ok(ResolvedMapping {
         origin: mapping.origin.clone(),
+        targets: mapping.targets.clone(),
         images,
+        held_immutable,
         filtered_out,
         missing_exact: selection.missing_exact,
         rejected_names,
         unfetched: unfetched
             .into_iter()
             .map(|(tag, error)| UnfetchedTag {
-                tag,
+                tag: tag.to_string(),
                 error,
                 targets: mapping.targets.clone(),
             })

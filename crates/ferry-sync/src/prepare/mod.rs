@@ -30,6 +30,7 @@ pub struct PrepareOptions {
 }
 
 impl PrepareOptions {
+    /// The options the config sets: `concurrency` mappings at once, a watch line every 5 s.
     pub fn from_config(config: &Config) -> Self {
         PrepareOptions {
             concurrency: config.concurrency.max(1),
@@ -52,9 +53,30 @@ pub async fn resolve_all(
     let watch = options
         .watch_interval
         .map(|every| tokio::spawn(watch_log(Arc::clone(&tracker), every)));
+    let mut outcomes: Vec<MappingPlan> = resolve_each(config, registries, options, tracker)
+        .collect()
+        .await;
+    outcomes.sort_by_key(|m| m.index);
+    if let Some(w) = watch {
+        w.abort();
+    }
+    Plan {
+        mappings: outcomes,
+        elapsed: start.elapsed(),
+    }
+}
 
-    let mut outcomes: Vec<MappingPlan> = futures::stream::iter(config.mappings.iter())
-        .map(|m| {
+/// Every mapping of `config` resolved, each yielded the moment it is done (completion order,
+/// through the same refilling window as [`resolve_all`]), so the engine can start on it while
+/// slower mappings still resolve.
+pub fn resolve_each<'a>(
+    config: &'a Config,
+    registries: &'a Registries,
+    options: &'a PrepareOptions,
+    tracker: Arc<PrepareTracker>,
+) -> impl futures::Stream<Item = MappingPlan> + 'a {
+    futures::stream::iter(config.mappings.iter())
+        .map(move |m| {
             let tracker = Arc::clone(&tracker);
             async move {
                 tracker.started(m.index, &m.source);
@@ -68,17 +90,6 @@ pub async fn resolve_all(
             }
         })
         .buffer_unordered(options.concurrency.max(1))
-        .collect()
-        .await;
-    outcomes.sort_by_key(|m| m.index);
-
-    if let Some(w) = watch {
-        w.abort();
-    }
-    Plan {
-        mappings: outcomes,
-        elapsed: start.elapsed(),
-    }
 }
 
 /// Writes one line every `every` while the phase runs: done/total, in flight, the slowest

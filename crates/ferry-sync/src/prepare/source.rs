@@ -4,17 +4,21 @@
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
+use ferry_distribution::reference::Tag;
 use ferry_distribution::{Operation, media};
 
 use crate::in_window::in_window;
 use crate::plan::ImagePlan;
+use crate::platform::Platform;
 use crate::prepare::PrepareOptions;
 use crate::source::Source;
 
 /// A tag (or digest pin) to resolve, and whether its digest only is needed.
 #[derive(Debug, Clone)]
 pub struct Wanted {
-    pub tag: Option<String>,
+    /// The tag the image is taken under; `None` for a pinned digest.
+    pub tag: Option<Tag>,
+    /// What to ask the source for: the tag, or the digest.
     pub reference: String,
     /// Some target holds this tag: a HEAD tells whether it is up to date.
     pub compare: bool,
@@ -26,9 +30,9 @@ pub struct Wanted {
 pub async fn resolve_images(
     source: &Source,
     wanted: Vec<Wanted>,
-    platforms: &[String],
+    platforms: &[Platform],
     options: &PrepareOptions,
-) -> Result<(Vec<ImagePlan>, Vec<(String, Error)>), Error> {
+) -> Result<(Vec<ImagePlan>, Vec<(Tag, Error)>), Error> {
     let resolved: Vec<Result<Resolved, Error>> =
         in_window(wanted, options.heads_per_mapping, |w| {
             resolve_one(source, w, platforms)
@@ -64,12 +68,16 @@ enum Resolved {
     Image(Box<ImagePlan>),
     /// The source has nothing under the reference (found by `op`).
     Missing {
-        tag: Option<String>,
+        tag: Option<Tag>,
         op: Operation,
     },
 }
 
-async fn resolve_one(source: &Source, w: Wanted, platforms: &[String]) -> Result<Resolved, Error> {
+async fn resolve_one(
+    source: &Source,
+    w: Wanted,
+    platforms: &[Platform],
+) -> Result<Resolved, Error> {
     let filtering = !platforms.is_empty();
     // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
     let (digest, media_type, root) = if w.compare && !filtering {
@@ -114,7 +122,7 @@ async fn resolve_one(source: &Source, w: Wanted, platforms: &[String]) -> Result
 fn filter(
     source: &Source,
     index: &Manifest,
-    platforms: &[String],
+    platforms: &[Platform],
 ) -> Result<Option<Manifest>, Error> {
     crate::platform::filter_index(index, platforms)
         .map_err(|e| source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(e)))

@@ -1,15 +1,15 @@
 //! What each target of a mapping already holds: one tag listing per registry target (or the
-//! layout's `index.json`), then a HEAD only for a tag the target has, to compare digests.
+//! layout's `index.json`), then a HEAD only for a tag the target has (and is not immutable).
 
 use std::collections::HashSet;
 
 use ferry_distribution::error::Error;
+use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::Target;
 use crate::plan::{ImagePlan, TargetState};
 use crate::prepare::PrepareOptions;
-use crate::prepare::mapping::parse_repository;
 use crate::registries::Registries;
 
 /// One target's listing, taken once and used for every image of the mapping.
@@ -17,46 +17,57 @@ use crate::registries::Registries;
 pub enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
+        /// The tags listed; `None` when the repository does not exist yet.
         tags: Option<Vec<String>>,
     },
     /// A registry repository that may not be listed (the registry or the token refuses tag
     /// listing, learned once): every image is compared with a HEAD of its own.
     Unlisted {
+        /// A client for the target's registry.
         client: RegistryClient,
+        /// The target repository.
         repository: String,
     },
     /// An image-layout directory.
-    Layout { path: std::path::PathBuf },
+    Layout {
+        /// The layout's directory.
+        path: std::path::PathBuf,
+    },
 }
 
 impl TargetListing {
     /// Lists `target` once.
     pub async fn take(target: &Target, registries: &Registries) -> Result<Self, Error> {
-        let reference = match target {
-            Target::Registry { reference } => parse_repository(reference)?,
+        let (registry, repository) = match target {
+            Target::Registry {
+                registry,
+                repository,
+            } => (registry, repository),
             Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
         };
-        let client = registries.client(&reference.registry).await?;
+        let client = registries.client(registry).await?;
         let refused = |e: &Error| {
             e.status()
                 .is_some_and(ferry_distribution::capabilities::refuses_tag_list)
         };
-        let tags = match client.list_tags(&reference.repository).await {
+        let tags = match client.list_tags(repository).await {
             Ok(tags) => Some(tags),
             Err(e) if e.is_not_found() => None,
             Err(e) if refused(&e) => {
                 return Ok(TargetListing::Unlisted {
                     client,
-                    repository: reference.repository,
+                    repository: repository.clone(),
                 });
             }
             Err(e) => return Err(e),
         };
         Ok(TargetListing::Registry {
             client,
-            repository: reference.repository,
+            repository: repository.clone(),
             tags,
         })
     }
@@ -95,15 +106,31 @@ impl TargetListing {
     }
 
     /// The state of every image on this target: a HEAD for each tag the target has (and each
-    /// pinned digest in a repository that exists), nothing for the rest.
+    /// pinned digest in a repository that exists), nothing for the rest. A tag in `immutable`
+    /// that the listing names is up to date without a HEAD: it never changes once pushed.
     pub async fn states(
         &self,
         images: &[ImagePlan],
+        immutable: &HashSet<Tag>,
         options: &PrepareOptions,
     ) -> Result<Vec<TargetState>, Error> {
         let (client, repo, present) = match self {
             TargetListing::Layout { path } => {
-                return Ok(crate::layout::target_states(path, images));
+                let listed = self.listed_tags();
+                let held = |image: &ImagePlan| {
+                    image.tag.as_ref().is_some_and(|t| {
+                        immutable.contains(t) && listed.iter().any(|l| l == t.as_str())
+                    })
+                };
+                let states = crate::layout::target_states(path, images);
+                return Ok(images
+                    .iter()
+                    .zip(states)
+                    .map(|(image, state)| match held(image) {
+                        true => TargetState::UpToDate,
+                        false => state,
+                    })
+                    .collect());
             }
             TargetListing::Registry { tags: None, .. } => {
                 return Ok(vec![TargetState::NewRepository; images.len()]);
@@ -129,7 +156,11 @@ impl TargetListing {
                         {
                             return Ok(TargetState::Missing);
                         }
-                        Some(tag) => tag.clone(),
+                        // Listed, and immutable: what it names is what the source has.
+                        Some(tag) if present.is_some() && immutable.contains(tag) => {
+                            return Ok(TargetState::UpToDate);
+                        }
+                        Some(tag) => tag.to_string(),
                         None => image.digest.to_string(),
                     };
                     Ok(compare(

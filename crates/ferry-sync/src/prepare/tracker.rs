@@ -10,9 +10,13 @@ use tokio::time::Instant;
 /// One change of the tracker's state, recorded for tests that look at the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrackerEvent {
+    /// When it changed.
     pub at: Instant,
+    /// Mappings being resolved then.
     pub in_flight: usize,
+    /// Mappings not yet started.
     pub unstarted: usize,
+    /// Mappings finished.
     pub done: usize,
 }
 
@@ -36,15 +40,20 @@ pub struct PrepareTracker {
 /// A moment's view, for the watch log and progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrepareSnapshot {
+    /// Mappings in all.
     pub total: usize,
+    /// Mappings finished.
     pub done: usize,
+    /// Mappings being resolved now.
     pub in_flight: usize,
     /// The mapping in flight longest, with its seconds.
     pub slowest: Option<(String, Duration)>,
+    /// Time since the prepare phase started.
     pub elapsed: Duration,
 }
 
 impl PrepareTracker {
+    /// A tracker for `total` mappings, none started.
     pub fn new(total: usize) -> Self {
         PrepareTracker {
             start: Instant::now(),
@@ -73,6 +82,7 @@ impl PrepareTracker {
         s.events.push(e);
     }
 
+    /// Records that mapping `index` (shown as `name`) started.
     pub fn started(&self, index: usize, name: &str) {
         let mut s = self.lock();
         s.started += 1;
@@ -80,6 +90,7 @@ impl PrepareTracker {
         Self::record(&mut s);
     }
 
+    /// Records that mapping `index` finished, with its duration.
     pub fn finished(&self, index: usize) {
         let mut s = self.lock();
         s.done += 1;
@@ -89,6 +100,7 @@ impl PrepareTracker {
         Self::record(&mut s);
     }
 
+    /// The state now.
     pub fn snapshot(&self) -> PrepareSnapshot {
         let s = self.lock();
         let now = Instant::now();

@@ -1,0 +1,171 @@
+//! Problem recording for the config checker (position, field name, secrets redacted) and the
+//! small value checks the resolver shares: counts, sizes, durations, tag filters, platforms.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::locate::{FieldPath, Locator, Position, Segment};
+use super::{ConfigError, Problem, parse_duration, parse_size};
+use crate::filter::{TagFilter, TagFilterSpec, TagGlobs};
+use crate::platform::Platform;
+
+/// Collects every problem in one pass over the config, so one run reports them all.
+pub(super) struct Checker<'a> {
+    pub(super) file: &'a Path,
+    pub(super) locator: &'a Locator,
+    pub(super) redactions: Vec<String>,
+    pub(super) problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn redact(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in &self.redactions {
+            text = text.replace(secret.as_str(), "***");
+        }
+        text
+    }
+
+    /// The field as shown in messages: mappings named by position and source, registries by
+    /// position and host.
+    pub(super) fn describe(&self, path: &FieldPath) -> String {
+        let named = |list: &str, name: &str| -> Option<String> {
+            let [Segment::Key(key), Segment::Index(i), rest @ ..] = path.0.as_slice() else {
+                return None;
+            };
+            if key != list {
+                return None;
+            }
+            let item = FieldPath::root().key(list).index(*i);
+            let label = match self.locator.scalar(&item.key(name)) {
+                Some(value) => format!("{list}[{i}] ({name} {value})"),
+                None => format!("{list}[{i}]"),
+            };
+            let rest = FieldPath(rest.to_vec());
+            Some(if rest.0.is_empty() {
+                label
+            } else {
+                format!("{label}: {rest}")
+            })
+        };
+        named("mappings", "source")
+            .or_else(|| named("registries", "host"))
+            .unwrap_or_else(|| path.to_string())
+    }
+
+    pub(super) fn push(&mut self, path: &FieldPath, at: Position, message: impl Into<String>) {
+        let field = self.redact(&self.describe(path));
+        let message = self.redact(&message.into());
+        self.problems.push(Problem {
+            file: self.file.to_path_buf(),
+            line: at.line,
+            column: at.column,
+            field,
+            message,
+        });
+    }
+
+    /// A problem with the value at `path`.
+    pub(super) fn fail(&mut self, path: &FieldPath, message: impl Into<String>) {
+        let at = self.locator.value(path);
+        self.push(path, at, message);
+    }
+
+    /// A problem with the key at `path` (a field that should not be there).
+    pub(super) fn fail_key(&mut self, path: &FieldPath, message: impl Into<String>) {
+        let at = self.locator.key(path);
+        self.push(path, at, message);
+    }
+
+    pub(super) fn finish(mut self) -> ConfigError {
+        self.problems.sort_by_key(|p| (p.line, p.column));
+        ConfigError::Invalid {
+            problems: self.problems,
+        }
+    }
+
+    pub(super) fn at_least_one(
+        &mut self,
+        path: &FieldPath,
+        value: Option<usize>,
+        default: usize,
+    ) -> usize {
+        match value {
+            Some(0) => {
+                self.fail(path, "must be at least 1");
+                default
+            }
+            Some(n) => n,
+            None => default,
+        }
+    }
+
+    pub(super) fn size(&mut self, path: &FieldPath, text: Option<&str>, default: u64) -> u64 {
+        let Some(text) = text else { return default };
+        match parse_size(text) {
+            Ok(0) => {
+                self.fail(path, "must be more than 0 bytes");
+                default
+            }
+            Ok(n) => n,
+            Err(message) => {
+                self.fail(path, message);
+                default
+            }
+        }
+    }
+
+    pub(super) fn duration(&mut self, path: &FieldPath, text: Option<&str>) -> Option<Duration> {
+        match parse_duration(text?) {
+            Ok(d) => Some(d),
+            Err(message) => {
+                self.fail(path, message);
+                None
+            }
+        }
+    }
+
+    pub(super) fn compile_tags(
+        &mut self,
+        path: &FieldPath,
+        spec: &TagFilterSpec,
+    ) -> Option<TagFilter> {
+        match TagFilter::compile(spec) {
+            Ok(filter) => Some(filter),
+            Err(e) => {
+                self.fail(&path.join_dotted(&e.field), e.message);
+                None
+            }
+        }
+    }
+
+    /// Compiles a list of tag globs (`immutable`); a bad glob is reported at its index.
+    pub(super) fn compile_globs(&mut self, path: &FieldPath, list: &[String]) -> TagGlobs {
+        match TagGlobs::compile(list) {
+            Ok(globs) => globs,
+            Err(e) => {
+                self.fail(&path.join_dotted(&e.field), e.message);
+                TagGlobs::default()
+            }
+        }
+    }
+
+    /// Each entry as a [`Platform`]. The config is stricter than [`Platform::parse`]: every part
+    /// is lowercase ASCII letters, digits and `_`.
+    pub(super) fn check_platforms(&mut self, path: &FieldPath, list: &[String]) -> Vec<Platform> {
+        let mut out = Vec::new();
+        for (i, platform) in list.iter().enumerate() {
+            let plain = platform
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'/');
+            match Platform::parse(platform) {
+                Ok(parsed) if plain => out.push(parsed),
+                _ => self.fail(
+                    &path.index(i),
+                    format!("platform \"{platform}\" is not os/arch or os/arch/variant (e.g. linux/arm64/v8)"),
+                ),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,484 @@
+//! Resolution of the checked raw config into `Config`: engine limits, registries, target groups
+//! expanded into targets, mappings with their defaults; and the reference parsers it uses.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use ferry_distribution::Secret;
+use ferry_distribution::digest::Digest;
+use ferry_distribution::reference::DOCKER_HUB;
+use ferry_distribution::reference::Reference;
+
+use super::check::Checker;
+use super::locate::FieldPath;
+use super::raw::{self, RawAuth, RawConfig, RawRegistry};
+use super::{
+    AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
+    Mapping, Origin, RegistrySettings, RetryOverrides, Target,
+};
+use crate::filter::{TagFilter, TagGlobs};
+
+impl Checker<'_> {
+    pub(super) fn resolve(&mut self, raw: RawConfig) -> Option<Config> {
+        let root = FieldPath::root();
+        if raw.version != 1 {
+            self.fail(
+                &root.key("version"),
+                format!(
+                    "unsupported version {} (this ferry reads version 1)",
+                    raw.version
+                ),
+            );
+        }
+        let concurrency = self.at_least_one(
+            &root.key("concurrency"),
+            raw.concurrency,
+            DEFAULT_CONCURRENCY,
+        );
+        let engine = self.resolve_engine(raw.engine.unwrap_or_default());
+        let registries = self.resolve_registries(raw.registries);
+        let groups = self.resolve_groups(&raw.target_groups);
+
+        let defaults = raw.defaults.unwrap_or_default();
+        let defaults_path = root.key("defaults");
+        let default_tags = match &defaults.tags {
+            None => Some(TagFilter::all()),
+            Some(spec) => self.compile_tags(&defaults_path.key("tags"), spec),
+        };
+        let default_platforms = match &defaults.platforms {
+            None => Vec::new(),
+            Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
+        };
+        let default_referrers = defaults.referrers.unwrap_or(true);
+        let default_immutable = match &defaults.immutable {
+            None => TagGlobs::default(),
+            Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
+        };
+
+        if raw.mappings.is_empty() {
+            self.fail(&root.key("mappings"), "no mappings: nothing to mirror");
+        }
+        let mut mappings = Vec::new();
+        let mut writers: HashMap<Target, (usize, String)> = HashMap::new();
+        for (index, mapping) in raw.mappings.into_iter().enumerate() {
+            let path = root.key("mappings").index(index);
+            let line = self.locator.value(&path).line;
+            let source = match parse_origin(&mapping.source) {
+                Ok(origin) => Some(origin),
+                Err(message) => {
+                    self.fail(&path.key("source"), message);
+                    None
+                }
+            };
+            let targets = self.resolve_targets(&path, &mapping, source.as_ref(), &groups);
+            let tags = match (&mapping.tags, mapping.digests.is_empty()) {
+                (Some(spec), _) => self.compile_tags(&path.key("tags"), spec),
+                (None, false) => Some(TagFilter::none()),
+                (None, true) => default_tags.clone(),
+            };
+            let mut digests = Vec::new();
+            for (i, text) in mapping.digests.iter().enumerate() {
+                match Digest::parse(text) {
+                    Ok(d) => digests.push(d),
+                    Err(e) => self.fail(&path.key("digests").index(i), e.to_string()),
+                }
+            }
+            let platforms = match &mapping.platforms {
+                Some(list) => self.check_platforms(&path.key("platforms"), list),
+                None => default_platforms.clone(),
+            };
+            let immutable = match &mapping.immutable {
+                Some(list) => self.compile_globs(&path.key("immutable"), list),
+                None => default_immutable.clone(),
+            };
+            let (Some(source), Some(tags)) = (source, tags) else {
+                continue;
+            };
+            let origin = source;
+            let source = origin.to_string();
+            if let Origin::OciLayout { path: dir } = &origin
+                && targets
+                    .iter()
+                    .any(|(t, _)| *t == Target::OciLayout { path: dir.clone() })
+            {
+                self.fail(
+                    &path.key("source"),
+                    format!("{source} is both the source and a target"),
+                );
+            }
+            for (target, target_path) in &targets {
+                match writers.get(target) {
+                    Some((other, other_source)) if *other_source != source => {
+                        let message = format!(
+                            "target {target} is also written by mappings[{other}] (source {other_source})"
+                        );
+                        self.fail(target_path, message);
+                    }
+                    Some(_) => {}
+                    None => {
+                        writers.insert(target.clone(), (index, source.clone()));
+                    }
+                }
+            }
+            mappings.push(Mapping {
+                index,
+                source,
+                origin,
+                targets: targets.into_iter().map(|(t, _)| t).collect(),
+                tags,
+                digests,
+                platforms,
+                referrers: mapping.referrers.unwrap_or(default_referrers),
+                immutable,
+                prune: mapping.prune.unwrap_or(false),
+                line,
+            });
+        }
+        Some(Config {
+            concurrency,
+            engine,
+            registries,
+            mappings,
+        })
+    }
+
+    fn resolve_engine(&mut self, raw: raw::RawEngine) -> EngineSettings {
+        let path = FieldPath::root().key("engine");
+        let d = EngineSettings::default();
+        EngineSettings {
+            images_in_flight: self.at_least_one(
+                &path.key("images_in_flight"),
+                raw.images_in_flight,
+                d.images_in_flight,
+            ),
+            blobs_in_flight: self.at_least_one(
+                &path.key("blobs_in_flight"),
+                raw.blobs_in_flight,
+                d.blobs_in_flight,
+            ),
+            chunk_size: self.size(
+                &path.key("chunk_size"),
+                raw.chunk_size.as_deref(),
+                d.chunk_size,
+            ),
+            monolithic_limit: self.size(
+                &path.key("monolithic_limit"),
+                raw.monolithic_limit.as_deref(),
+                d.monolithic_limit,
+            ),
+        }
+    }
+
+    fn resolve_registries(&mut self, raw: Vec<RawRegistry>) -> Vec<RegistrySettings> {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, registry) in raw.into_iter().enumerate() {
+            let path = FieldPath::root().key("registries").index(i);
+            let host = match parse_host(&registry.host) {
+                Ok(host) => host,
+                Err(message) => {
+                    self.fail(&path.key("host"), message);
+                    continue;
+                }
+            };
+            if let Some(first) = seen.get(&host) {
+                let line = self
+                    .locator
+                    .value(&FieldPath::root().key("registries").index(*first))
+                    .line;
+                self.fail(
+                    &path.key("host"),
+                    format!("duplicate registry host {host} (first listed as registries[{first}] on line {line})"),
+                );
+                continue;
+            }
+            seen.insert(host.clone(), i);
+            if let Some(url) = &registry.url
+                && !(url.starts_with("https://") || url.starts_with("http://"))
+            {
+                self.fail(
+                    &path.key("url"),
+                    format!("url \"{url}\" must start with https:// or http://"),
+                );
+            }
+            let auth = match registry.auth {
+                None | Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
+                Some(RawAuth::Basic { username, password }) => {
+                    if username.is_empty() {
+                        self.fail(&path.key("auth").key("username"), "username is empty");
+                    }
+                    AuthSettings::Basic {
+                        username,
+                        password: Secret::new(password.0),
+                    }
+                }
+                Some(RawAuth::Token { token }) => {
+                    if token.0.is_empty() {
+                        self.fail(&path.key("auth").key("token"), "token is empty");
+                    }
+                    AuthSettings::Token {
+                        token: Secret::new(token.0),
+                    }
+                }
+                Some(RawAuth::DockerConfig { path }) => AuthSettings::DockerConfig { path },
+                Some(RawAuth::Ecr { region, profile }) => AuthSettings::Ecr { region, profile },
+            };
+            let max_concurrent = self.at_least_one(
+                &path.key("max_concurrent"),
+                registry.max_concurrent,
+                DEFAULT_MAX_CONCURRENT,
+            );
+            if let Some(rps) = registry.requests_per_second
+                && !(rps.is_finite() && rps > 0.0)
+            {
+                self.fail(&path.key("requests_per_second"), "must be a number above 0");
+            }
+            let retry_path = path.key("retry");
+            let raw_retry = registry.retry.unwrap_or_default();
+            if raw_retry.attempts == Some(0) {
+                self.fail(
+                    &retry_path.key("attempts"),
+                    "must be at least 1 (1 = no retries)",
+                );
+            }
+            let retry = RetryOverrides {
+                attempts: raw_retry.attempts,
+                base: self.duration(&retry_path.key("base"), raw_retry.base.as_deref()),
+                cap: self.duration(&retry_path.key("cap"), raw_retry.cap.as_deref()),
+                retry_after_cap: self.duration(
+                    &retry_path.key("retry_after_cap"),
+                    raw_retry.retry_after_cap.as_deref(),
+                ),
+                deadline: self.duration(&retry_path.key("deadline"), raw_retry.deadline.as_deref()),
+            };
+            if let (Some(base), Some(cap)) = (retry.base, retry.cap)
+                && base > cap
+            {
+                self.fail(&retry_path.key("cap"), "cap is shorter than base");
+            }
+            out.push(RegistrySettings {
+                host,
+                url: registry.url,
+                auth,
+                insecure: registry.insecure.unwrap_or(false),
+                ca_bundle: registry.ca_bundle,
+                max_concurrent,
+                requests_per_second: registry.requests_per_second,
+                budget: match registry.budget {
+                    None | Some(raw::RawBudget::Fleet) => Budget::Fleet,
+                    Some(raw::RawBudget::PerShard) => Budget::PerShard,
+                },
+                retry,
+            });
+        }
+        out
+    }
+
+    /// Checks each group's prefixes; returns the usable ones per group name.
+    fn resolve_groups(
+        &mut self,
+        raw: &BTreeMap<String, Vec<String>>,
+    ) -> BTreeMap<String, Vec<TargetPrefix>> {
+        let mut groups = BTreeMap::new();
+        for (name, prefixes) in raw {
+            let path = FieldPath::root().key("target_groups").key(name);
+            if prefixes.is_empty() {
+                self.fail(&path, format!("target group {name} is empty"));
+            }
+            let mut out = Vec::new();
+            for (i, prefix) in prefixes.iter().enumerate() {
+                match parse_prefix(prefix) {
+                    Ok(p) => out.push(p),
+                    Err(message) => self.fail(&path.index(i), message),
+                }
+            }
+            groups.insert(name.clone(), out);
+        }
+        groups
+    }
+
+    fn resolve_targets(
+        &mut self,
+        path: &FieldPath,
+        mapping: &raw::RawMapping,
+        source: Option<&Origin>,
+        groups: &BTreeMap<String, Vec<TargetPrefix>>,
+    ) -> Vec<(Target, FieldPath)> {
+        let mut out: Vec<(Target, FieldPath)> = Vec::new();
+        match (&mapping.targets, &mapping.target_group) {
+            (Some(_), Some(_)) => {
+                self.fail_key(
+                    &path.key("target_group"),
+                    "set either targets or target_group, not both",
+                );
+            }
+            (None, None) => self.fail(path, "needs targets or target_group"),
+            (Some(targets), None) => {
+                if mapping.rename.is_some() {
+                    self.fail_key(
+                        &path.key("rename"),
+                        "rename applies to target_group only; write the full name in targets",
+                    );
+                }
+                if targets.is_empty() {
+                    self.fail(&path.key("targets"), "targets is empty");
+                }
+                for (i, text) in targets.iter().enumerate() {
+                    let target_path = path.key("targets").index(i);
+                    match parse_target(text) {
+                        Ok(t) if out.iter().any(|(o, _)| *o == t) => {
+                            self.fail(&target_path, format!("target {t} is listed twice"))
+                        }
+                        Ok(t) => out.push((t, target_path)),
+                        Err(message) => self.fail(&target_path, message),
+                    }
+                }
+            }
+            (None, Some(group)) => {
+                let group_path = path.key("target_group");
+                let Some(prefixes) = groups.get(group) else {
+                    let known: Vec<&str> = groups.keys().map(String::as_str).collect();
+                    let known = if known.is_empty() {
+                        "none are defined".to_string()
+                    } else {
+                        format!("known: {}", known.join(", "))
+                    };
+                    self.fail(
+                        &group_path,
+                        format!("unknown target group \"{group}\" ({known})"),
+                    );
+                    return out;
+                };
+                let name = match &mapping.rename {
+                    Some(rename) => match parse_repository(&format!("rename.invalid/{rename}")) {
+                        Ok(r) if r.repository == *rename => rename.clone(),
+                        Ok(_) | Err(_) => {
+                            self.fail(
+                                &path.key("rename"),
+                                format!("rename \"{rename}\" is not a repository path (lowercase components separated by /)"),
+                            );
+                            return out;
+                        }
+                    },
+                    None => match source.map(Origin::repository_name) {
+                        Some(Some(name)) => name,
+                        Some(None) => {
+                            self.fail(
+                                &path.key("rename"),
+                                "a layout source whose directory name is not a repository path needs rename with target_group",
+                            );
+                            return out;
+                        }
+                        None => return out,
+                    },
+                };
+                for prefix in prefixes {
+                    match prefix.join(&name) {
+                        Ok(t) if out.iter().any(|(o, _)| *o == t) => {}
+                        Ok(t) => out.push((t, group_path.clone())),
+                        Err(message) => self.fail(&group_path, message),
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A `target_groups` entry: where mapped repositories go.
+#[derive(Clone, Debug)]
+enum TargetPrefix {
+    Oci(String),
+    Registry(String),
+}
+
+impl TargetPrefix {
+    fn join(&self, name: &str) -> Result<Target, String> {
+        match self {
+            TargetPrefix::Oci(dir) => parse_target(&format!("oci:{dir}/{name}")),
+            TargetPrefix::Registry(prefix) => parse_target(&format!("{prefix}/{name}")),
+        }
+    }
+}
+
+fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
+    let trimmed = text.trim_end_matches('/');
+    if let Some(dir) = trimmed.strip_prefix("oci:") {
+        if dir.is_empty() {
+            return Err(format!("\"{text}\" names no directory after oci:"));
+        }
+        return Ok(TargetPrefix::Oci(dir.to_string()));
+    }
+    // A prefix is valid when a repository under it is.
+    parse_target(&format!("{trimmed}/probe"))
+        .map(|_| TargetPrefix::Registry(trimmed.to_string()))
+        .map_err(|_| {
+            format!("target prefix \"{text}\" is not host[:port][/path] or oci:<directory>")
+        })
+}
+
+/// The directory of an `oci:<directory>` source or target (`what`); `None` for anything else.
+fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
+    let dir = text.strip_prefix("oci:")?;
+    Some(if dir.is_empty() {
+        Err(format!("{what} \"{text}\" names no directory after oci:"))
+    } else {
+        Ok(PathBuf::from(dir))
+    })
+}
+
+fn parse_target(text: &str) -> Result<Target, String> {
+    if let Some(dir) = layout_dir(text, "target") {
+        return dir.map(|path| Target::OciLayout { path });
+    }
+    let r = parse_repository(text)?;
+    Ok(Target::Registry {
+        registry: r.registry,
+        repository: r.repository,
+    })
+}
+
+/// A mapping's source: `oci:<directory>`, or a repository reference without tag or digest.
+pub(super) fn parse_origin(text: &str) -> Result<Origin, String> {
+    if let Some(dir) = layout_dir(text, "source") {
+        return dir.map(|path| Origin::OciLayout { path });
+    }
+    let r = parse_repository(text)?;
+    Ok(Origin::Registry {
+        registry: r.registry,
+        repository: r.repository,
+    })
+}
+
+/// A repository reference without tag or digest.
+fn parse_repository(text: &str) -> Result<Reference, String> {
+    let reference = Reference::parse(text).map_err(|e| e.to_string())?;
+    if reference.tag.is_some() || reference.digest.is_some() {
+        return Err(format!(
+            "\"{text}\" names a tag or digest; name the repository only and select tags with tags.exact or digests"
+        ));
+    }
+    Ok(reference)
+}
+
+pub(super) fn normalise_host(host: &str) -> String {
+    match Reference::parse(&format!("{host}/probe")) {
+        Ok(r) => r.registry,
+        Err(_) => host.to_ascii_lowercase(),
+    }
+}
+
+/// A registry host as references name it; Docker Hub's aliases become `docker.io`.
+fn parse_host(text: &str) -> Result<String, String> {
+    let looks_like_host = text.contains('.') || text.contains(':') || text == "localhost";
+    if !looks_like_host || text.contains('/') {
+        return Err(format!(
+            "\"{text}\" is not a registry host (e.g. docker.io, ghcr.io, localhost:5000)"
+        ));
+    }
+    match Reference::parse(&format!("{text}/probe")) {
+        Ok(r) if r.repository == "probe" || r.registry == DOCKER_HUB => Ok(r.registry),
+        Ok(_) => Err(format!("\"{text}\" is not a registry host")),
+        Err(e) => Err(e.problem.to_string()),
+    }
+}

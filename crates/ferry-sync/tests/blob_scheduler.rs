@@ -1,0 +1,137 @@
+//! The BlobScheduler vouches only for work it did: a transfer dropped part way leaves its blob
+//! pending (the next caller transfers it for real), and a blob or place never planned is an error.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_distribution::Digest;
+use ferry_sync::config;
+use ferry_sync::engine::blobs::{BlobScheduler, Place};
+use ferry_sync::engine::graph::BlobRef;
+use ferry_sync::engine::transfer::UploadShape;
+use ferry_sync::registries::Registries;
+use ferry_sync::source::Source;
+use ferry_testkit::registry::TestRegistry;
+
+fn registries(regs: &[&TestRegistry]) -> Registries {
+    let entries: String = regs
+        .iter()
+        .map(|r| {
+            format!(
+                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+                r.host(),
+                r.url()
+            )
+        })
+        .collect();
+    let mapping = format!(
+        "  - source: \"{}/lib/a\"\n    targets: [\"{}/mirror/a\"]\n",
+        regs[0].host(),
+        regs[1].host()
+    );
+    let text = format!("version: 1\nregistries:\n{entries}mappings:\n{mapping}");
+    let cfg = config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses");
+    Registries::new(&cfg)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_reported_done() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let bytes = vec![7u8; 300_000];
+    let digest = src.seed_blob("lib/a", &bytes);
+    let regs = registries(&[&src, &dst]);
+    let source = Source::Registry {
+        client: regs.client(&src.host()).await.unwrap(),
+        repository: "lib/a".into(),
+    };
+    let target = regs.client(&dst.host()).await.unwrap();
+    let place = Place::Registry {
+        host: dst.host(),
+        repository: "mirror/a".into(),
+    };
+    let blob = BlobRef {
+        digest: Digest::parse(&digest).unwrap(),
+        size: bytes.len() as u64,
+    };
+    let shape = UploadShape {
+        chunk_size: 64 * 1024,
+        monolithic_limit: 64 * 1024,
+    };
+    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    scheduler.need(&blob, &source, place.clone(), true, Some(&target));
+
+    // The source sends the first bytes and then nothing: the caller gives up (a timeout) with
+    // the transfer part way.
+    src.body_stalls().stall_blob_bodies(1000);
+    let dropped = tokio::time::timeout(
+        Duration::from_secs(2),
+        scheduler.ensure(&blob.digest, &place),
+    )
+    .await;
+    assert!(dropped.is_err(), "the stalled transfer cannot finish");
+    assert!(!dst.has_blob("mirror/a", &digest));
+
+    // The next caller must not read that as done: it transfers the blob.
+    src.body_stalls().clear();
+    scheduler.ensure(&blob.digest, &place).await.unwrap();
+    assert!(
+        dst.has_blob("mirror/a", &digest),
+        "ensure said Ok: the blob must be there"
+    );
+    assert_eq!(dst.blob(&digest).as_deref(), Some(bytes.as_slice()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let digest = src.seed_blob("lib/a", b"planned");
+    let regs = registries(&[&src, &dst]);
+    let source = Source::Registry {
+        client: regs.client(&src.host()).await.unwrap(),
+        repository: "lib/a".into(),
+    };
+    let target = regs.client(&dst.host()).await.unwrap();
+    let place = |repo: &str| Place::Registry {
+        host: dst.host(),
+        repository: repo.into(),
+    };
+    let blob = BlobRef {
+        digest: Digest::parse(&digest).unwrap(),
+        size: 7,
+    };
+    let shape = UploadShape {
+        chunk_size: 64 * 1024,
+        monolithic_limit: 64 * 1024,
+    };
+    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    scheduler.need(&blob, &source, place("mirror/a"), true, Some(&target));
+
+    scheduler
+        .ensure(&blob.digest, &place("mirror/a"))
+        .await
+        .unwrap();
+    let elsewhere = scheduler
+        .ensure(&blob.digest, &place("mirror/b"))
+        .await
+        .expect_err("mirror/b was never planned");
+    assert!(
+        elsewhere
+            .to_string()
+            .contains("never scheduled for this place"),
+        "{elsewhere}"
+    );
+    assert!(!dst.has_blob("mirror/b", &digest));
+
+    let other = Digest::parse(&src.seed_blob("lib/a", b"never planned")).unwrap();
+    let unknown = scheduler
+        .ensure(&other, &place("mirror/a"))
+        .await
+        .expect_err("that blob was never planned");
+    assert!(
+        unknown.to_string().contains("was never scheduled"),
+        "{unknown}"
+    );
+}
