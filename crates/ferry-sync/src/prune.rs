@@ -522,7 +522,8 @@ mod tests {
             mapping: 0,
             source: "src.example/lib/app".into(),
             target: Target::Registry {
-                reference: "dst.example/mirror/app".into(),
+                registry: "dst.example".into(),
+                repository: "mirror/app".into(),
             },
             tag: tag.into(),
         }
