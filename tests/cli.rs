@@ -364,6 +364,28 @@ async fn copy_moves_one_tag_to_a_registry_and_to_an_oci_layout() {
     assert!(index.contains("\"v2\""), "{index}");
 }
 
+/// skopeo's `docker://` transport prefix is accepted on both sides of `ferry copy` and by
+/// `ferry tags`, so a skopeo command line carries over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_and_tags_take_skopeos_docker_transport_prefix() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    let source = format!("docker://{}/src/app:v1", reg.host());
+    let target = format!("docker://{}/dst/app", reg.host());
+    let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+
+    let repo = format!("docker://{}/dst/app", reg.host());
+    let out = ferry(&["tags", &repo, "--insecure"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("1 listed, 1 selected"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_needs_no_listing_and_gets_through_a_docker_flow_only_registry() {
     use ferry_testkit::registry::Personality;

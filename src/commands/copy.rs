@@ -20,8 +20,8 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         None => super::empty_config(),
     };
     match one_mapping(
-        &args.source,
-        &args.target,
+        super::without_docker_transport(&args.source),
+        super::without_docker_transport(&args.target),
         &mut config,
         args.access.insecure,
     ) {
