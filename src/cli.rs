@@ -225,6 +225,17 @@ pub struct CopyArgs {
     /// Target repository (`registry.local:5000/mirror/alpine`, `docker://` accepted) or
     /// `oci:<dir>`; a tag, if given, must equal the source's.
     pub target: String,
+    /// Copy only this platform of a multi-platform image (`os/arch[/variant]`, repeatable); the
+    /// index is rewritten to list only those, so its digest changes.
+    #[arg(
+        long = "platform",
+        value_name = "OS/ARCH[/VARIANT]",
+        conflicts_with = "all"
+    )]
+    pub platforms: Vec<String>,
+    /// Copy every platform (what ferry does without `--platform`; accepted as skopeo takes it).
+    #[arg(long)]
+    pub all: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
