@@ -179,8 +179,8 @@ pub struct RegistryAccess {
 
 #[derive(Debug, Args)]
 pub struct TagsArgs {
-    /// The repository (`docker.io/library/alpine`; a tag or digest is ignored), or an image
-    /// layout directory (`oci:./images/app`).
+    /// The repository (`docker.io/library/alpine`, `docker://` accepted; a tag or digest is
+    /// ignored), or an image layout directory (`oci:./images/app`).
     pub reference: String,
     /// Glob a tag must match (repeatable; default `*`).
     #[arg(long, value_name = "GLOB")]
@@ -218,12 +218,24 @@ pub enum SortArg {
 
 #[derive(Debug, Args)]
 pub struct CopyArgs {
-    /// Source image with a tag or digest (`docker.io/library/alpine:3.20`), or in an image
-    /// layout directory (`oci:./images/app:3.20`, `oci:./images/app@sha256:…`).
+    /// Source image with a tag or digest (`docker.io/library/alpine:3.20`, or as skopeo writes
+    /// it, `docker://docker.io/library/alpine:3.20`), or in an image layout directory
+    /// (`oci:./images/app:3.20`, `oci:./images/app@sha256:…`).
     pub source: String,
-    /// Target repository (`registry.local:5000/mirror/alpine`) or `oci:<dir>`; a tag, if given,
-    /// must equal the source's.
+    /// Target repository (`registry.local:5000/mirror/alpine`, `docker://` accepted) or
+    /// `oci:<dir>`; a tag, if given, must equal the source's.
     pub target: String,
+    /// Copy only this platform of a multi-platform image (`os/arch[/variant]`, repeatable); the
+    /// index is rewritten to list only those, so its digest changes.
+    #[arg(
+        long = "platform",
+        value_name = "OS/ARCH[/VARIANT]",
+        conflicts_with = "all"
+    )]
+    pub platforms: Vec<String>,
+    /// Copy every platform (what ferry does without `--platform`; accepted as skopeo takes it).
+    #[arg(long)]
+    pub all: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

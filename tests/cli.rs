@@ -364,6 +364,91 @@ async fn copy_moves_one_tag_to_a_registry_and_to_an_oci_layout() {
     assert!(index.contains("\"v2\""), "{index}");
 }
 
+/// `ferry copy --platform` copies only that child of an index, as skopeo's `--override-arch`
+/// and crane's `--platform` do; a platform that is not `os/arch[/variant]` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_with_platform_copies_only_that_child_of_an_index() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let amd = reg.seed_image("src/multi", "1-amd64", &[b"amd layer"]);
+    let arm = reg.seed_image("src/multi", "1-arm64", &[b"arm layer"]);
+    reg.seed_index("src/multi", "1", &[amd.clone(), arm.clone()]);
+    let source = format!("{}/src/multi:1", reg.host());
+    let target = format!("{}/dst/multi", reg.host());
+    let out = ferry(&[
+        "copy",
+        &source,
+        &target,
+        "--platform",
+        "linux/amd64",
+        "--insecure",
+        "--progress",
+        "none",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let (_, bytes) = reg.manifest("dst/multi", "1").expect("the tag is there");
+    let index: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let children: Vec<&str> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["digest"].as_str().unwrap())
+        .collect();
+    assert_eq!(children, [amd.as_str()], "only linux/amd64");
+    assert!(
+        reg.manifest("dst/multi", &arm).is_none(),
+        "arm64 not copied"
+    );
+
+    let out = ferry(&[
+        "copy",
+        &source,
+        &target,
+        "--platform",
+        "linux//amd64",
+        "--insecure",
+    ])
+    .await;
+    assert_ne!(code(&out), 0);
+    assert!(
+        text(&out.stderr).contains("--platform"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = ferry(&[
+        "copy",
+        &source,
+        &target,
+        "--all",
+        "--platform",
+        "linux/amd64",
+    ])
+    .await;
+    assert_ne!(code(&out), 0, "--all and --platform conflict");
+}
+
+/// skopeo's `docker://` transport prefix is accepted on both sides of `ferry copy` and by
+/// `ferry tags`, so a skopeo command line carries over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_and_tags_take_skopeos_docker_transport_prefix() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    let source = format!("docker://{}/src/app:v1", reg.host());
+    let target = format!("docker://{}/dst/app", reg.host());
+    let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+
+    let repo = format!("docker://{}/dst/app", reg.host());
+    let out = ferry(&["tags", &repo, "--insecure"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("1 listed, 1 selected"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_needs_no_listing_and_gets_through_a_docker_flow_only_registry() {
     use ferry_testkit::registry::Personality;

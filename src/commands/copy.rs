@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use ferry_distribution::{Digest, Reference};
 use ferry_sync::config::{Config, Mapping, Origin, Target};
 use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
+use ferry_sync::platform::Platform;
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
@@ -20,8 +21,9 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         None => super::empty_config(),
     };
     match one_mapping(
-        &args.source,
-        &args.target,
+        super::without_docker_transport(&args.source),
+        super::without_docker_transport(&args.target),
+        &args.platforms,
         &mut config,
         args.access.insecure,
     ) {
@@ -43,10 +45,15 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
 fn one_mapping(
     source: &str,
     target: &str,
+    platforms: &[String],
     config: &mut Config,
     insecure: bool,
 ) -> Result<Mapping, String> {
     let (origin, tag, digest) = parse_source(source)?;
+    let platforms = platforms
+        .iter()
+        .map(|p| Platform::parse(p).map_err(|e| format!("--platform {p:?}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
     let (tags, digests) = match (&tag, &digest) {
         (Some(tag), _) => {
             let spec = TagFilterSpec {
@@ -97,7 +104,7 @@ fn one_mapping(
         targets: vec![target],
         tags,
         digests,
-        platforms: Vec::new(),
+        platforms,
         referrers: false,
         immutable: TagGlobs::default(),
         prune: false,
@@ -150,7 +157,8 @@ mod tests {
             format!("registry.example/lib/app@sha256:{hex}"),
         ] {
             let mut config = super::super::empty_config();
-            let m = one_mapping(&source, "other.example/mirror/app", &mut config, false).unwrap();
+            let m =
+                one_mapping(&source, "other.example/mirror/app", &[], &mut config, false).unwrap();
             assert!(m.tags.names_its_tags(), "{source}");
             assert!(!m.prune && !m.referrers, "{source}");
         }

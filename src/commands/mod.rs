@@ -66,3 +66,9 @@ pub fn allow_insecure(config: &mut Config, host: &str) {
         }
     }
 }
+
+/// A reference as skopeo writes a registry's: `docker://host/repo:tag`. The transport prefix
+/// is dropped; everything else (a bare reference, `oci:<dir>`) is returned as it is.
+pub fn without_docker_transport(reference: &str) -> &str {
+    reference.strip_prefix("docker://").unwrap_or(reference)
+}

@@ -13,10 +13,12 @@ use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
 pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
-    // A tag or digest on a registry reference is ignored; a layout is `oci:<dir>`.
-    let origin = match args.reference.strip_prefix("oci:") {
-        Some(_) => Origin::parse(&args.reference),
-        None => Reference::parse(&args.reference)
+    // A tag or digest on a registry reference is ignored; a layout is `oci:<dir>`; skopeo's
+    // `docker://` prefix is accepted.
+    let reference = super::without_docker_transport(&args.reference);
+    let origin = match reference.strip_prefix("oci:") {
+        Some(_) => Origin::parse(reference),
+        None => Reference::parse(reference)
             .map(|r| Origin::Registry {
                 registry: r.registry,
                 repository: r.repository,
