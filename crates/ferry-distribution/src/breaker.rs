@@ -310,4 +310,31 @@ mod tests {
         b.record_fault(Fault::Answer);
         assert_eq!(b.state(), BreakerState::Closed, "two of three are stale");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_exactly_one_window_old_still_counts() {
+        let b = breaker();
+        b.record_fault(Fault::Answer);
+        b.record_fault(Fault::Answer);
+        tokio::time::advance(BreakerSettings::default().window).await;
+        b.record_fault(Fault::Answer);
+        assert_eq!(
+            b.state(),
+            BreakerState::Open,
+            "answers leave the window only once they are older than it"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_said_nothing_hands_the_probe_slot_back() {
+        let b = breaker();
+        b.trip();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(b.admit().is_ok(), "the probe");
+        assert_eq!(b.admit(), Err(BreakerOpen), "only one probe at a time");
+        b.record_nothing();
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        assert!(b.admit().is_ok(), "the slot was handed back");
+        assert_eq!(b.admit(), Err(BreakerOpen), "and taken again");
+    }
 }

@@ -516,4 +516,69 @@ mod tests {
         assert!(!cannot_delete_tags(&status_error(403, None)));
         assert!(!cannot_delete_tags(&status_error(500, None)));
     }
+
+    fn candidate(tag: &str) -> PruneCandidate {
+        PruneCandidate {
+            mapping: 0,
+            source: "src.example/lib/app".into(),
+            target: Target::Registry {
+                registry: "dst.example".into(),
+                repository: "mirror/app".into(),
+            },
+            tag: tag.into(),
+        }
+    }
+
+    #[test]
+    fn each_outcome_is_counted_and_only_a_tag_left_in_place_is_a_failure() {
+        let unsupported = PruneStatus::Unsupported {
+            registry: "dst.example".into(),
+            http_status: Some(405),
+            error: "unsupported".into(),
+        };
+        let failed = PruneStatus::Failed {
+            registry: "dst.example".into(),
+            http_status: Some(500),
+            error: "boom".into(),
+        };
+        let cases = [
+            (PruneStatus::Deleted, [2, 0, 0, 0, 0], false),
+            (PruneStatus::WouldDelete, [0, 2, 0, 0, 0], false),
+            (unsupported, [0, 0, 2, 0, 0], true),
+            (failed, [0, 0, 0, 2, 0], true),
+            (PruneStatus::Interrupted, [0, 0, 0, 0, 2], true),
+        ];
+        for (status, counts, failure) in cases {
+            let mut r = PruneReport::default();
+            r.push(candidate("v0"), status.clone());
+            r.push(candidate("v1"), status.clone());
+            let got = [
+                r.deleted,
+                r.would_delete,
+                r.unsupported,
+                r.failed,
+                r.interrupted,
+            ];
+            assert_eq!(got, counts, "{status:?}");
+            assert_eq!(r.has_failures(), failure, "{status:?}");
+            assert_eq!(r.tags.len(), 2);
+            assert_eq!(r.tags[1].target, "dst.example/mirror/app");
+        }
+    }
+
+    #[test]
+    fn the_summary_names_freed_layout_blobs_only_when_there_were_some() {
+        let mut r = PruneReport::default();
+        r.push(candidate("v0"), PruneStatus::Deleted);
+        let text = r.render_text();
+        assert!(text.contains("prune: 1 deleted"), "{text}");
+        assert!(!text.contains("layout blobs"), "{text}");
+        r.layout_blobs_removed = 2;
+        r.layout_bytes_freed = 2048;
+        let text = r.render_text();
+        assert!(
+            text.contains("; 2 unreferenced layout blobs removed ("),
+            "{text}"
+        );
+    }
 }

@@ -442,6 +442,8 @@ async fn pruning_a_layout_removes_lost_tags_and_only_the_blobs_nothing_else_reac
         "an index's children were collected"
     );
     assert_eq!(pruned.layout_blobs_removed, 2, "{}", pruned.render_text());
+    let freed = b"v1 only".len() + read_blob(&src, &digest_of(&v1)).len();
+    assert_eq!(pruned.layout_bytes_freed, freed as u64);
     assert_eq!(blob_count(), before - 2);
 }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ferry_distribution::capabilities::{Feature, Support};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
 use ferry_sync::config::{self, Config};
@@ -15,7 +16,7 @@ use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
 use ferry_testkit::distribution::RealRegistry;
-use ferry_testkit::registry::TestRegistry;
+use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 
 fn registry_yaml(host: &str, url: &str) -> String {
     format!(
@@ -45,13 +46,13 @@ async fn prepare(config: &Config, registries: &Registries) -> Plan {
     resolve_all(config, registries, &options, tracker).await
 }
 
-/// Prepare, sync, then prune (or its dry run).
+/// Prepare, sync, then prune (or its dry run), deciding as `ferry sync` does: the dry run from
+/// the plan alone, the real run from the plan and the sync's report.
 async fn sync_and_prune(config: &Config, dry_run: bool) -> PruneReport {
     let registries = Registries::new(config);
     let plan = prepare(config, &registries).await;
-    let candidates = prune::candidates(&plan, config);
     if dry_run {
-        return prune::dry_run(candidates);
+        return prune::dry_run(prune::candidates(&plan, config));
     }
     let report = sync(
         &plan,
@@ -61,7 +62,9 @@ async fn sync_and_prune(config: &Config, dry_run: bool) -> PruneReport {
     )
     .await;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
-    prune::execute(candidates, &registries, &StopSignal::default()).await
+    let decision = prune::decide(&plan, config, Some(&report));
+    assert!(decision.skipped.is_empty(), "a clean run: {decision:?}");
+    prune::execute(decision.candidates, &registries, &StopSignal::default()).await
 }
 
 fn deletes(reg: &TestRegistry) -> Vec<String> {
@@ -249,4 +252,41 @@ async fn a_real_distribution_registry_that_cannot_delete_tags_is_reported_clearl
         "one DELETE in all"
     );
     assert_eq!(log.count("DELETE", "/v2/mirror/app/manifests/sha256:"), 0);
+}
+
+/// A delete the registry refuses for another reason (403 here) fails that tag alone: the
+/// registry is not written off as unable to delete tags, so the next tag is still tried.
+#[tokio::test(start_paused = true)]
+async fn a_refused_delete_fails_that_tag_and_the_next_is_still_tried() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    seed(&src, &dst);
+    dst.seed_image("mirror/app", "v00", &[b"zero zero"]);
+    dst.faults().push(
+        FaultRule::on(
+            OpKind::ManifestDelete,
+            FaultAction::Status {
+                code: 403,
+                retry_after: None,
+            },
+        )
+        .times(u32::MAX),
+    );
+    let cfg = two_registry_config(&src, &dst, "{ include: [\"v*\"] }", "    prune: true\n");
+    let registries = Registries::new(&cfg);
+    let plan = prepare(&cfg, &registries).await;
+    let candidates = prune::candidates(&plan, &cfg);
+    let report = prune::execute(candidates, &registries, &StopSignal::default()).await;
+    let text = report.render_text();
+    assert_eq!((report.failed, report.unsupported), (2, 0), "{text}");
+    assert!(report.has_failures());
+    assert_eq!(text.matches("PRUNE FAILED").count(), 2, "{text}");
+    assert_eq!(deletes(&dst).len(), 2, "each tag was tried");
+    assert!(dst.tags("mirror/app").contains(&"v00".to_string()));
+    let client = registries.client(&dst.host()).await.unwrap();
+    assert_eq!(
+        client.capabilities().support(Feature::TagDelete),
+        Support::Unknown,
+        "a 403 does not say that the registry cannot delete tags"
+    );
 }

@@ -442,4 +442,112 @@ mod tests {
         assert!(may_retry(&f, Operation::TagDelete));
         assert_eq!(breaker_verdict(&f), Some(true));
     }
+
+    /// A one-shot HTTP server on a loopback port that writes `raw` to the first connection and
+    /// closes it; returns the URL to ask.
+    async fn serve_once(raw: Vec<u8>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v2/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = conn.read(&mut request).await;
+            let _ = conn.write_all(&raw).await;
+            let _ = conn.shutdown().await;
+        });
+        url
+    }
+
+    /// An HTTP/1.1 answer whose body is sent as these chunks (chunked transfer encoding).
+    fn chunked(status: &str, chunks: &[&[u8]]) -> Vec<u8> {
+        let mut raw =
+            format!("HTTP/1.1 {status}\r\ntransfer-encoding: chunked\r\n\r\n").into_bytes();
+        for c in chunks {
+            raw.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+            raw.extend_from_slice(c);
+            raw.extend_from_slice(b"\r\n");
+        }
+        raw.extend_from_slice(b"0\r\n\r\n");
+        raw
+    }
+
+    async fn failure_of(raw: Vec<u8>) -> Failure {
+        let url = serve_once(raw).await;
+        let response = reqwest::get(url).await.unwrap();
+        Failure::from_response(response).await
+    }
+
+    fn code_and_message(f: &Failure) -> (Option<&str>, Option<&str>) {
+        match f {
+            Failure::Status { code, message, .. } => (code.as_deref(), message.as_deref()),
+            other => panic!("not a status: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answers_oci_error_is_read_across_chunks_up_to_16_kib() {
+        let head: &[u8] = br#"{"errors":[{"code":"DIGEST_INVALID","message":"m"#;
+        let pad = vec![b'x'; 8 * 1024];
+        let tail: &[u8] = br#""}]}"#;
+        // 8 KiB in three chunks: every chunk is read.
+        let f = failure_of(chunked("400 Bad Request", &[head, &pad, tail])).await;
+        let (code, message) = code_and_message(&f);
+        assert_eq!(code, Some("DIGEST_INVALID"));
+        assert!(
+            message.is_some_and(|m| m.starts_with("mxxx")),
+            "{message:?}"
+        );
+        // Past 16 KiB the body is cut, so it no longer parses: nothing more is read or held.
+        let pad = vec![b'x'; 17 * 1024];
+        let f = failure_of(chunked("400 Bad Request", &[&[head, &pad, tail].concat()])).await;
+        assert_eq!(code_and_message(&f), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_transport_failure_says_what_broke_with_each_cause_once() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let err = reqwest::get(format!("http://127.0.0.1:{port}/v2/"))
+            .await
+            .unwrap_err();
+        let Failure::Transport { message, .. } = Failure::from_transport(&err) else {
+            panic!("not a transport failure");
+        };
+        assert!(message.starts_with("could not connect: "), "{message}");
+        let mut parts = message.split(": ").skip(1).collect::<Vec<_>>();
+        assert!(message.contains("refused"), "the root cause: {message}");
+        assert!(parts.iter().all(|p| !p.is_empty()), "{message}");
+        let n = parts.len();
+        parts.sort();
+        parts.dedup();
+        assert_eq!(parts.len(), n, "a cause repeated: {message}");
+
+        // A body that breaks off part way.
+        let url = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort".to_vec()).await;
+        let err = reqwest::get(url).await.unwrap().bytes().await.unwrap_err();
+        let Failure::Transport { message, .. } = Failure::from_transport(&err) else {
+            panic!("not a transport failure");
+        };
+        assert!(message.starts_with("response body broke off"), "{message}");
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate("short", 300), "short");
+        assert_eq!(
+            truncate(&"x".repeat(400), 300),
+            format!("{}…", "x".repeat(300))
+        );
+        // Byte 300 falls inside a two-byte character: the cut goes back to 299.
+        let odd = format!("x{}", "é".repeat(200));
+        assert_eq!(truncate(&odd, 300), format!("x{}…", "é".repeat(149)));
+    }
+
+    #[test]
+    fn a_failure_displays_as_its_reason() {
+        assert_eq!(status(429, None).to_string(), "HTTP 429");
+    }
 }

@@ -414,3 +414,187 @@ async fn a_retry_after_at_the_type_limit_under_an_unbounded_cap_ends_throttled_w
     );
     assert_eq!((calls, elapsed), (1, Duration::ZERO));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_exactly_at_the_cap_is_honoured() {
+    let mut p = policy();
+    p.retry_after_cap = Duration::from_secs(10);
+    let gate = gate_with(p);
+    let (r, calls, elapsed) = run(
+        &gate,
+        Operation::BlobGet,
+        vec![Some(status(429, Some(10))), None],
+    )
+    .await;
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(calls, 2);
+    assert!(elapsed >= Duration::from_secs(10), "{elapsed:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_on_an_unknown_outcome_with_retry_after_ends_with_the_answer() {
+    // A 502 that carries a Retry-After is not a throttle: when the retries run out, the
+    // operation ends with the 502, not with Throttled.
+    let gate = gate_with(policy());
+    let (r, calls, _) = run(&gate, Operation::BlobGet, vec![Some(status(502, Some(1)))]).await;
+    assert_eq!(calls, 4);
+    assert_eq!(r.unwrap_err().status(), Some(502));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_keeps_its_slot_holds_it_until_the_caller_drops_it() {
+    let gate = gate_with(policy());
+    let window = || gate.window(Operation::BlobGet).snapshot().in_flight;
+    let budget = gate.policy.budget();
+    let call = Call::new(Operation::BlobGet, Some("repo"));
+    let slot = with_retry(&gate, call, &budget, |a| async move { Ok(a.keep_slot()) })
+        .await
+        .unwrap();
+    assert!(slot.is_some(), "the attempt's slot");
+    assert_eq!(window(), 1, "a kept slot stays in flight");
+    drop(slot);
+    assert_eq!(window(), 0, "and is released when dropped");
+    // An attempt that does not keep it releases it when its future ends.
+    with_retry(&gate, call, &budget, |_| async { Ok(()) })
+        .await
+        .unwrap();
+    assert_eq!(window(), 0);
+}
+
+#[test]
+fn a_budget_counts_down_to_nothing() {
+    let budget = RetryBudget::new(2);
+    assert_eq!(budget.remaining(), 2);
+    assert!(budget.take());
+    assert_eq!(budget.remaining(), 1);
+    assert!(budget.take());
+    assert!(!budget.take());
+    assert_eq!(budget.remaining(), 0);
+    assert_eq!(
+        policy().budget().remaining(),
+        3,
+        "attempts count the first try"
+    );
+}
+
+#[test]
+fn a_policy_prints_without_its_random_state() {
+    let printed = format!("{:?}", policy());
+    assert!(printed.contains("jitter: Jitter"), "{printed}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_nested_in_an_attempt_rides_on_its_slot_but_not_on_another_registrys() {
+    let one = |name: &str| {
+        RegistryGate::new(
+            name,
+            GateSettings {
+                max_concurrent: 1,
+                retry: policy(),
+                ..GateSettings::default()
+            },
+        )
+    };
+    let (a, b) = (&one("a.test"), &one("b.test"));
+    let op = Operation::ManifestGet;
+    let call = Call::new(op, Some("repo"));
+    let in_flight = |g: &RegistryGate| g.window(op).snapshot().in_flight;
+    let (tickets, same, other) = with_retry(a, call, &RetryBudget::new(0), |_| async move {
+        let tickets = (current_ticket(a).is_some(), current_ticket(b).is_some());
+        // The same registry, whose window of one this attempt fills: no second slot.
+        let same = with_retry(a, call, &RetryBudget::new(0), |_| async move {
+            Ok(in_flight(a))
+        })
+        .await;
+        // Another registry: a slot of its own.
+        let other = with_retry(b, call, &RetryBudget::new(0), |_| async move {
+            Ok(in_flight(b))
+        })
+        .await;
+        Ok((tickets, same, other))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        tickets,
+        (true, false),
+        "the attempt's ticket is its own gate's"
+    );
+    assert_eq!(
+        same.unwrap(),
+        1,
+        "the nested request rode on the outer slot"
+    );
+    assert_eq!(
+        other.unwrap(),
+        1,
+        "the other registry's request held its own slot"
+    );
+    assert_eq!((in_flight(a), in_flight(b)), (0, 0));
+}
+
+fn transport(sent: Sent, local: bool) -> Failure {
+    Failure::Transport {
+        message: "connection failed".into(),
+        sent,
+        local,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_connections_feed_the_breakers_connect_streak() {
+    // gate_with's breaker never opens on the failure rate; five refusals in a row open it.
+    let gate = gate_with(policy());
+    for _ in 0..5 {
+        record(
+            &gate,
+            Operation::BlobGet,
+            Some("repo"),
+            &transport(Sent::No, false),
+        );
+    }
+    assert_eq!(gate.breaker.state(), crate::breaker::BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn server_and_transport_errors_are_counted_apart() {
+    let gate = gate_with(policy());
+    let counts = || {
+        let s = gate.stats.snapshot();
+        (s.server_errors, s.transport_errors, s.throttled)
+    };
+    let feed = |f: Failure| {
+        record(&gate, Operation::BlobGet, Some("repo"), &f);
+    };
+    feed(status(429, None));
+    assert_eq!(counts(), (0, 0, 1));
+    feed(status(404, None));
+    assert_eq!(counts(), (0, 0, 1));
+    feed(status(500, None));
+    assert_eq!(counts(), (1, 0, 1));
+    feed(status(503, Some(1)));
+    assert_eq!(counts(), (2, 0, 2));
+    feed(transport(Sent::Unknown, false));
+    assert_eq!(counts(), (2, 1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
+    let third_throttle_after = |failure: Failure| {
+        let gate = gate_with(policy());
+        for _ in 0..31 {
+            record(&gate, Operation::BlobGet, Some("other"), &failure);
+        }
+        ["a", "b", "c"].map(|r| record(&gate, Operation::BlobGet, Some(r), &status(429, None)))[2]
+    };
+    // 31 answers (502s) and three throttles: under a tenth, so that request's alone.
+    assert_eq!(
+        third_throttle_after(status(502, None)),
+        Some(Scope::Request)
+    );
+    // 31 local failures are no answers: three throttles out of three are registry-wide.
+    assert_eq!(
+        third_throttle_after(transport(Sent::Unknown, true)),
+        Some(Scope::Registry)
+    );
+}

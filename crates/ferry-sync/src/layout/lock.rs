@@ -220,6 +220,11 @@ mod tests {
             .unwrap();
         let gc = acquire(dir.path(), LockKind::Collecting, Duration::from_secs(1)).await;
         assert!(matches!(gc, Err(LockError::Timeout { .. })), "{gc:?}");
+        let said = gc.unwrap_err().to_string();
+        assert!(
+            said.contains("waiting to collect garbage (another writer is writing)"),
+            "the error says what waited: {said}"
+        );
         drop(a);
         let gc = acquire(dir.path(), LockKind::Collecting, Duration::from_secs(1)).await;
         assert!(gc.is_err(), "one writer still holds it");

@@ -125,6 +125,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_file_planted_at_the_algorithms_directory_is_refused_naming_it() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("blobs")).unwrap();
+        std::fs::write(root.path().join("blobs/sha256"), b"not a directory").unwrap();
+        let err = blob_dir(root.path(), &digest())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("blobs/sha256 is not a directory of the layout"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_temporary_name_taken_by_a_symlink_is_not_written_through() {
         let root = tempfile::tempdir().unwrap();
         let victim = root.path().join("victim");
