@@ -225,3 +225,17 @@ async fn a_bucket_a_hair_short_of_a_token_waits_a_tick_and_then_admits() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_longer_hold_extends_a_shorter_one_and_a_shorter_one_never_cuts_it() {
+    let p = Pacer::new("r", None);
+    p.hold("stuck", Duration::from_secs(2));
+    p.hold("stuck", Duration::from_secs(5));
+    p.hold("stuck", Duration::from_secs(1));
+    let start = Instant::now();
+    p.wait_for_hold(Some("stuck")).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    p.hold("brief", Duration::from_secs(1));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!p.is_held("brief"), "a hold ends at its instant");
+}
