@@ -250,9 +250,17 @@ async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cu
         p.on_throttle(Some(repo));
     }
     let learned = p.learned_rate().expect("eight accepted answers are enough");
+    assert!(
+        (learned - 7.2).abs() < 1e-9,
+        "eight a second, less a tenth: {learned}"
+    );
     tokio::time::advance(EPOCH).await;
     assert_eq!(p.on_throttle(Some("a")), Scope::Registry);
     let cut = p.learned_rate().unwrap();
+    assert!(
+        (cut - 7.2 * LEARNED_CUT).abs() < 1e-9,
+        "a cut takes a fifth off: {cut}"
+    );
     assert!(
         cut < learned,
         "exactly an epoch later is a new signal: {cut} {learned}"
