@@ -228,4 +228,30 @@ mod tests {
         );
         assert_eq!(e.accepted(t0 + ms(10_000)).0, 0);
     }
+
+    #[test]
+    fn an_answer_exactly_one_window_old_still_counts() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        e.record_throttle(Some("a"), t0);
+        assert_eq!(
+            e.record_throttle(Some("a"), t0 + EVIDENCE_WINDOW),
+            Scope::Repository,
+            "answers leave the window only once they are older than it"
+        );
+    }
+
+    #[test]
+    fn the_others_throttles_are_the_total_less_the_worst_repositorys() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        for i in 0..22u64 {
+            e.record_answer(Some(["b", "c"][(i % 2) as usize]), t0 + ms(i));
+        }
+        for repo in ["a", "a", "a", "b", "b"] {
+            e.record_throttle(Some(repo), t0 + ms(30));
+        }
+        // Setting "a" (3 throttles) aside leaves 3 throttles in 25 answers: still over a tenth.
+        assert_eq!(e.record_throttle(Some("c"), t0 + ms(31)), Scope::Registry);
+    }
 }

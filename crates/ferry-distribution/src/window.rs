@@ -265,4 +265,33 @@ mod tests {
         assert_eq!(w.snapshot().in_flight, 4);
         drop(p);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_that_grows_wakes_a_waiter_without_any_release() {
+        let w = window(4);
+        let _held = [w.acquire().await, w.acquire().await];
+        let w2 = Arc::clone(&w);
+        let waiter = tokio::spawn(async move { w2.acquire().await });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the window of two is full");
+        w.on_success();
+        let _third = tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("the growth woke the waiter")
+            .unwrap();
+        assert_eq!(w.snapshot().in_flight, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_exactly_one_epoch_after_a_halving_halves_again() {
+        let w = window(16);
+        for _ in 0..14 {
+            w.on_success();
+        }
+        assert!(w.on_throttle());
+        tokio::time::advance(WindowSettings::new(16).epoch).await;
+        assert!(w.on_throttle(), "an epoch later is a new signal");
+        assert_eq!(w.snapshot().limit, 4);
+        assert_eq!(w.snapshot().halvings, 2);
+    }
 }

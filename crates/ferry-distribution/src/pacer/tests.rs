@@ -225,3 +225,44 @@ async fn a_bucket_a_hair_short_of_a_token_waits_a_tick_and_then_admits() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_longer_hold_extends_a_shorter_one_and_a_shorter_one_never_cuts_it() {
+    let p = Pacer::new("r", None);
+    p.hold("stuck", Duration::from_secs(2));
+    p.hold("stuck", Duration::from_secs(5));
+    p.hold("stuck", Duration::from_secs(1));
+    let start = Instant::now();
+    p.wait_for_hold(Some("stuck")).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    p.hold("brief", Duration::from_secs(1));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(!p.is_held("brief"), "a hold ends at its instant");
+}
+
+#[tokio::test(start_paused = true)]
+async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cuts_it() {
+    let p = Pacer::new("r", None);
+    for i in 0..MIN_HISTORY {
+        p.on_answer(Some(["a", "b"][i % 2]));
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo));
+    }
+    let learned = p.learned_rate().expect("eight accepted answers are enough");
+    assert!(
+        (learned - 7.2).abs() < 1e-9,
+        "eight a second, less a tenth: {learned}"
+    );
+    tokio::time::advance(EPOCH).await;
+    assert_eq!(p.on_throttle(Some("a")), Scope::Registry);
+    let cut = p.learned_rate().unwrap();
+    assert!(
+        (cut - 7.2 * LEARNED_CUT).abs() < 1e-9,
+        "a cut takes a fifth off: {cut}"
+    );
+    assert!(
+        cut < learned,
+        "exactly an epoch later is a new signal: {cut} {learned}"
+    );
+}
