@@ -13,9 +13,21 @@ pub const EVIDENCE_WINDOW: Duration = Duration::from_secs(3);
 /// Fewer throttles than this in the window never make a registry-wide verdict.
 const MIN_REGISTRY_THROTTLES: usize = 3;
 
-/// A registry-wide verdict needs throttles to be at least this share of the answers (1 in 10):
-/// isolated throttles among many successes are noise, not a limit.
-const REGISTRY_SHARE_DENOMINATOR: usize = 10;
+/// A limit just hit looks like this: from the first throttle in the window on, at least half of
+/// the answers are throttles (past a limit, nearly everything is refused).
+const DENSE_SHARE_DENOMINATOR: usize = 2;
+
+/// A limit exceeded by a little looks like this instead: at least one answer in eight is a
+/// throttle, over at least [`SUSTAINED_ANSWERS`] answers. Scattered throttles among many
+/// successes are noise, not a limit: at a steady 5% fault share, fewer answers than this cross
+/// one in eight too often by chance (about one run in three at 25 answers).
+const SUSTAINED_SHARE_DENOMINATOR: usize = 8;
+
+/// The fewest answers in the window that can show a sustained share.
+const SUSTAINED_ANSWERS: usize = 60;
+
+/// A repository's own verdict needs throttles to be at least this share of its answers.
+const REPOSITORY_SHARE_DENOMINATOR: usize = 10;
 
 /// Throttles of one repository in the window (and a tenth of its answers) that make it a
 /// repository-wide verdict.
@@ -52,6 +64,45 @@ struct Tally {
     throttles: usize,
 }
 
+fn tally<'a>(answers: impl Iterator<Item = &'a &'a Answer>) -> Tally {
+    answers.fold(Tally::default(), |t, a| Tally {
+        answers: t.answers + 1,
+        throttles: t.throttles + usize::from(a.throttled),
+    })
+}
+
+/// At least `least` throttles, making at least one in `denominator` of the answers.
+fn significant(t: Tally, least: usize, denominator: usize) -> bool {
+    t.throttles >= least && t.throttles * denominator >= t.answers
+}
+
+/// Whether `recent` (the window's answers from some point on) shows registry-wide throttling at
+/// one in `denominator`: enough throttles in all, and still so once the repository most
+/// throttled in the whole `window` is set aside, unless the window holds no other repository's
+/// answers (one busy repository can show a registry's limit).
+fn registry_wide(recent: &[&Answer], window: &[&Answer], denominator: usize) -> bool {
+    let mut by_repository: BTreeMap<Option<&str>, Tally> = BTreeMap::new();
+    for answer in window {
+        let t = by_repository
+            .entry(answer.repository.as_deref())
+            .or_default();
+        t.answers += 1;
+        t.throttles += usize::from(answer.throttled);
+    }
+    let worst = by_repository
+        .iter()
+        .max_by_key(|(_, t)| (t.throttles, t.answers))
+        .map(|(repository, _)| *repository);
+    let alone = by_repository.len() <= 1;
+    let others = tally(
+        recent
+            .iter()
+            .filter(|a| Some(a.repository.as_deref()) != worst),
+    );
+    significant(tally(recent.iter()), MIN_REGISTRY_THROTTLES, denominator)
+        && (alone || significant(others, MIN_REGISTRY_THROTTLES - 1, denominator))
+}
+
 impl Evidence {
     fn prune(&mut self, now: Instant) {
         while self
@@ -70,43 +121,33 @@ impl Evidence {
 
     /// Records a throttle and judges its scope against the window.
     ///
-    /// Registry-wide needs at least three throttles making a tenth of all answers, and the same
-    /// still true once the most-throttled repository is set aside (unless nothing else was
-    /// asked): one repository that stays throttled must not slow the others.
+    /// Registry-wide needs at least three throttles that look like a limit: dense (from the
+    /// first throttle in the window on, half the answers are throttles) or sustained (one in
+    /// eight of at least sixty answers). The same must hold once the most-throttled repository
+    /// is set aside (unless nothing else was asked): one repository that stays throttled must
+    /// not slow the others.
     pub fn record_throttle(&mut self, repository: Option<&str>, now: Instant) -> Scope {
         self.push(repository, true, now);
-        let mut by_repository: BTreeMap<Option<&str>, Tally> = BTreeMap::new();
-        let mut total = Tally::default();
-        for answer in &self.answers {
-            let tally = by_repository
-                .entry(answer.repository.as_deref())
-                .or_default();
-            tally.answers += 1;
-            total.answers += 1;
-            if answer.throttled {
-                tally.throttles += 1;
-                total.throttles += 1;
-            }
-        }
-        let worst = by_repository
-            .values()
-            .copied()
-            .max_by_key(|t| (t.throttles, t.answers))
-            .unwrap_or_default();
-        let others = Tally {
-            answers: total.answers - worst.answers,
-            throttles: total.throttles - worst.throttles,
-        };
-        let significant = |t: Tally, least: usize| {
-            t.throttles >= least && t.throttles * REGISTRY_SHARE_DENOMINATOR >= t.answers
-        };
-        let beyond_one_repository =
-            others.answers == 0 || significant(others, MIN_REGISTRY_THROTTLES - 1);
-        if significant(total, MIN_REGISTRY_THROTTLES) && beyond_one_repository {
+        let answers: Vec<&Answer> = self.answers.iter().collect();
+        let first_throttle = answers.iter().position(|a| a.throttled).unwrap_or(0);
+        let dense = registry_wide(
+            &answers[first_throttle..],
+            &answers,
+            DENSE_SHARE_DENOMINATOR,
+        );
+        let sustained = answers.len() >= SUSTAINED_ANSWERS
+            && registry_wide(&answers, &answers, SUSTAINED_SHARE_DENOMINATOR);
+        if dense || sustained {
             return Scope::Registry;
         }
-        let own = by_repository.get(&repository).copied().unwrap_or_default();
-        if repository.is_some() && significant(own, REPOSITORY_THROTTLES) {
+        let own = tally(
+            answers
+                .iter()
+                .filter(|a| a.repository.as_deref() == repository),
+        );
+        if repository.is_some()
+            && significant(own, REPOSITORY_THROTTLES, REPOSITORY_SHARE_DENOMINATOR)
+        {
             Scope::Repository
         } else {
             Scope::Request
@@ -242,16 +283,91 @@ mod tests {
     }
 
     #[test]
-    fn the_others_throttles_are_the_total_less_the_worst_repositorys() {
+    fn three_scattered_throttles_in_an_opening_are_noise() {
+        // The first 25 answers of a run with a 5% fault share, throttles landing on three
+        // repositories by chance: over a tenth, yet no limit.
         let mut e = Evidence::default();
         let t0 = Instant::now();
-        for i in 0..22u64 {
+        let mut verdicts = Vec::new();
+        for i in 0..25u64 {
+            let repo = ["a", "b", "c", "d"][(i % 4) as usize];
+            if [2, 9, 23].contains(&i) {
+                verdicts.push(e.record_throttle(Some(repo), t0 + ms(i)));
+            } else {
+                e.record_answer(Some(repo), t0 + ms(i));
+            }
+        }
+        assert_eq!(verdicts, [Scope::Request; 3]);
+    }
+
+    #[test]
+    fn one_repository_throttled_three_times_running_is_not_the_registrys() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        for i in 0..10u64 {
             e.record_answer(Some(["b", "c"][(i % 2) as usize]), t0 + ms(i));
         }
-        for repo in ["a", "a", "a", "b", "b"] {
-            e.record_throttle(Some(repo), t0 + ms(30));
+        let verdicts = [0, 1, 2].map(|i| e.record_throttle(Some("a"), t0 + ms(20 + i)));
+        assert_eq!(
+            verdicts,
+            [Scope::Request, Scope::Repository, Scope::Repository]
+        );
+    }
+
+    /// Answers from `repos` in turn, one in `every` of them a throttle (its verdict kept).
+    fn steady(e: &mut Evidence, answers: u64, every: u64, repos: &[&str]) -> Vec<Scope> {
+        let t0 = Instant::now();
+        let mut verdicts = Vec::new();
+        for i in 0..answers {
+            let repo = repos[(i % repos.len() as u64) as usize];
+            let at = t0 + ms(i * 10);
+            if i % every == every - 1 {
+                verdicts.push(e.record_throttle(Some(repo), at));
+            } else {
+                e.record_answer(Some(repo), at);
+            }
         }
-        // Setting "a" (3 throttles) aside leaves 3 throttles in 25 answers: still over a tenth.
-        assert_eq!(e.record_throttle(Some("c"), t0 + ms(31)), Scope::Registry);
+        verdicts
+    }
+
+    #[test]
+    fn a_sustained_share_over_sixty_answers_is_the_registrys_and_not_before() {
+        let mut e = Evidence::default();
+        let repos = ["a", "b", "c", "d", "e"];
+        let verdicts = steady(&mut e, 60, 6, &repos);
+        // One in six, two throttles on each repository: the throttles at answers 6 to 54 find
+        // fewer than sixty answers; the one at 60 does.
+        assert!(
+            verdicts[..9].iter().all(|v| *v != Scope::Registry),
+            "{verdicts:?}"
+        );
+        assert_eq!(verdicts[9], Scope::Registry, "{verdicts:?}");
+        // One in nine stays under an eighth however long it goes on.
+        let mut e = Evidence::default();
+        let verdicts = steady(&mut e, 270, 9, &repos);
+        assert!(
+            verdicts.iter().all(|v| *v != Scope::Registry),
+            "{verdicts:?}"
+        );
+    }
+
+    #[test]
+    fn the_others_throttles_are_the_window_less_the_worst_repositorys() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        // 56 answers with a throttle every eighth, spread over b and c: an eighth of the others.
+        let _ = steady(&mut e, 56, 8, &["b", "c"]);
+        // a: four throttles in a row (its own trouble) among four more answers elsewhere.
+        for i in 0..4u64 {
+            e.record_answer(Some("c"), t0 + ms(600 + i));
+        }
+        let a = [0, 1, 2].map(|i| e.record_throttle(Some("a"), t0 + ms(610 + i)));
+        assert_ne!(
+            a[2],
+            Scope::Registry,
+            "a's run does not make the registry's case"
+        );
+        // Setting a aside leaves 7 throttles in 60 answers, under an eighth; one more makes it.
+        assert_eq!(e.record_throttle(Some("b"), t0 + ms(620)), Scope::Registry);
     }
 }

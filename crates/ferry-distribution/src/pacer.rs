@@ -55,6 +55,10 @@ const LONG_QUIET: Duration = Duration::from_secs(5);
 /// Past the estimate, each success multiplies the rate by this (probing for a higher limit;
 /// the first throttle ends the probe, so an overshoot costs one throttle).
 const PROBE_FACTOR: f64 = 1.02;
+/// Throttles of requests admitted under a learned rate, at or below what the registry had
+/// accepted, that refute it: pacing below a limit stops its throttles, so throttles that go on
+/// at a scattered share were faults all along, and the learned rate is dropped.
+const REFUTING_THROTTLES: u32 = 2;
 
 /// A token bucket on the tokio clock.
 #[derive(Debug, Clone)]
@@ -139,6 +143,10 @@ struct Learned {
     /// What the registry accepted when it last throttled registry-wide: its limit, as seen.
     estimate: f64,
     last_cut: Instant,
+    /// Admissions before the last cut: a throttle of a later one was sent under this rate.
+    cut_admission: u64,
+    /// Scattered throttles of requests sent under this rate (see [`REFUTING_THROTTLES`]).
+    throttled_since_cut: u32,
 }
 
 #[derive(Debug)]
@@ -152,6 +160,8 @@ struct State {
     /// Metered requests admitted so far: a quota report is corrected by those admitted after
     /// the request it answers.
     metered_admitted: u64,
+    /// Requests admitted so far.
+    admitted: u64,
 }
 
 /// Paces the requests to one registry. See the module doc for which signal governs what.
@@ -168,6 +178,8 @@ pub struct Ticket {
     /// The operation admitted: decides whether a quota report on its answer applies to it.
     pub operation: Operation,
     metered_admitted: u64,
+    /// Its place among every admission (a ticket that rides on another's slot shares the count).
+    admission: u64,
 }
 
 impl Pacer {
@@ -187,6 +199,7 @@ impl Pacer {
                 evidence: Evidence::default(),
                 holds: HashMap::new(),
                 metered_admitted: 0,
+                admitted: 0,
             }),
         }
     }
@@ -259,9 +272,11 @@ impl Pacer {
                     if metered {
                         s.metered_admitted = s.metered_admitted.saturating_add(1);
                     }
+                    s.admitted = s.admitted.saturating_add(1);
                     return Ticket {
                         operation,
                         metered_admitted: s.metered_admitted,
+                        admission: s.admitted,
                     };
                 }
                 wait
@@ -274,9 +289,11 @@ impl Pacer {
 
     /// A ticket for a request that rides on another attempt's slot (no admission of its own).
     pub fn ticket(&self, operation: Operation) -> Ticket {
+        let s = self.lock();
         Ticket {
             operation,
-            metered_admitted: self.lock().metered_admitted,
+            metered_admitted: s.metered_admitted,
+            admission: s.admitted,
         }
     }
 
@@ -302,13 +319,27 @@ impl Pacer {
         }
     }
 
-    /// The registry throttled a request to `repository`. Judges the scope; for a registry-wide
-    /// throttle without a configured or announced rate, learns or cuts the rate (once per epoch).
-    pub fn on_throttle(&self, repository: Option<&str>) -> Scope {
+    /// The registry throttled a request to `repository`, admitted with `ticket`. Judges the
+    /// scope; for a registry-wide throttle without a configured or announced rate, learns or
+    /// cuts the rate (once per epoch); scattered throttles that go on under a learned rate
+    /// refute it.
+    pub fn on_throttle(&self, repository: Option<&str>, ticket: Ticket) -> Scope {
         let mut s = self.lock();
         let now = Instant::now();
         let scope = s.evidence.record_throttle(repository, now);
         if s.configured.is_some() || s.announced.is_some() {
+            return scope;
+        }
+        if scope != Scope::Registry
+            && let Some(l) = s.learned.as_mut()
+            && l.bucket.rate <= l.estimate * LEARNED_SHARE
+            && ticket.admission > l.cut_admission
+        {
+            l.throttled_since_cut += 1;
+            if l.throttled_since_cut >= REFUTING_THROTTLES {
+                tracing::debug!(registry = %self.registry, rate = l.bucket.rate, "throttles go on, scattered, under the learned rate: faults, not a limit; pacing dropped");
+                s.learned = None;
+            }
             return scope;
         }
         if scope == Scope::Request
@@ -352,6 +383,8 @@ impl Pacer {
             bucket: Bucket::new(rate, configured_burst(rate), 0.0, now),
             estimate,
             last_cut: now,
+            cut_admission: s.admitted,
+            throttled_since_cut: 0,
         });
         tracing::debug!(registry = %self.registry, rate, accepted, "pacing after registry-wide throttles");
         scope

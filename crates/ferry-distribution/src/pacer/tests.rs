@@ -157,7 +157,10 @@ async fn isolated_throttles_among_successes_teach_no_rate() {
     for i in 0..400u32 {
         let repo = format!("repo{}", i % 7);
         if i % 25 == 3 {
-            assert_eq!(p.on_throttle(Some(&repo)), Scope::Request);
+            assert_eq!(
+                p.on_throttle(Some(&repo), p.ticket(Operation::ManifestGet)),
+                Scope::Request
+            );
         } else {
             p.on_answer(Some(&repo));
         }
@@ -173,16 +176,16 @@ async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epo
         p.on_answer(Some(["a", "b"][i % 2]));
     }
     for repo in ["a", "b", "c"] {
-        p.on_throttle(Some(repo));
+        p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }
     let learned = p.learned_rate().unwrap();
     assert!((learned - 18.0).abs() < 1e-9, "{learned}");
     for repo in ["a", "b", "c"] {
-        p.on_throttle(Some(repo));
+        p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }
     assert_eq!(p.learned_rate(), Some(learned), "one cut per epoch");
     tokio::time::advance(Duration::from_millis(1100)).await;
-    p.on_throttle(Some("a"));
+    p.on_throttle(Some("a"), p.ticket(Operation::ManifestGet));
     let cut = p.learned_rate().unwrap();
     assert!(cut < learned, "{cut}");
 }
@@ -247,7 +250,7 @@ async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cu
         p.on_answer(Some(["a", "b"][i % 2]));
     }
     for repo in ["a", "b", "c"] {
-        p.on_throttle(Some(repo));
+        p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }
     let learned = p.learned_rate().expect("eight accepted answers are enough");
     assert!(
@@ -255,7 +258,10 @@ async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cu
         "eight a second, less a tenth: {learned}"
     );
     tokio::time::advance(EPOCH).await;
-    assert_eq!(p.on_throttle(Some("a")), Scope::Registry);
+    assert_eq!(
+        p.on_throttle(Some("a"), p.ticket(Operation::ManifestGet)),
+        Scope::Registry
+    );
     let cut = p.learned_rate().unwrap();
     assert!(
         (cut - 7.2 * LEARNED_CUT).abs() < 1e-9,
@@ -265,4 +271,65 @@ async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cu
         cut < learned,
         "exactly an epoch later is a new signal: {cut} {learned}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn scattered_throttles_that_go_on_under_a_learned_rate_refute_it() {
+    let p = Pacer::new("r", None);
+    let before = p.admit(Operation::ManifestGet).await;
+    for i in 0..20 {
+        p.on_answer(Some(["a", "b"][i % 2]));
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo), before);
+    }
+    assert!(p.learned_rate().is_some(), "a limit hit teaches a rate");
+    // Requests sent before the rate was learned say nothing about it.
+    for repo in ["d", "e"] {
+        for i in 0..30 {
+            p.on_answer(Some(["a", "b", "c"][i % 3]));
+        }
+        assert_eq!(p.on_throttle(Some(repo), before), Scope::Request);
+    }
+    assert!(p.learned_rate().is_some());
+    for answers in 0..REFUTING_THROTTLES {
+        let under = p.admit(Operation::ManifestGet).await;
+        for i in 0..30 {
+            p.on_answer(Some(["a", "b", "c"][i % 3]));
+        }
+        assert!(p.learned_rate().is_some(), "after {answers} refuting throttles");
+        let repo = ["f", "g"][answers as usize % 2];
+        assert_eq!(p.on_throttle(Some(repo), under), Scope::Request);
+    }
+    assert_eq!(
+        p.learned_rate(),
+        None,
+        "throttles at the same scattered share under the learned rate: faults, not a limit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_nothing() {
+    let p = Pacer::new("r", None);
+    let before = p.admit(Operation::ManifestGet).await;
+    for i in 0..20 {
+        p.on_answer(Some(["a", "b"][i % 2]));
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo), before);
+    }
+    let learned = p.learned_rate().unwrap();
+    // Long quiet: the rate probes past what the registry accepted.
+    tokio::time::advance(LONG_QUIET + crate::evidence::EVIDENCE_WINDOW).await;
+    for i in 0..40 {
+        p.on_answer(Some(["a", "b"][i % 2]));
+    }
+    let probing = p.learned_rate().unwrap();
+    assert!(probing > learned, "{probing} > {learned}");
+    for repo in ["d", "e"] {
+        let under = p.admit(Operation::ManifestGet).await;
+        assert_eq!(p.on_throttle(Some(repo), under), Scope::Request);
+    }
+    let ended = p.learned_rate().expect("a probe's throttle refutes nothing");
+    assert!(ended < probing, "the probe ended: {ended} < {probing}");
 }

@@ -267,7 +267,7 @@ where
             }
         };
 
-        let scope = record(gate, op, call.repository, &failure);
+        let scope = record(gate, op, call.repository, ticket, &failure);
         let retry_after = match &failure {
             Failure::Status { retry_after, .. } => *retry_after,
             _ => None,
@@ -367,6 +367,7 @@ fn record(
     gate: &RegistryGate,
     op: Operation,
     repository: Option<&str>,
+    ticket: Ticket,
     failure: &Failure,
 ) -> Option<Scope> {
     match classify::breaker_verdict(failure) {
@@ -383,7 +384,7 @@ fn record(
     );
     let scope = if classify::is_throttle(failure) {
         gate.stats.throttled();
-        let scope = gate.pacer.on_throttle(repository);
+        let scope = gate.pacer.on_throttle(repository, ticket);
         if scope == Scope::Registry {
             // Only registry-wide evidence narrows the registry's window.
             gate.window(op).on_throttle();

@@ -550,6 +550,7 @@ async fn refused_connections_feed_the_breakers_connect_streak() {
             &gate,
             Operation::BlobGet,
             Some("repo"),
+            gate.pacer.ticket(Operation::BlobGet),
             &transport(Sent::No, false),
         );
     }
@@ -564,7 +565,13 @@ async fn server_and_transport_errors_are_counted_apart() {
         (s.server_errors, s.transport_errors, s.throttled)
     };
     let feed = |f: Failure| {
-        record(&gate, Operation::BlobGet, Some("repo"), &f);
+        record(
+            &gate,
+            Operation::BlobGet,
+            Some("repo"),
+            gate.pacer.ticket(Operation::BlobGet),
+            &f,
+        );
     };
     feed(status(429, None));
     assert_eq!(counts(), (0, 0, 1));
@@ -582,12 +589,33 @@ async fn server_and_transport_errors_are_counted_apart() {
 async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
     let third_throttle_after = |failure: Failure| {
         let gate = gate_with(policy());
+        record(
+            &gate,
+            Operation::BlobGet,
+            Some("a"),
+            gate.pacer.ticket(Operation::BlobGet),
+            &status(429, None),
+        );
         for _ in 0..31 {
-            record(&gate, Operation::BlobGet, Some("other"), &failure);
+            record(
+                &gate,
+                Operation::BlobGet,
+                Some("other"),
+                gate.pacer.ticket(Operation::BlobGet),
+                &failure,
+            );
         }
-        ["a", "b", "c"].map(|r| record(&gate, Operation::BlobGet, Some(r), &status(429, None)))[2]
+        ["b", "c"].map(|r| {
+            record(
+                &gate,
+                Operation::BlobGet,
+                Some(r),
+                gate.pacer.ticket(Operation::BlobGet),
+                &status(429, None),
+            )
+        })[1]
     };
-    // 31 answers (502s) and three throttles: under a tenth, so that request's alone.
+    // A throttle, 31 answers (502s), two more throttles: scattered, so that request's alone.
     assert_eq!(
         third_throttle_after(status(502, None)),
         Some(Scope::Request)
