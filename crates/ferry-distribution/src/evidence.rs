@@ -26,11 +26,10 @@ const SUSTAINED_SHARE_DENOMINATOR: usize = 8;
 /// The fewest answers in the window that can show a sustained share.
 const SUSTAINED_ANSWERS: usize = 60;
 
-/// A repository's own verdict needs throttles to be at least this share of its answers.
-const REPOSITORY_SHARE_DENOMINATOR: usize = 10;
-
-/// Throttles of one repository in the window (and a tenth of its answers) that make it a
-/// repository-wide verdict.
+/// Throttles of one repository in the window that make it a repository-wide verdict, when they
+/// are dense: from its first throttle in the window on, half its answers (one in
+/// [`DENSE_SHARE_DENOMINATOR`]). Two scattered throttles of one repository at a 5% fault share
+/// are chance, not a repository that keeps drawing throttles.
 const REPOSITORY_THROTTLES: usize = 2;
 
 /// What one throttle says about its scope.
@@ -125,7 +124,7 @@ impl Evidence {
     /// first throttle in the window on, half the answers are throttles) or sustained (one in
     /// eight of at least sixty answers). The same must hold once the most-throttled repository
     /// is set aside (unless nothing else was asked): one repository that stays throttled must
-    /// not slow the others.
+    /// not slow the others. A repository's own verdict needs two dense throttles of its own.
     pub fn record_throttle(&mut self, repository: Option<&str>, now: Instant) -> Scope {
         self.push(repository, true, now);
         let answers: Vec<&Answer> = self.answers.iter().collect();
@@ -140,13 +139,18 @@ impl Evidence {
         if dense || sustained {
             return Scope::Registry;
         }
-        let own = tally(
-            answers
-                .iter()
-                .filter(|a| a.repository.as_deref() == repository),
-        );
+        let own: Vec<&Answer> = answers
+            .iter()
+            .copied()
+            .filter(|a| a.repository.as_deref() == repository)
+            .skip_while(|a| !a.throttled)
+            .collect();
         if repository.is_some()
-            && significant(own, REPOSITORY_THROTTLES, REPOSITORY_SHARE_DENOMINATOR)
+            && significant(
+                tally(own.iter()),
+                REPOSITORY_THROTTLES,
+                DENSE_SHARE_DENOMINATOR,
+            )
         {
             Scope::Repository
         } else {
@@ -369,5 +373,25 @@ mod tests {
         );
         // Setting a aside leaves 7 throttles in 60 answers, under an eighth; one more makes it.
         assert_eq!(e.record_throttle(Some("b"), t0 + ms(620)), Scope::Registry);
+    }
+
+    #[test]
+    fn two_scattered_throttles_of_one_repository_are_chance() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        // a's ten answers before its first throttle do not dilute what follows it.
+        for i in 0..40u64 {
+            let repo = if i % 4 == 0 { "a" } else { "busy" };
+            e.record_answer(Some(repo), t0 + ms(i));
+        }
+        assert_eq!(e.record_throttle(Some("a"), t0 + ms(50)), Scope::Request);
+        for i in 0..5u64 {
+            e.record_answer(Some("a"), t0 + ms(60 + i));
+        }
+        // Two throttles in seven answers since the first: under half.
+        assert_eq!(e.record_throttle(Some("a"), t0 + ms(70)), Scope::Request);
+        // More right after: three in eight, four in nine are under half; five in ten is half.
+        let more = [71, 72, 73].map(|t| e.record_throttle(Some("a"), t0 + ms(t)));
+        assert_eq!(more, [Scope::Request, Scope::Request, Scope::Repository]);
     }
 }

@@ -297,14 +297,31 @@ impl Pacer {
         }
     }
 
-    /// The registry answered without throttling (a success, or a failure of another kind).
-    pub fn on_answer(&self, repository: Option<&str>) {
+    /// The registry answered a request admitted with `ticket` without throttling it (a success,
+    /// or a failure of another kind).
+    ///
+    /// An answer to a request sent before the last cut completes the count the cut was made
+    /// from: the cut comes at the third throttle, while requests the registry accepted are still
+    /// on their way back, so for one epoch each of their answers raises the learned rate to what
+    /// the registry is now seen to have accepted.
+    pub fn on_answer(&self, repository: Option<&str>, ticket: Ticket) {
         let mut s = self.lock();
         let now = Instant::now();
         s.evidence.record_answer(repository, now);
+        let late = s.learned.as_ref().is_some_and(|l| {
+            ticket.admission <= l.cut_admission && now.saturating_duration_since(l.last_cut) < EPOCH
+        });
+        let accepted = if late {
+            s.evidence.accepted(now).1
+        } else {
+            0.0
+        };
         if let Some(l) = s.learned.as_mut() {
             let quiet = now.saturating_duration_since(l.last_cut);
-            let rate = if quiet < QUIET {
+            let rate = if late {
+                l.estimate = l.estimate.max(accepted);
+                l.bucket.rate.max(accepted * LEARNED_SHARE)
+            } else if quiet < QUIET {
                 l.bucket.rate
             } else if l.bucket.rate < l.estimate * LEARNED_SHARE {
                 (l.bucket.rate * RECOVERY_FACTOR).min(l.estimate * LEARNED_SHARE)

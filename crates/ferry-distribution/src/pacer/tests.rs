@@ -162,7 +162,7 @@ async fn isolated_throttles_among_successes_teach_no_rate() {
                 Scope::Request
             );
         } else {
-            p.on_answer(Some(&repo));
+            p.on_answer(Some(&repo), p.ticket(Operation::ManifestGet));
         }
         tokio::time::advance(Duration::from_millis(10)).await;
     }
@@ -173,7 +173,7 @@ async fn isolated_throttles_among_successes_teach_no_rate() {
 async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epoch() {
     let p = Pacer::new("r", None);
     for i in 0..20 {
-        p.on_answer(Some(["a", "b"][i % 2]));
+        p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
     for repo in ["a", "b", "c"] {
         p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
@@ -247,7 +247,7 @@ async fn a_longer_hold_extends_a_shorter_one_and_a_shorter_one_never_cuts_it() {
 async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cuts_it() {
     let p = Pacer::new("r", None);
     for i in 0..MIN_HISTORY {
-        p.on_answer(Some(["a", "b"][i % 2]));
+        p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
     for repo in ["a", "b", "c"] {
         p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
@@ -278,7 +278,7 @@ async fn scattered_throttles_that_go_on_under_a_learned_rate_refute_it() {
     let p = Pacer::new("r", None);
     let before = p.admit(Operation::ManifestGet).await;
     for i in 0..20 {
-        p.on_answer(Some(["a", "b"][i % 2]));
+        p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
     for repo in ["a", "b", "c"] {
         p.on_throttle(Some(repo), before);
@@ -287,7 +287,10 @@ async fn scattered_throttles_that_go_on_under_a_learned_rate_refute_it() {
     // Requests sent before the rate was learned say nothing about it.
     for repo in ["d", "e"] {
         for i in 0..30 {
-            p.on_answer(Some(["a", "b", "c"][i % 3]));
+            p.on_answer(
+                Some(["a", "b", "c"][i % 3]),
+                p.ticket(Operation::ManifestGet),
+            );
         }
         assert_eq!(p.on_throttle(Some(repo), before), Scope::Request);
     }
@@ -295,9 +298,15 @@ async fn scattered_throttles_that_go_on_under_a_learned_rate_refute_it() {
     for answers in 0..REFUTING_THROTTLES {
         let under = p.admit(Operation::ManifestGet).await;
         for i in 0..30 {
-            p.on_answer(Some(["a", "b", "c"][i % 3]));
+            p.on_answer(
+                Some(["a", "b", "c"][i % 3]),
+                p.ticket(Operation::ManifestGet),
+            );
         }
-        assert!(p.learned_rate().is_some(), "after {answers} refuting throttles");
+        assert!(
+            p.learned_rate().is_some(),
+            "after {answers} refuting throttles"
+        );
         let repo = ["f", "g"][answers as usize % 2];
         assert_eq!(p.on_throttle(Some(repo), under), Scope::Request);
     }
@@ -313,7 +322,7 @@ async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_noth
     let p = Pacer::new("r", None);
     let before = p.admit(Operation::ManifestGet).await;
     for i in 0..20 {
-        p.on_answer(Some(["a", "b"][i % 2]));
+        p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
     for repo in ["a", "b", "c"] {
         p.on_throttle(Some(repo), before);
@@ -322,7 +331,7 @@ async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_noth
     // Long quiet: the rate probes past what the registry accepted.
     tokio::time::advance(LONG_QUIET + crate::evidence::EVIDENCE_WINDOW).await;
     for i in 0..40 {
-        p.on_answer(Some(["a", "b"][i % 2]));
+        p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
     let probing = p.learned_rate().unwrap();
     assert!(probing > learned, "{probing} > {learned}");
@@ -330,6 +339,40 @@ async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_noth
         let under = p.admit(Operation::ManifestGet).await;
         assert_eq!(p.on_throttle(Some(repo), under), Scope::Request);
     }
-    let ended = p.learned_rate().expect("a probe's throttle refutes nothing");
+    let ended = p
+        .learned_rate()
+        .expect("a probe's throttle refutes nothing");
     assert!(ended < probing, "the probe ended: {ended} < {probing}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_on_their_way_back_at_the_cut_complete_the_count_it_was_made_from() {
+    let p = Pacer::new("r", None);
+    let mut sent = Vec::new();
+    for _ in 0..23 {
+        sent.push(p.admit(Operation::ManifestGet).await);
+    }
+    // Twelve accepted, then a limit's three throttles: the cut counts twelve.
+    for t in &sent[..12] {
+        p.on_answer(Some("a"), *t);
+    }
+    for (t, repo) in sent[12..15].iter().zip(["a", "b", "c"]) {
+        p.on_throttle(Some(repo), *t);
+    }
+    let cut = p.learned_rate().unwrap();
+    assert!((cut - 10.8).abs() < 1e-9, "{cut}");
+    // Eight more that were accepted before the cut come back: twenty in all.
+    for t in &sent[15..] {
+        p.on_answer(Some("b"), *t);
+    }
+    let completed = p.learned_rate().unwrap();
+    assert!((completed - 18.0).abs() < 1e-9, "{completed}");
+    // A request sent under the learned rate says nothing about the opening.
+    let under = p.admit(Operation::ManifestGet).await;
+    p.on_answer(Some("b"), under);
+    assert_eq!(p.learned_rate(), Some(completed));
+    // Nor does a late answer an epoch after the cut.
+    tokio::time::advance(EPOCH).await;
+    p.on_answer(Some("b"), sent[0]);
+    assert!(p.learned_rate().unwrap() <= completed);
 }

@@ -256,7 +256,7 @@ where
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
                 gate.window(op).on_success();
-                gate.pacer.on_answer(call.repository);
+                gate.pacer.on_answer(call.repository, ticket);
                 return Ok(value);
             }
             Ok(Err(failure)) => failure,
@@ -392,7 +392,7 @@ fn record(
         Some(scope)
     } else {
         if !local {
-            gate.pacer.on_answer(repository);
+            gate.pacer.on_answer(repository, ticket);
         }
         None
     };
