@@ -563,3 +563,28 @@ async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
     assert_eq!(failures(&report), vec![], "{}", report.render_text());
     assert_eq!(dst.tags("m/app"), ["1"]);
 }
+
+/// The session POST is retried on its own: four lost POST replies and then a lost PUT reply on
+/// one blob cost five retries of two operations, not five attempts of one (which would leave
+/// the blob, and the image, failed under the default five attempts).
+#[tokio::test(start_paused = true)]
+async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/app", "1", &[b"one small layer"]);
+    let lost = FaultAction::AfterCommit { code: 502 };
+    dst.faults()
+        .push(FaultRule::on(OpKind::UploadStart, lost.clone()).times(4));
+    dst.faults().push(FaultRule::on(OpKind::UploadPut, lost).times(1));
+    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
+        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+    let text = format!(
+        "version: 1\nengine: {{ images_in_flight: 1, blobs_in_flight: 1 }}\nregistries:\n{registries}mappings:\n{}",
+        mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()))
+    );
+    let report = run(&parse(&text)).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    let lost = dst.requests().iter().filter(|r| r.status == 502).count();
+    assert_eq!(lost, 5, "every injected fault happened");
+}

@@ -183,8 +183,25 @@ async fn write_sink(
             repository,
             session,
         } => {
+            // The session is opened first, retried on its own: an upload attempt is then one
+            // write (a PUT, or docker's PATCH and PUT), and a lost POST reply costs a retry of
+            // the POST rather than an attempt of the upload. Until it is open, the tee waits for
+            // this sink (a few chunks of backpressure), as it waits for any slow sink.
+            let session = match session {
+                Some(s) => Some(s),
+                None => match client.start_upload(&repository).await {
+                    Ok(s) => Some(s),
+                    Err(e) => return Err(poisoned.get().cloned().unwrap_or(e)),
+                },
+            };
             let session = Mutex::new(session);
-            let call = Call::new(Operation::UploadChunk, Some(&repository));
+            // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
+            let operation = if blob.size <= shape.monolithic_limit {
+                Operation::UploadFinish
+            } else {
+                Operation::UploadChunk
+            };
+            let call = Call::new(operation, Some(&repository));
             client
                 .run(call, |attempt| {
                     let rx = take_first();
