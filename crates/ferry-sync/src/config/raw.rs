@@ -158,7 +158,7 @@ pub enum RawAuth {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRetry {
-    /// Tries per request, the first included (at least 1).
+    /// Tries per request, the first included (at least 1; default 8).
     #[serde(default)]
     pub attempts: Option<u32>,
     /// First backoff, e.g. "200ms".
