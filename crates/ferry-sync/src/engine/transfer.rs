@@ -183,18 +183,30 @@ async fn write_sink(
             repository,
             session,
         } => {
-            // The session is opened first, retried on its own: an upload attempt is then one
-            // write (a PUT, or docker's PATCH and PUT), and a lost POST reply costs a retry of
-            // the POST rather than an attempt of the upload. Until it is open, the tee waits for
-            // this sink (a few chunks of backpressure), as it waits for any slow sink.
+            // Nothing goes to the target until the source has produced its first bytes: a
+            // source that is paused or slow must not hold a target request open until it times
+            // out (and is blamed on the target). A source that fails first fails the first
+            // attempt, which later attempts recover from with a fresh read.
+            let tee = match take_first() {
+                Some(rx) => Some(primed(receiver_stream(rx)).await),
+                None => None,
+            };
+            // Then the session is opened, retried on its own: an upload attempt is one write
+            // (a PUT, or docker's PATCH and PUT), and a lost POST reply costs a retry of the
+            // POST rather than an attempt of the upload. Meanwhile the tee waits for this sink
+            // (a few chunks of backpressure), as it waits for any slow sink.
+            let source_failed = matches!(tee, Some(Err(_)));
             let session = match session {
                 Some(s) => Some(s),
+                None if source_failed => None,
                 None => match client.start_upload(&repository).await {
                     Ok(s) => Some(s),
                     Err(e) => return Err(poisoned.get().cloned().unwrap_or(e)),
                 },
             };
             let session = Mutex::new(session);
+            let first = std::sync::Mutex::new(tee);
+            let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
             // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
             let operation = if blob.size <= shape.monolithic_limit {
                 Operation::UploadFinish
@@ -276,18 +288,12 @@ async fn upload_attempt(
     repository: &str,
     source: &Source,
     blob: &BlobRef,
-    tee: Option<mpsc::Receiver<Result<Bytes, Failure>>>,
+    tee: Option<Result<ByteStream, Failure>>,
     session: &Mutex<Option<UploadSession>>,
     shape: UploadShape,
     attempt: u32,
 ) -> Result<(), Failure> {
-    // Nothing goes to the target until the source has produced its first bytes: a source that
-    // is paused or slow must not hold a target request open until it times out (and is blamed
-    // on the target).
-    let tee = match tee {
-        Some(rx) => Some(primed(receiver_stream(rx)).await?),
-        None => None,
-    };
+    let tee = tee.transpose()?;
     let mut current = session.lock().await.clone();
     let mut offset = 0;
     if attempt > 1
