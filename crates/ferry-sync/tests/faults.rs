@@ -575,7 +575,8 @@ async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
     let lost = FaultAction::AfterCommit { code: 502 };
     dst.faults()
         .push(FaultRule::on(OpKind::UploadStart, lost.clone()).times(4));
-    dst.faults().push(FaultRule::on(OpKind::UploadPut, lost).times(1));
+    dst.faults()
+        .push(FaultRule::on(OpKind::UploadPut, lost).times(1));
     let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
         + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
     let text = format!(
@@ -587,4 +588,34 @@ async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
     assert_mirrored(&src, "lib/app", &dst, "mirror/app");
     let lost = dst.requests().iter().filter(|r| r.status == 502).count();
     assert_eq!(lost, 5, "every injected fault happened");
+}
+
+/// A chunked upload whose last PATCH landed but lost its reply holds every byte: the next
+/// attempt finds the whole blob in the session and only closes it, instead of asking the
+/// source for the bytes past its end (a 416 that failed the image).
+#[tokio::test(start_paused = true)]
+async fn a_lost_reply_to_the_last_chunk_is_closed_without_reading_past_the_end() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let layer = vec![0x5au8; 150_000];
+    src.seed_image("lib/app", "1", &[&layer]);
+    // Three chunks of 64 KiB: the first two answered, the third committed and its reply lost.
+    dst.faults()
+        .push(FaultRule::on(OpKind::UploadPatch, FaultAction::Delay(Duration::ZERO)).times(2));
+    dst.faults().push(FaultRule::on(
+        OpKind::UploadPatch,
+        FaultAction::AfterCommit { code: 502 },
+    ));
+    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
+        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
+    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    let ranged: Vec<_> = src
+        .requests()
+        .into_iter()
+        .filter(|r| r.op == OpKind::BlobGet && r.headers.iter().any(|(k, _)| k == "range"))
+        .collect();
+    assert!(ranged.is_empty(), "nothing read again: {ranged:?}");
 }

@@ -324,6 +324,11 @@ async fn upload_attempt(
             s
         }
     };
+    if offset > 0 && offset >= blob.size {
+        // Every byte landed before a reply was lost (the last chunk's): only the close is
+        // missing, and the source has nothing past the end to read again.
+        return client.finish_upload_once(&s, &blob.digest, None).await;
+    }
     let stream = match tee {
         Some(stream) if offset == 0 => stream,
         _ => reopen(source, blob, offset).await?,
