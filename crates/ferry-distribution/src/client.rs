@@ -32,6 +32,10 @@ pub struct RegistryOptions {
     pub ca_bundle: Option<PathBuf>,
     /// What to present to the registry; held as secrets.
     pub credentials: Credentials,
+    /// The host the credentials were stored for, when they were found rather than configured:
+    /// a token realm then gets them only on that host or its own domain
+    /// ([`crate::auth::discover::realm_may_receive`]), anywhere else it is asked anonymously.
+    pub credentials_bound_to: Option<String>,
     /// Window, rate, retry and breaker settings for this registry.
     pub gate: GateSettings,
     /// How long a TCP and TLS connect may take before the attempt fails.
@@ -54,6 +58,7 @@ impl RegistryOptions {
             insecure: false,
             ca_bundle: None,
             credentials: Credentials::Anonymous,
+            credentials_bound_to: None,
             gate: GateSettings::default(),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
@@ -182,7 +187,8 @@ impl RegistryClient {
             options.credentials.clone(),
             base.host_str().filter(|_| options.insecure),
             token_gate,
-        );
+        )
+        .bound_to(options.credentials_bound_to.clone());
         Ok(RegistryClient {
             inner: Arc::new(Inner {
                 host: options.host.clone(),

@@ -130,6 +130,23 @@ pub struct RealRegistryOptions {
     pub binary: PathBuf,
     /// How long to wait for `GET /v2/` to answer 200 after the process starts.
     pub ready_timeout: Duration,
+    /// One `(user, password)` the registry requires as Basic auth (htpasswd, bcrypt); `None`
+    /// serves everyone. The readiness probe then takes its 401 as ready.
+    pub htpasswd: Option<(String, String)>,
+    /// Serve HTTPS with these files; `None` is plain HTTP. The harness's own plain-HTTP probe is
+    /// then answered 400, which counts as ready; [`RealRegistry::access_log`] is not available.
+    pub tls: Option<RealRegistryTls>,
+}
+
+/// PEM files for a registry served over TLS (see [`crate::pki::TestPki`]).
+#[derive(Debug, Clone)]
+pub struct RealRegistryTls {
+    /// The server certificate.
+    pub certificate: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
+    /// CAs whose client certificates are required (`http.tls.clientcas`); empty asks for none.
+    pub client_cas: Vec<PathBuf>,
 }
 
 impl Default for RealRegistryOptions {
@@ -141,6 +158,8 @@ impl Default for RealRegistryOptions {
         Self {
             binary,
             ready_timeout: Duration::from_secs(15),
+            htpasswd: None,
+            tls: None,
         }
     }
 }
@@ -152,6 +171,10 @@ pub struct RealRegistry {
     binary: PathBuf,
     workdir: TempDir,
     sentinel_counter: AtomicU64,
+    /// What `GET /v2/` over plain HTTP answers once the registry is up: 200, 401 with
+    /// htpasswd, 400 ("client sent an HTTP request to an HTTPS server") with TLS.
+    ready_status: u16,
+    tls: bool,
 }
 
 impl fmt::Debug for RealRegistry {
@@ -196,8 +219,15 @@ impl RealRegistry {
     /// For tests: starts the registry, or returns `Ok(None)` when the binary is missing and
     /// `FERRY_SKIP_REAL_REGISTRY=1` is set. Without that variable a missing binary is an error.
     pub async fn start_for_test() -> Result<Option<Self>, HarnessError> {
+        Self::start_for_test_with(RealRegistryOptions::default()).await
+    }
+
+    /// As [`RealRegistry::start_for_test`], with `options` (htpasswd, TLS).
+    pub async fn start_for_test_with(
+        options: RealRegistryOptions,
+    ) -> Result<Option<Self>, HarnessError> {
         let skip = skip_requested()?;
-        match Self::start().await {
+        match Self::start_with(options).await {
             Ok(registry) => Ok(Some(registry)),
             Err(HarnessError::BinaryMissing { binary }) if skip => {
                 announce_skip(&format!(
@@ -248,7 +278,24 @@ impl RealRegistry {
             .map_err(|e| HarnessError::io(format!("creating {}", storage.display()), e))?;
         let addr = free_loopback_addr()?;
         let config_path = workdir.path().join("config.yml");
-        std::fs::write(&config_path, config_yaml(&storage, addr))
+        let mut config = config_yaml(&storage, addr);
+        // `http:` ends the base config, so its `tls` block goes right after it.
+        if let Some(tls) = &options.tls {
+            config.push_str(&tls_yaml(tls));
+        }
+        if let Some((user, password)) = &options.htpasswd {
+            let path = workdir.path().join("htpasswd");
+            let hash = bcrypt::hash(password, 4).map_err(|e| {
+                HarnessError::io("hashing the htpasswd password", std::io::Error::other(e))
+            })?;
+            std::fs::write(&path, format!("{user}:{hash}\n"))
+                .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: ferry-testkit\n    path: {:?}\n",
+                path.display().to_string()
+            ));
+        }
+        std::fs::write(&config_path, config)
             .map_err(|e| HarnessError::io(format!("writing {}", config_path.display()), e))?;
 
         let access_log = create_log(&workdir.path().join("access.log"))?;
@@ -277,6 +324,14 @@ impl RealRegistry {
             binary: options.binary.clone(),
             workdir,
             sentinel_counter: AtomicU64::new(0),
+            ready_status: if options.tls.is_some() {
+                400
+            } else if options.htpasswd.is_some() {
+                401
+            } else {
+                200
+            },
+            tls: options.tls.is_some(),
         };
         registry.wait_ready(options.ready_timeout).await?;
         Ok(registry)
@@ -299,7 +354,7 @@ impl RealRegistry {
                 }
             }
             let last_probe = match http_request(self.addr, "GET", "/v2/").await {
-                Ok(response) if response.status == 200 => return Ok(()),
+                Ok(response) if response.status == self.ready_status => return Ok(()),
                 Ok(response) => format!("status {}", response.status),
                 Err(error) => error.to_string(),
             };
@@ -316,9 +371,10 @@ impl RealRegistry {
         }
     }
 
-    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    /// Base URL, e.g. `http://127.0.0.1:41234` (`https://` when served over TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Registry host as used in image references, e.g. `127.0.0.1:41234`.
@@ -592,6 +648,22 @@ fn create_log(path: &Path) -> Result<std::fs::File, HarnessError> {
         .map_err(|e| HarnessError::io(format!("creating {}", path.display()), e))
 }
 
+/// The `http.tls` block (indented under `http:`, which `config_yaml` ends with).
+fn tls_yaml(tls: &RealRegistryTls) -> String {
+    let mut out = format!(
+        "  tls:\n    certificate: {:?}\n    key: {:?}\n",
+        tls.certificate.display().to_string(),
+        tls.key.display().to_string()
+    );
+    if !tls.client_cas.is_empty() {
+        out.push_str("    clientcas:\n");
+        for ca in &tls.client_cas {
+            out.push_str(&format!("      - {:?}\n", ca.display().to_string()));
+        }
+    }
+    out
+}
+
 /// The registry config: filesystem storage under `storage`, deletes on, no auth, plain HTTP on
 /// `addr`, warnings only on stderr and the per-request access log on stdout.
 fn config_yaml(storage: &Path, addr: SocketAddr) -> String {
@@ -689,6 +761,7 @@ mod tests {
         let options = RealRegistryOptions {
             binary: PathBuf::from("/bin/false"),
             ready_timeout: Duration::from_secs(10),
+            ..RealRegistryOptions::default()
         };
         let error = RealRegistry::start_with(options).await.unwrap_err();
         assert!(matches!(error, HarnessError::Exited { .. }), "{error}");
@@ -718,6 +791,8 @@ mod tests {
             binary: PathBuf::from("stand-in"),
             workdir: tempfile::tempdir().unwrap(),
             sentinel_counter: AtomicU64::new(0),
+            ready_status: 200,
+            tls: false,
         };
         let error = registry
             .wait_ready(Duration::from_millis(100))
@@ -733,6 +808,7 @@ mod tests {
         let options = RealRegistryOptions {
             binary: PathBuf::from("/nonexistent/docker-registry"),
             ready_timeout: Duration::from_secs(1),
+            ..RealRegistryOptions::default()
         };
         let error = RealRegistry::start_with(options).await.unwrap_err();
         let message = error.to_string();

@@ -107,12 +107,13 @@ pub enum Budget {
 }
 
 impl RegistrySettings {
-    /// The settings of a host the config does not list: anonymous, verified TLS, defaults.
+    /// The settings of a host the config does not list: credentials found in the user's login
+    /// files (else anonymous), verified TLS, defaults.
     pub fn unlisted(host: &str) -> RegistrySettings {
         RegistrySettings {
             host: host.to_string(),
             url: None,
-            auth: AuthSettings::Anonymous,
+            auth: AuthSettings::Discover,
             insecure: false,
             ca_bundle: None,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
@@ -141,7 +142,11 @@ pub struct RetryOverrides {
 /// How to authenticate to a registry. Secrets print as `***`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthSettings {
-    /// No credentials.
+    /// No `auth` in the config: the containers `auth.json` files, then the docker
+    /// `config.json`, then anonymous (see `ferry_distribution::auth::discover`); ECR hosts use
+    /// ECR auth instead.
+    Discover,
+    /// No credentials (`auth: {type: anonymous}`): nothing is looked up.
     Anonymous,
     /// A user name and password (or an access token as the password).
     Basic {

@@ -82,7 +82,8 @@ pub struct RawRegistry {
     /// Endpoint override such as "https://registry-1.docker.io"; the scheme decides TLS.
     #[serde(default)]
     pub url: Option<String>,
-    /// Credentials (default anonymous).
+    /// Credentials (default: the user's podman/skopeo `auth.json`, then docker's
+    /// `config.json`, then anonymous; ECR hosts use ECR auth).
     #[serde(default)]
     pub auth: Option<RawAuth>,
     /// Allow plain HTTP and skip TLS verification for this host (default false).
@@ -121,7 +122,8 @@ pub enum RawBudget {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RawAuth {
-    /// No credentials (token flows still run anonymously).
+    /// No credentials, and no lookup in the user's login files (token flows still run
+    /// anonymously).
     Anonymous,
     /// Username and password (or an access token used as password).
     Basic {

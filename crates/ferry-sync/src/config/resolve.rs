@@ -202,7 +202,8 @@ impl Checker<'_> {
                 );
             }
             let auth = match registry.auth {
-                None | Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
+                None => AuthSettings::Discover,
+                Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
                 Some(RawAuth::Basic { username, password }) => {
                     if username.is_empty() {
                         self.fail(&path.key("auth").key("username"), "username is empty");
