@@ -30,6 +30,9 @@ pub struct RegistryOptions {
     pub insecure: bool,
     /// Extra trusted roots (PEM bundle).
     pub ca_bundle: Option<PathBuf>,
+    /// A client certificate for registries that require mutual TLS; shown to the registry's
+    /// own host only, never to token realms or storage on other hosts.
+    pub client_identity: Option<crate::identity::ClientIdentity>,
     /// What to present to the registry; held as secrets.
     pub credentials: Credentials,
     /// The host the credentials were stored for, when they were found rather than configured:
@@ -57,6 +60,7 @@ impl RegistryOptions {
             endpoint: None,
             insecure: false,
             ca_bundle: None,
+            client_identity: None,
             credentials: Credentials::Anonymous,
             credentials_bound_to: None,
             gate: GateSettings::default(),
@@ -153,9 +157,17 @@ impl RegistryClient {
                 })?)
             }
         };
+        let identity = match &options.client_identity {
+            None => None,
+            Some(identity) => Some(
+                identity
+                    .load()
+                    .map_err(|e| err(ErrorKind::Local(e.to_string())))?,
+            ),
+        };
         // `insecure` applies to the configured host alone: one client for its origin, and a
-        // verified one for every other host it points at.
-        let build = |unverified: bool| {
+        // verified one for every other host it points at. The client certificate likewise.
+        let build = |unverified: bool, identity: Option<reqwest::Identity>| {
             let mut builder = reqwest::Client::builder()
                 .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(options.connect_timeout)
@@ -166,12 +178,15 @@ impl RegistryClient {
             if let Some(certs) = &bundle {
                 builder = builder.tls_certs_merge(certs.clone());
             }
+            if let Some(identity) = identity {
+                builder = builder.identity(identity);
+            }
             builder
                 .build()
                 .map_err(|e| err(ErrorKind::Local(format!("cannot build HTTP client: {e}"))))
         };
-        let http = build(options.insecure)?;
-        let verified_http = build(false)?;
+        let http = build(options.insecure, identity)?;
+        let verified_http = build(false, None)?;
         let token_gate = RegistryGate::new(
             format!("{} token service", options.host),
             GateSettings {

@@ -112,6 +112,7 @@ pub fn options_for(
     options.endpoint = settings.url.clone();
     options.insecure = settings.insecure;
     options.ca_bundle = settings.ca_bundle.clone();
+    options.client_identity = settings.client_identity.clone();
     options.credentials_bound_to = match &resolved.source {
         CredentialSource::Found { host, .. } => Some(host.clone()),
         _ => None,

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
+pub use ferry_distribution::identity::ClientIdentity;
 use ferry_distribution::reference::Reference;
 
 use crate::filter::{TagFilter, TagGlobs};
@@ -85,6 +86,8 @@ pub struct RegistrySettings {
     pub insecure: bool,
     /// Extra trusted roots (a PEM bundle) for this host's TLS.
     pub ca_bundle: Option<PathBuf>,
+    /// The client certificate shown to this host (mutual TLS), checked readable on load.
+    pub client_identity: Option<ClientIdentity>,
     /// Requests in flight at once at most; the AIMD window moves below it.
     pub max_concurrent: usize,
     /// A fixed request rate, for registries that publish one.
@@ -116,6 +119,7 @@ impl RegistrySettings {
             auth: AuthSettings::Discover,
             insecure: false,
             ca_bundle: None,
+            client_identity: None,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             requests_per_second: None,
             budget: Budget::Fleet,

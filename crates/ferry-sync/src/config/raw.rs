@@ -92,6 +92,12 @@ pub struct RawRegistry {
     /// Extra PEM CA certificates to trust for this host.
     #[serde(default)]
     pub ca_bundle: Option<PathBuf>,
+    /// PEM client certificate for a registry that requires mutual TLS (needs `client_key`).
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
     /// Requests in flight to this host at most (default 16).
     #[serde(default)]
     pub max_concurrent: Option<usize>,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
+use ferry_distribution::identity::{ClientIdentity, IdentityFile};
 use ferry_distribution::reference::DOCKER_HUB;
 use ferry_distribution::reference::Reference;
 
@@ -257,12 +258,15 @@ impl Checker<'_> {
             {
                 self.fail(&retry_path.key("cap"), "cap is shorter than base");
             }
+            let client_identity =
+                self.client_identity(&path, registry.client_cert, registry.client_key);
             out.push(RegistrySettings {
                 host,
                 url: registry.url,
                 auth,
                 insecure: registry.insecure.unwrap_or(false),
                 ca_bundle: registry.ca_bundle,
+                client_identity,
                 max_concurrent,
                 requests_per_second: registry.requests_per_second,
                 budget: match registry.budget {
@@ -273,6 +277,45 @@ impl Checker<'_> {
             });
         }
         out
+    }
+
+    /// A registry's `client_cert` and `client_key`: both or neither, each a readable PEM file
+    /// of the right kind. A problem is reported at the field whose file is at fault.
+    fn client_identity(
+        &mut self,
+        path: &FieldPath,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> Option<ClientIdentity> {
+        let identity = match (cert, key) {
+            (None, None) => return None,
+            (Some(_), None) => {
+                self.fail(
+                    &path.key("client_cert"),
+                    "client_cert needs client_key beside it",
+                );
+                return None;
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    &path.key("client_key"),
+                    "client_key needs client_cert beside it",
+                );
+                return None;
+            }
+            (Some(certificate), Some(key)) => ClientIdentity { certificate, key },
+        };
+        match identity.load() {
+            Ok(_) => Some(identity),
+            Err(e) => {
+                let field = match e.file {
+                    IdentityFile::Certificate => "client_cert",
+                    IdentityFile::Key => "client_key",
+                };
+                self.fail(&path.key(field), e.message);
+                None
+            }
+        }
     }
 
     /// Checks each group's prefixes; returns the usable ones per group name.
