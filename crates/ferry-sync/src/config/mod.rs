@@ -21,7 +21,7 @@ use std::time::Duration;
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
 pub use ferry_distribution::identity::ClientIdentity;
-use ferry_distribution::reference::Reference;
+use ferry_distribution::reference::{Reference, Tag};
 
 use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
@@ -203,6 +203,9 @@ pub struct Mapping {
     pub immutable: TagGlobs,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
     pub prune: bool,
+    /// The tag every copied image is pushed under on the targets, in place of its own (`ferry
+    /// copy src:a dst:b`, one image). `None` keeps each tag's name. Not a config field.
+    pub retag: Option<Tag>,
     /// Line of the mapping in the config file.
     pub line: usize,
 }

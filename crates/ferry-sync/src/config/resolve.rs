@@ -132,6 +132,7 @@ impl Checker<'_> {
                 referrers: mapping.referrers.unwrap_or(default_referrers),
                 immutable,
                 prune: mapping.prune.unwrap_or(false),
+                retag: None,
                 line,
             });
         }

@@ -96,6 +96,13 @@ pub async fn resolve_mapping(
             .collect();
         unfetched.clear();
     }
+    // `ferry copy src:a dst:b`: the one image goes to the targets under the target's tag; the
+    // source was read under its own (a digest pin gets the tag too).
+    if let Some(to) = &mapping.retag {
+        for image in &mut images {
+            image.tag = Some(to.clone());
+        }
+    }
 
     // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
     // (`sha256-<hex>`, an index of the referrers) and cosign's `sha256-<hex>.sig/.att/.sbom`.
