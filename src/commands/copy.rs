@@ -116,6 +116,7 @@ fn one_mapping(
         immutable: TagGlobs::default(),
         prune: false,
         retag,
+        platforms_keep_digest: false,
         line: 0,
     })
 }

@@ -206,6 +206,9 @@ pub struct Mapping {
     /// The tag every copied image is pushed under on the targets, in place of its own (`ferry
     /// copy src:a dst:b`, one image). `None` keeps each tag's name. Not a config field.
     pub retag: Option<Tag>,
+    /// With `platforms`: copy only the selected children, but push the source's own index (its
+    /// digest kept); a target that refuses it gets the filtered index, reported per target.
+    pub platforms_keep_digest: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
 }

@@ -65,6 +65,9 @@ pub struct RawDefaults {
     /// Platforms (`os/arch[/variant]`) for mappings without `platforms`; empty = all.
     #[serde(default)]
     pub platforms: Option<Vec<String>>,
+    /// For mappings without `platforms_keep_digest` (default false): see the mapping's field.
+    #[serde(default)]
+    pub platforms_keep_digest: Option<bool>,
     /// Copy referrers (signatures, SBOMs, attestations) too (default true).
     #[serde(default)]
     pub referrers: Option<bool>,
@@ -205,6 +208,11 @@ pub struct RawMapping {
     /// Platforms to copy (`os/arch[/variant]`); empty = all. Replaces `defaults.platforms`.
     #[serde(default)]
     pub platforms: Option<Vec<String>>,
+    /// With `platforms`: copy only those children but push the source's index unchanged, so
+    /// the digest stays; a target that refuses an index with missing children gets the
+    /// filtered index instead, and the report says so (default false).
+    #[serde(default)]
+    pub platforms_keep_digest: Option<bool>,
     /// Copy referrers too. Replaces `defaults.referrers`.
     #[serde(default)]
     pub referrers: Option<bool>,

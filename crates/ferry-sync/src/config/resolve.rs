@@ -51,6 +51,7 @@ impl Checker<'_> {
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
         let default_referrers = defaults.referrers.unwrap_or(true);
+        let default_keep_digest = defaults.platforms_keep_digest.unwrap_or(false);
         let default_immutable = match &defaults.immutable {
             None => TagGlobs::default(),
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
@@ -133,6 +134,7 @@ impl Checker<'_> {
                 immutable,
                 prune: mapping.prune.unwrap_or(false),
                 retag: None,
+                platforms_keep_digest: mapping.platforms_keep_digest.unwrap_or(default_keep_digest),
                 line,
             });
         }
