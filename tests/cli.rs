@@ -669,6 +669,15 @@ async fn copy_retags_onto_a_real_registry() {
         "one push, under the target's tag; the rerun is up to date"
     );
 
+    // A digest source can be given a tag on the target too.
+    let digest = reg.seed_image("src/app", "v2", &[b"two"]);
+    let pinned = format!("{}/src/app@{digest}", reg.host());
+    let target = format!("{}/mirror/app:pinned", real.host());
+    let out = ferry(&["copy", &pinned, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let log = real.access_log().await.unwrap();
+    assert_eq!(log.count("PUT", "/v2/mirror/app/manifests/pinned"), 1);
+
     let hex = "c".repeat(64);
     for (bad, says) in [
         (

@@ -304,3 +304,78 @@ async fn resolve_configured(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(host: &str, url: Option<&str>) -> RegistrySettings {
+        let mut s = RegistrySettings::unlisted(host);
+        s.url = url.map(str::to_owned);
+        s
+    }
+
+    #[test]
+    fn a_login_is_looked_up_under_the_host_requests_go_to() {
+        assert_eq!(login_host(&settings("ghcr.io", None)), "ghcr.io");
+        assert_eq!(
+            login_host(&settings(
+                "docker.io",
+                Some("https://mirror.example:8443/v2")
+            )),
+            "mirror.example:8443"
+        );
+        assert_eq!(
+            login_host(&settings("docker.io", Some("https://registry-1.docker.io"))),
+            "registry-1.docker.io"
+        );
+        // A url that does not parse leaves the host as the config names it.
+        assert_eq!(login_host(&settings("r.io", Some("not a url"))), "r.io");
+    }
+
+    #[tokio::test]
+    async fn an_unlisted_host_finds_its_login_and_anonymous_opts_out() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("auth.json");
+        let auth = base64::engine::general_purpose::STANDARD.encode("u:p");
+        std::fs::write(
+            &file,
+            format!(r#"{{"auths":{{"r.io":{{"auth":"{auth}"}}}}}}"#),
+        )
+        .unwrap();
+        let files = CredentialFiles {
+            containers: vec![file.clone()],
+            docker: None,
+        };
+        let found = resolve_credentials(&settings("r.io", None), &files)
+            .await
+            .unwrap();
+        assert_eq!(
+            found.source,
+            CredentialSource::Found {
+                file: file.clone(),
+                host: "r.io".into()
+            }
+        );
+        assert_eq!(
+            found.describe(),
+            format!("basic as u from {}", file.display())
+        );
+        let options = options_for(&settings("r.io", None), found, &|_| {});
+        assert_eq!(options.credentials_bound_to.as_deref(), Some("r.io"));
+
+        let mut optout = settings("r.io", None);
+        optout.auth = AuthSettings::Anonymous;
+        let none = resolve_credentials(&optout, &files).await.unwrap();
+        assert_eq!(none.credentials, Credentials::Anonymous);
+        assert_eq!(none.source, CredentialSource::Config);
+        let options = options_for(&optout, none, &|_| {});
+        assert_eq!(options.credentials_bound_to, None);
+
+        let other = resolve_credentials(&settings("q.io", None), &files)
+            .await
+            .unwrap();
+        assert_eq!(other.describe(), "anonymous (no login found)");
+    }
+}
