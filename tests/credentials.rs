@@ -201,3 +201,56 @@ async fn a_malformed_login_file_fails_the_registry_naming_the_file() {
     assert!(stdout.contains("type: anonymous"), "{stdout}");
     assert!(!stdout.contains(PASSWORD), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_credential_store_is_asked_when_the_config_has_no_auth_lines() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(target) = locked_registry().await else {
+        return;
+    };
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"layer"]);
+    let login = Login::new();
+    // `docker login` with a credential store: config.json names the store, the helper answers.
+    std::fs::create_dir_all(login.docker_config().parent().unwrap()).unwrap();
+    std::fs::write(login.docker_config(), r#"{"credsStore":"ferrytest"}"#).unwrap();
+    let bin = login.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let helper = bin.join("docker-credential-ferrytest");
+    let asked = login.dir.path().join("asked");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\nread server\necho \"$server\" >> {asked:?}\n\
+             echo '{{\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}'\n",
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &source, &target, "");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = command(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]);
+    c.env("HOME", login.home())
+        .env("PATH", path)
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE");
+    let out = c.output().await.unwrap();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 0, "{all}");
+    assert!(!all.contains(PASSWORD), "{all}");
+    assert_eq!(manifest_puts(&target).await, 1);
+    let asked = std::fs::read_to_string(&asked).unwrap();
+    // Asked once per host (the source's too, which answers without auth).
+    let mut hosts: Vec<&str> = asked.lines().collect();
+    hosts.sort_unstable();
+    let mut expected = [source.host(), target.host()];
+    expected.sort_unstable();
+    assert_eq!(hosts, expected, "{asked}");
+}
