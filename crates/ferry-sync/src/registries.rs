@@ -2,10 +2,9 @@
 //! TLS, credentials (resolved once, never printed), pacing and retry overrides.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use std::path::PathBuf;
 
 use ferry_distribution::auth::Credentials;
 use ferry_distribution::auth::discover::CredentialFiles;
