@@ -188,3 +188,23 @@ fn realms_that_may_receive_discovered_credentials() {
         );
     }
 }
+
+#[tokio::test]
+async fn hostile_keys_in_auth_json_reach_no_other_host() {
+    let home = Home::new();
+    write(
+        &home.runtime(),
+        &auths(&[
+            ("quay.io/..", "dots", "d"),
+            ("quay.io%2fteam", "pct", "p"),
+            ("quay.io\\u0007", "bell", "b"),
+            ("evil.io/quay.io", "evil", "e"),
+            ("QUAY.IO.", "trail", "t"),
+        ]),
+    );
+    let files = CredentialFiles::from_vars(&home.env());
+    for host in ["quay.io", "evil.io"] {
+        let found = files.discover(host, TIMEOUT).await.unwrap();
+        assert_eq!(found.credentials, Credentials::Anonymous, "{host}");
+    }
+}
