@@ -87,7 +87,7 @@ pub enum Command {
     Tags(TagsArgs),
     /// Copy one image (a tag or a digest) through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app"
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
     /// Credentials and reachability checks.
@@ -222,8 +222,9 @@ pub struct CopyArgs {
     /// it, `docker://docker.io/library/alpine:3.20`), or in an image layout directory
     /// (`oci:./images/app:3.20`, `oci:./images/app@sha256:…`).
     pub source: String,
-    /// Target repository (`registry.local:5000/mirror/alpine`, `docker://` accepted) or
-    /// `oci:<dir>`; a tag, if given, must equal the source's.
+    /// Target repository (`registry.local:5000/mirror/alpine`, `docker://` accepted), with a
+    /// tag to push the image under another tag than the source's (`…/alpine:stable`), or
+    /// `oci:<dir>` (which keeps the source's tag).
     pub target: String,
     /// Copy only this platform of a multi-platform image (`os/arch[/variant]`, repeatable); the
     /// index is rewritten to list only those, so its digest changes.

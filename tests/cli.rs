@@ -637,3 +637,57 @@ async fn a_layout_is_a_source_for_copy_tags_and_sync() {
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(reg.tags("synced/app"), ["v1", "v2"]);
 }
+
+/// `ferry copy src:a dst:b` pushes the source's image under `b` on a real registry (a retag, as
+/// skopeo does); a rerun is up to date; a target with a digest or an invalid tag is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_retags_onto_a_real_registry() {
+    let Some(real) = ferry_testkit::distribution::RealRegistry::start_for_test()
+        .await
+        .expect("registry")
+    else {
+        return;
+    };
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    let source = format!("{}/src/app:v1", reg.host());
+    let target = format!("{}/mirror/app:stable", real.host());
+    for _ in 0..2 {
+        let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    }
+    let log = real.access_log().await.unwrap();
+    let puts: Vec<_> = log
+        .entries
+        .iter()
+        .filter(|e| e.method == "PUT" && e.path.contains("/manifests/"))
+        .map(|e| (e.path.clone(), e.status))
+        .collect();
+    assert_eq!(
+        puts,
+        [("/v2/mirror/app/manifests/stable".to_owned(), 201)],
+        "one push, under the target's tag; the rerun is up to date"
+    );
+
+    // A digest source can be given a tag on the target too.
+    let digest = reg.seed_image("src/app", "v2", &[b"two"]);
+    let pinned = format!("{}/src/app@{digest}", reg.host());
+    let target = format!("{}/mirror/app:pinned", real.host());
+    let out = ferry(&["copy", &pinned, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let log = real.access_log().await.unwrap();
+    assert_eq!(log.count("PUT", "/v2/mirror/app/manifests/pinned"), 1);
+
+    let hex = "c".repeat(64);
+    for (bad, says) in [
+        (
+            format!("{}/mirror/app@sha256:{hex}", real.host()),
+            "under a tag",
+        ),
+        (format!("{}/mirror/app:-bad", real.host()), "-bad"),
+    ] {
+        let out = ferry(&["copy", &source, &bad, "--insecure", "--progress", "none"]).await;
+        assert_ne!(code(&out), 0);
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
+}

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use ferry_distribution::auth::discover::CredentialFiles;
 use ferry_sync::config::{Config, Origin, Target};
 use ferry_sync::registries::{Registries, resolve_credentials};
 
@@ -15,11 +16,12 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let registries = Registries::new(&config);
+    let files = CredentialFiles::from_env();
+    let registries = Registries::new(&config).with_credential_files(files.clone());
     let mut worst = Exit::Clean;
     for host in hosts(&config) {
         let settings = config.registry_for(&host);
-        let credentials = match resolve_credentials(&settings).await {
+        let credentials = match resolve_credentials(&settings, &files).await {
             Ok(c) => c.describe(),
             Err(e) => {
                 print_stdout(&format!("{host:<30}  credentials: FAILED: {e}\n"));

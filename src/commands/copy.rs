@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Reference};
 use ferry_sync::config::{Config, Mapping, Origin, Target};
 use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
@@ -73,6 +74,7 @@ fn one_mapping(
             ));
         }
     };
+    let mut retag = None;
     let target = match target.strip_prefix("oci:") {
         Some(dir) if !dir.is_empty() => Target::OciLayout {
             path: PathBuf::from(dir),
@@ -80,10 +82,15 @@ fn one_mapping(
         Some(_) => return Err("oci: names no directory".into()),
         None => {
             let dst = Reference::parse(target).map_err(|e| e.to_string())?;
-            if dst.digest.is_some() || (dst.tag.is_some() && dst.tag != tag) {
+            if dst.digest.is_some() {
                 return Err(format!(
-                    "{target}: the copy keeps the source's tag; name the target repository only"
+                    "{target}: a target is written under a tag; name the repository, or the \
+                     repository and a tag"
                 ));
+            }
+            // `src:a dst:b` pushes the source's image under `b` (a retag, as skopeo does).
+            if let Some(to) = dst.tag.as_deref().filter(|to| Some(*to) != tag.as_deref()) {
+                retag = Some(Tag::parse(to).map_err(|e| format!("{target}: {e}"))?);
             }
             if insecure {
                 super::allow_insecure(config, &dst.registry);
@@ -108,6 +115,8 @@ fn one_mapping(
         referrers: false,
         immutable: TagGlobs::default(),
         prune: false,
+        retag,
+        platforms_keep_digest: false,
         line: 0,
     })
 }

@@ -30,8 +30,15 @@ pub struct RegistryOptions {
     pub insecure: bool,
     /// Extra trusted roots (PEM bundle).
     pub ca_bundle: Option<PathBuf>,
+    /// A client certificate for registries that require mutual TLS; shown to the registry's
+    /// own host only, never to token realms or storage on other hosts.
+    pub client_identity: Option<crate::identity::ClientIdentity>,
     /// What to present to the registry; held as secrets.
     pub credentials: Credentials,
+    /// The host the credentials were stored for, when they were found rather than configured:
+    /// a token realm then gets them only on that host or its own domain
+    /// ([`crate::auth::discover::realm_may_receive`]), anywhere else it is asked anonymously.
+    pub credentials_bound_to: Option<String>,
     /// Window, rate, retry and breaker settings for this registry.
     pub gate: GateSettings,
     /// How long a TCP and TLS connect may take before the attempt fails.
@@ -53,7 +60,9 @@ impl RegistryOptions {
             endpoint: None,
             insecure: false,
             ca_bundle: None,
+            client_identity: None,
             credentials: Credentials::Anonymous,
+            credentials_bound_to: None,
             gate: GateSettings::default(),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(30),
@@ -148,9 +157,17 @@ impl RegistryClient {
                 })?)
             }
         };
+        let identity = match &options.client_identity {
+            None => None,
+            Some(identity) => Some(
+                identity
+                    .load()
+                    .map_err(|e| err(ErrorKind::Local(e.to_string())))?,
+            ),
+        };
         // `insecure` applies to the configured host alone: one client for its origin, and a
-        // verified one for every other host it points at.
-        let build = |unverified: bool| {
+        // verified one for every other host it points at. The client certificate likewise.
+        let build = |unverified: bool, identity: Option<reqwest::Identity>| {
             let mut builder = reqwest::Client::builder()
                 .user_agent(concat!("ferry/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(options.connect_timeout)
@@ -161,12 +178,15 @@ impl RegistryClient {
             if let Some(certs) = &bundle {
                 builder = builder.tls_certs_merge(certs.clone());
             }
+            if let Some(identity) = identity {
+                builder = builder.identity(identity);
+            }
             builder
                 .build()
                 .map_err(|e| err(ErrorKind::Local(format!("cannot build HTTP client: {e}"))))
         };
-        let http = build(options.insecure)?;
-        let verified_http = build(false)?;
+        let http = build(options.insecure, identity)?;
+        let verified_http = build(false, None)?;
         let token_gate = RegistryGate::new(
             format!("{} token service", options.host),
             GateSettings {
@@ -182,7 +202,8 @@ impl RegistryClient {
             options.credentials.clone(),
             base.host_str().filter(|_| options.insecure),
             token_gate,
-        );
+        )
+        .bound_to(options.credentials_bound_to.clone());
         Ok(RegistryClient {
             inner: Arc::new(Inner {
                 host: options.host.clone(),

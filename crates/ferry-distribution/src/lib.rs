@@ -11,6 +11,7 @@ pub mod digest;
 pub mod error;
 pub mod evidence;
 pub mod gate;
+pub mod identity;
 pub mod limit;
 pub mod link;
 pub mod media;

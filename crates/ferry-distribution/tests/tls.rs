@@ -1,6 +1,7 @@
 //! TLS against a real handshake: a registry whose certificate a private CA signed is refused
 //! by default, accepted with that CA as the registry's `ca_bundle`, and skipped only when the
-//! registry is configured insecure. The server is a minimal HTTPS responder on loopback.
+//! registry is configured insecure. The server is a minimal HTTPS responder on loopback; mutual
+//! TLS runs against the real distribution registry with `http.tls.clientcas`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -200,4 +201,92 @@ async fn a_token_realm_on_another_host_keeps_verified_tls_for_an_insecure_regist
         0,
         "nothing reached the realm"
     );
+}
+
+/// A real distribution registry serving TLS with a private CA and requiring client
+/// certificates signed by it (`http.tls.clientcas`).
+async fn mutual_tls_registry(
+    pki: &ferry_testkit::pki::TestPki,
+) -> Option<ferry_testkit::distribution::RealRegistry> {
+    use ferry_testkit::distribution::{RealRegistry, RealRegistryOptions, RealRegistryTls};
+    RealRegistry::start_for_test_with(RealRegistryOptions {
+        tls: Some(RealRegistryTls {
+            certificate: pki.server_cert(),
+            key: pki.server_key(),
+            client_cas: vec![pki.ca()],
+        }),
+        ..RealRegistryOptions::default()
+    })
+    .await
+    .expect("registry")
+}
+
+fn mutual_tls_options(url: &str, pki: &ferry_testkit::pki::TestPki) -> RegistryOptions {
+    let mut o = options(url);
+    o.gate.retry.attempts = 1;
+    o.ca_bundle = Some(pki.ca());
+    o
+}
+
+#[tokio::test]
+async fn a_registry_requiring_client_certificates_accepts_ours_and_refuses_without() {
+    use ferry_distribution::identity::ClientIdentity;
+    let pki = ferry_testkit::pki::TestPki::new().unwrap();
+    let Some(registry) = mutual_tls_registry(&pki).await else {
+        return;
+    };
+    let url = registry.url();
+    assert!(url.starts_with("https://"), "{url}");
+
+    let mut with_cert = mutual_tls_options(&url, &pki);
+    with_cert.client_identity = Some(ClientIdentity {
+        certificate: pki.client_cert(),
+        key: pki.client_key(),
+    });
+    let client = RegistryClient::new(with_cert).unwrap();
+    client.ensure_ready().await.unwrap();
+    assert!(
+        client
+            .list_tags_or_empty("nothing/here")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let without = RegistryClient::new(mutual_tls_options(&url, &pki)).unwrap();
+    let err = without.ensure_ready().await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Transport(_)), "{err}");
+    // The registry says why it closed the connection.
+    let log = std::fs::read_to_string(registry.stderr_log_path()).unwrap();
+    assert!(log.contains("didn't provide a certificate"), "{log}");
+}
+
+#[test]
+fn a_client_key_that_is_missing_or_not_a_key_is_named() {
+    use ferry_distribution::identity::{ClientIdentity, IdentityFile};
+    let pki = ferry_testkit::pki::TestPki::new().unwrap();
+    let missing = ClientIdentity {
+        certificate: pki.client_cert(),
+        key: pki.dir().join("absent.key"),
+    };
+    let err = missing.load().unwrap_err();
+    assert_eq!(err.file, IdentityFile::Key);
+    assert!(err.message.contains("absent.key"), "{}", err.message);
+
+    // A certificate given as the key: not a private key, and its text is not echoed.
+    let swapped = ClientIdentity {
+        certificate: pki.client_cert(),
+        key: pki.client_cert(),
+    };
+    let err = swapped.load().unwrap_err();
+    assert_eq!(err.file, IdentityFile::Key);
+    assert!(!err.message.contains("BEGIN"), "{}", err.message);
+
+    let swapped = ClientIdentity {
+        certificate: pki.client_key(),
+        key: pki.client_key(),
+    };
+    let err = swapped.load().unwrap_err();
+    assert_eq!(err.file, IdentityFile::Certificate);
+    assert!(!err.message.contains("PRIVATE"), "{}", err.message);
 }

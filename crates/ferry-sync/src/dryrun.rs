@@ -429,7 +429,7 @@ impl<'a> BlobChecker<'a> {
             .await
             .map_err(|e| e.to_string())?;
         let fetched = image.root.as_ref();
-        let graph = fetch_graph(&source, &image.source_digest, platforms, fetched)
+        let graph = fetch_graph(&source, &image.source_digest, platforms, false, fetched)
             .await
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();

@@ -112,6 +112,10 @@ pub struct ImagePlan {
     /// What the target must hold: the source's digest, or the filtered index's when a platform
     /// filter rewrites it.
     pub digest: Digest,
+    /// With `platforms_keep_digest`, where a platform filter drops children: the filtered
+    /// index's digest, pushed to a target that refuses the source's index (whose children are
+    /// not all there); a target holding it is up to date too.
+    pub fallback_digest: Option<Digest>,
     /// What is read from the source.
     pub source_digest: Digest,
     /// For a referrer found through the referrers API: the manifest it refers to.

@@ -1,5 +1,6 @@
-//! Platforms (`os/arch[/variant]`, parsed once) and the index filter: an index keeps only the
-//! children a mapping asks for, so its digest changes; with every child kept the bytes stay.
+//! Platforms (`os/arch[/variant]`, parsed once, matched as containerd normalizes them) and the
+//! index filter: an index keeps only the children asked for (and the buildx attestations of
+//! those), so its digest changes; with every child kept the bytes stay.
 
 use std::fmt;
 
@@ -88,13 +89,28 @@ impl Platform {
         self.variant.as_deref()
     }
 
-    /// Does a descriptor's `platform` object name this platform? Os and architecture must be
-    /// equal; a platform without a variant matches every variant.
+    /// Does a descriptor's `platform` object name this platform? Both sides are normalized as
+    /// containerd's `platforms.Normalize` does ([`Normalized`]) and must then be equal:
+    /// `linux/arm64` and `linux/arm64/v8` are one platform, `linux/arm` is `linux/arm/v7`,
+    /// `aarch64` is `arm64`; a variant containerd does not know is compared as written
+    /// (lowercased). An `os` or `architecture` that is missing or not a string, or a `variant`
+    /// that is not a string, matches nothing.
     pub fn matches(&self, platform: &serde_json::Value) -> bool {
         let field = |name| platform.get(name).and_then(|v| v.as_str());
-        field("os") == Some(self.os())
-            && field("architecture") == Some(self.architecture())
-            && (self.variant.is_none() || field("variant") == self.variant())
+        let (Some(os), Some(architecture)) = (field("os"), field("architecture")) else {
+            return false;
+        };
+        let variant = match platform.get("variant") {
+            None | Some(serde_json::Value::Null) => "",
+            Some(serde_json::Value::String(v)) => v.as_str(),
+            Some(_) => return false,
+        };
+        self.normalized() == Normalized::of(os, architecture, variant)
+    }
+
+    /// This platform as containerd compares it.
+    pub fn normalized(&self) -> Normalized {
+        Normalized::of(&self.os, &self.architecture, self.variant().unwrap_or(""))
     }
 
     /// Is `text` the `os/arch[/variant]` this platform prints as?
@@ -104,6 +120,73 @@ impl Platform {
             && parts.next() == Some(self.architecture())
             && parts.next() == self.variant()
             && parts.next().is_none()
+    }
+}
+
+/// A platform as containerd's `platforms.Normalize` reads it, for comparison only (a
+/// [`Platform`] prints as written): lowercase; `macos` is `darwin`; `i386` is `386` with no
+/// variant; `x86_64`/`x86-64` are `amd64`, whose `v1` is no variant; `aarch64` is `arm64`, whose
+/// `8`/`v8`/`v8.0` are no variant and `9`/`9.0`/`v9.0` are `v9`; `armhf` is `arm/v7`, `armel`
+/// `arm/v6`; `arm` with no variant or `7` is `arm/v7`, with `5`/`6`/`8` it is `v5`/`v6`/`v8`.
+/// Any other variant is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Normalized {
+    /// The operating system.
+    pub os: String,
+    /// The architecture.
+    pub architecture: String,
+    /// The variant; empty for none.
+    pub variant: String,
+}
+
+impl Normalized {
+    /// Normalizes `os`, `architecture` and `variant` (empty for none).
+    pub fn of(os: &str, architecture: &str, variant: &str) -> Normalized {
+        let mut os = os.to_lowercase();
+        if os == "macos" {
+            os = "darwin".to_owned();
+        }
+        let mut architecture = architecture.to_lowercase();
+        let mut variant = variant.to_lowercase();
+        match architecture.as_str() {
+            "i386" => {
+                architecture = "386".to_owned();
+                variant.clear();
+            }
+            "x86_64" | "x86-64" | "amd64" => {
+                architecture = "amd64".to_owned();
+                if variant == "v1" {
+                    variant.clear();
+                }
+            }
+            "aarch64" | "arm64" => {
+                architecture = "arm64".to_owned();
+                match variant.as_str() {
+                    "8" | "v8" | "v8.0" => variant.clear(),
+                    "9" | "9.0" | "v9.0" => variant = "v9".to_owned(),
+                    _ => {}
+                }
+            }
+            "armhf" => {
+                architecture = "arm".to_owned();
+                variant = "v7".to_owned();
+            }
+            "armel" => {
+                architecture = "arm".to_owned();
+                variant = "v6".to_owned();
+            }
+            "arm" => match variant.as_str() {
+                "" | "7" => variant = "v7".to_owned(),
+                "5" | "6" | "8" => variant = format!("v{variant}"),
+                _ => {}
+            },
+            _ => {}
+        }
+        Normalized {
+            os,
+            architecture,
+            variant,
+        }
     }
 }
 
@@ -148,11 +231,25 @@ pub fn filter_index(manifest: &Manifest, wanted: &[Platform]) -> Result<Option<M
         return Err(format!("index {} has no manifests", manifest.digest));
     };
     let before = children.len();
-    children.retain(|c| {
-        c.get("platform")
-            .is_some_and(|p| wanted.iter().any(|w| w.matches(p)))
+    // A buildx attestation (platform `unknown/unknown`) follows the child it attests.
+    let chosen: Vec<&str> = children
+        .iter()
+        .filter(|c| attested(c).is_none())
+        .filter(|c| {
+            c.get("platform")
+                .is_some_and(|p| wanted.iter().any(|w| w.matches(p)))
+        })
+        .filter_map(|c| c.get("digest").and_then(|d| d.as_str()))
+        .collect();
+    let chosen: std::collections::HashSet<String> = chosen.into_iter().map(str::to_owned).collect();
+    children.retain(|c| match attested(c) {
+        Some(subject) => chosen.contains(subject),
+        None => c
+            .get("digest")
+            .and_then(|d| d.as_str())
+            .is_some_and(|d| chosen.contains(d)),
     });
-    if children.is_empty() {
+    if !children.iter().any(|c| attested(c).is_none()) {
         return Err(format!(
             "index {} has no child for the platforms {}",
             manifest.digest,
@@ -176,241 +273,19 @@ pub fn filter_index(manifest: &Manifest, wanted: &[Platform]) -> Result<Option<M
     }))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The annotation buildx puts on an attestation manifest in an index, and the one naming the
+/// image manifest it attests.
+const REFERENCE_TYPE: &str = "vnd.docker.reference.type";
+const REFERENCE_DIGEST: &str = "vnd.docker.reference.digest";
+const ATTESTATION_MANIFEST: &str = "attestation-manifest";
 
-    fn platforms(texts: &[&str]) -> Vec<Platform> {
-        texts.iter().map(|t| Platform::parse(t).unwrap()).collect()
-    }
-
-    fn index(platforms: &[(&str, &str, Option<&str>)]) -> Manifest {
-        let children: Vec<_> = platforms
-            .iter()
-            .enumerate()
-            .map(|(i, (os, arch, var))| {
-                let mut p = serde_json::json!({"os": os, "architecture": arch});
-                if let Some(v) = var {
-                    p["variant"] = serde_json::json!(v);
-                }
-                serde_json::json!({
-                    "mediaType": media::OCI_MANIFEST,
-                    "digest": format!("sha256:{:064x}", i),
-                    "size": 1,
-                    "platform": p
-                })
-            })
-            .collect();
-        let bytes = Bytes::from(
-            serde_json::to_vec(&serde_json::json!({
-                "schemaVersion": 2, "mediaType": media::OCI_INDEX, "manifests": children
-            }))
-            .unwrap(),
-        );
-        Manifest {
-            digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
-            bytes,
-            media_type: media::OCI_INDEX.into(),
-        }
-    }
-
-    #[test]
-    fn keeps_only_the_wanted_platforms_and_changes_the_digest() {
-        let m = index(&[
-            ("linux", "amd64", None),
-            ("linux", "arm64", Some("v8")),
-            ("linux", "arm", Some("v7")),
-            ("windows", "amd64", None),
-        ]);
-        let wanted = platforms(&["linux/amd64", "linux/arm64"]);
-        let f = filter_index(&m, &wanted).unwrap().expect("rewritten");
-        assert_ne!(f.digest, m.digest);
-        let v: serde_json::Value = serde_json::from_slice(&f.bytes).unwrap();
-        let archs: Vec<_> = v["manifests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["platform"]["architecture"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(archs, ["amd64", "arm64"]);
-        // Deterministic.
-        assert_eq!(filter_index(&m, &wanted).unwrap().unwrap().digest, f.digest);
-    }
-
-    #[test]
-    fn leaves_the_bytes_alone_when_everything_is_kept_or_nothing_is_asked() {
-        let m = index(&[("linux", "amd64", None), ("linux", "arm64", Some("v8"))]);
-        assert_eq!(filter_index(&m, &[]).unwrap(), None);
-        let all = platforms(&["linux/amd64", "linux/arm64/v8"]);
-        assert_eq!(filter_index(&m, &all).unwrap(), None);
-        assert!(filter_index(&m, &platforms(&["linux/s390x"])).is_err());
-    }
-
-    fn problem(text: &str) -> PlatformProblem {
-        match Platform::parse(text) {
-            Ok(p) => panic!("{text:?} parsed as {p:?}"),
-            Err(e) => {
-                assert_eq!(e.input, text);
-                e.problem
-            }
-        }
-    }
-
-    #[test]
-    fn parse_takes_os_arch_and_an_optional_variant_and_display_gives_the_text_back() {
-        let p = Platform::parse("linux/amd64").unwrap();
-        assert_eq!(
-            (p.os(), p.architecture(), p.variant()),
-            ("linux", "amd64", None)
-        );
-        assert_eq!(p.to_string(), "linux/amd64");
-        let p = Platform::parse("linux/arm64/v8").unwrap();
-        assert_eq!(
-            (p.os(), p.architecture(), p.variant()),
-            ("linux", "arm64", Some("v8"))
-        );
-        assert_eq!(p.to_string(), "linux/arm64/v8");
-        // Equal to the text it came from, and to nothing else.
-        assert_eq!(p, "linux/arm64/v8");
-        assert_eq!(p, "linux/arm64/v8".to_owned());
-        for other in [
-            "linux/arm64",
-            "linux/arm64/v8/",
-            "linux/arm64/v8/x",
-            "linux/arm64/v7",
-            "",
-        ] {
-            assert_ne!(p, other);
-        }
-        assert_ne!(Platform::parse("linux/arm64").unwrap(), "linux/arm64/v8");
-    }
-
-    #[test]
-    fn parse_refuses_empty_parts() {
-        for text in [
-            "",
-            "/",
-            "//",
-            "/amd64",
-            "linux/",
-            "linux//amd64",
-            "linux/amd64/",
-            "//v8",
-        ] {
-            let expected = if text.is_empty() {
-                PlatformProblem::NoArchitecture
-            } else {
-                PlatformProblem::EmptyPart
-            };
-            assert_eq!(problem(text), expected, "{text:?}");
-        }
-        assert_eq!(problem("linux"), PlatformProblem::NoArchitecture);
-    }
-
-    #[test]
-    fn parse_refuses_more_than_three_parts() {
-        for text in [
-            "a/b/c/d",
-            "linux/arm64/v8/",
-            "linux/arm64/v8/extra",
-            "a/b/c/d/e/f",
-        ] {
-            assert_eq!(problem(text), PlatformProblem::TooManyParts, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn parse_refuses_control_characters_and_whitespace_anywhere() {
-        for text in [
-            "linux/amd64\n",
-            "linux\n/amd64",
-            "linux/amd64\0",
-            "linux/\tamd64",
-            "linux/amd64/v8\r",
-            "linux/amd64\u{7f}",
-            "linux/amd64\u{85}",
-            "\u{1b}[31mlinux/amd64",
-            " linux/amd64",
-            "linux/amd64 ",
-            "linux/amd 64",
-            "linux/amd64\u{a0}",
-            "linux/amd64\u{2003}",
-            "linux/amd64\u{3000}",
-            // Checked before the parts are counted.
-            "\n",
-            "a/b/c/d\n",
-        ] {
-            assert_eq!(problem(text), PlatformProblem::Character, "{text:?}");
-        }
-        // The error shows the input escaped.
-        let e = Platform::parse("linux/amd64\n").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "invalid platform \"linux/amd64\\n\": it holds a control character or whitespace"
-        );
-    }
-
-    #[test]
-    fn parse_handles_very_long_input() {
-        let long = "a".repeat(1 << 20);
-        let text = format!("linux/{long}/v8");
-        let p = Platform::parse(&text).unwrap();
-        assert_eq!(p.architecture(), long);
-        assert_eq!(p.to_string(), text);
-        assert_eq!(problem(&"/".repeat(1 << 20)), PlatformProblem::TooManyParts);
-        assert_eq!(
-            problem(&"a/".repeat(1 << 20)),
-            PlatformProblem::TooManyParts
-        );
-        assert_eq!(problem(&format!("{text}\u{0}")), PlatformProblem::Character);
-        assert_eq!(problem(&long), PlatformProblem::NoArchitecture);
-    }
-
-    #[test]
-    fn a_platform_without_a_variant_matches_every_variant() {
-        let wanted = Platform::parse("linux/arm").unwrap();
-        for p in [
-            serde_json::json!({"os": "linux", "architecture": "arm"}),
-            serde_json::json!({"os": "linux", "architecture": "arm", "variant": "v6"}),
-            serde_json::json!({"os": "linux", "architecture": "arm", "variant": "v7"}),
-        ] {
-            assert!(wanted.matches(&p), "{p}");
-        }
-    }
-
-    #[test]
-    fn a_platform_with_a_variant_matches_only_that_variant() {
-        let wanted = Platform::parse("linux/arm/v7").unwrap();
-        assert!(wanted.matches(&serde_json::json!(
-            {"os": "linux", "architecture": "arm", "variant": "v7"}
-        )));
-        for p in [
-            serde_json::json!({"os": "linux", "architecture": "arm"}),
-            serde_json::json!({"os": "linux", "architecture": "arm", "variant": "v6"}),
-            serde_json::json!({"os": "linux", "architecture": "arm", "variant": 7}),
-        ] {
-            assert!(!wanted.matches(&p), "{p}");
-        }
-    }
-
-    #[test]
-    fn os_and_architecture_must_both_match() {
-        let wanted = Platform::parse("linux/amd64").unwrap();
-        for p in [
-            serde_json::json!({"os": "windows", "architecture": "amd64"}),
-            serde_json::json!({"os": "linux", "architecture": "arm64"}),
-            serde_json::json!({"os": "Linux", "architecture": "amd64"}),
-            serde_json::json!({"architecture": "amd64"}),
-            serde_json::json!({"os": "linux"}),
-            serde_json::json!({"os": "linux", "architecture": null}),
-            serde_json::json!({}),
-            serde_json::json!("linux/amd64"),
-            serde_json::json!(null),
-        ] {
-            assert!(!wanted.matches(&p), "{p}");
-        }
-        assert!(wanted.matches(&serde_json::json!(
-            {"os": "linux", "architecture": "amd64", "os.version": "10"}
-        )));
-    }
+/// The digest an index child attests, when it is a buildx attestation manifest.
+fn attested(child: &serde_json::Value) -> Option<&str> {
+    let annotations = child.get("annotations")?;
+    (annotations.get(REFERENCE_TYPE)?.as_str()? == ATTESTATION_MANIFEST)
+        .then(|| annotations.get(REFERENCE_DIGEST)?.as_str())
+        .flatten()
 }
+
+#[cfg(test)]
+mod tests;

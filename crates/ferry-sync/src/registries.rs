@@ -2,10 +2,12 @@
 //! TLS, credentials (resolved once, never printed), pacing and retry overrides.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_distribution::auth::Credentials;
+use ferry_distribution::auth::discover::CredentialFiles;
 use ferry_distribution::auth::docker_config::DockerConfig;
 use ferry_distribution::client::{RegistryClient, RegistryOptions};
 use ferry_distribution::error::{Error, ErrorKind};
@@ -24,6 +26,8 @@ const HELPER_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct Registries {
     settings: Arc<Vec<RegistrySettings>>,
     clients: Arc<Mutex<HashMap<String, RegistryClient>>>,
+    /// Where registries without `auth` look for the user's login.
+    files: Arc<CredentialFiles>,
     /// Applied to every client built here (tests shorten timeouts, benches tune).
     tune: Tuning,
 }
@@ -44,8 +48,15 @@ impl Registries {
         Registries {
             settings: Arc::new(config.registries.clone()),
             clients: Arc::new(Mutex::new(HashMap::new())),
+            files: Arc::new(CredentialFiles::from_env()),
             tune: Tuning(Arc::new(|_| {})),
         }
+    }
+
+    /// Looks for logins in `files` instead of the places the environment names.
+    pub fn with_credential_files(mut self, files: CredentialFiles) -> Self {
+        self.files = Arc::new(files);
+        self
     }
 
     /// Adjusts every client's options before it is built.
@@ -71,8 +82,8 @@ impl Registries {
             return Ok(c.clone());
         }
         let settings = self.settings_for(host);
-        let credentials = resolve_credentials(&settings).await?;
-        let options = options_for(&settings, credentials, &*self.tune.0);
+        let resolved = resolve_credentials(&settings, &self.files).await?;
+        let options = options_for(&settings, resolved, &*self.tune.0);
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
         Ok(self.lock().entry(host.to_owned()).or_insert(client).clone())
@@ -93,14 +104,19 @@ impl Registries {
 /// The client options a registry's settings describe.
 pub fn options_for(
     settings: &RegistrySettings,
-    credentials: Credentials,
+    resolved: ResolvedCredentials,
     tune: &dyn Fn(&mut RegistryOptions),
 ) -> RegistryOptions {
     let mut options = RegistryOptions::new(settings.host.clone());
     options.endpoint = settings.url.clone();
     options.insecure = settings.insecure;
     options.ca_bundle = settings.ca_bundle.clone();
-    options.credentials = credentials;
+    options.client_identity = settings.client_identity.clone();
+    options.credentials_bound_to = match &resolved.source {
+        CredentialSource::Found { host, .. } => Some(host.clone()),
+        _ => None,
+    };
+    options.credentials = resolved.credentials;
     let mut retry = RetryPolicy::default();
     let o = &settings.retry;
     if let Some(v) = o.attempts {
@@ -129,8 +145,76 @@ pub fn options_for(
     options
 }
 
-/// The credentials a registry's auth settings name, looked up once.
-pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credentials, Error> {
+/// Where a registry's credentials came from, for `ferry auth check` (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// The config's `auth` named them (or `auth: {type: anonymous}` named none).
+    Config,
+    /// No `auth` in the config: found in the user's login file for `host`.
+    Found {
+        /// The file.
+        file: PathBuf,
+        /// The host they are stored for; token realms elsewhere do not get them.
+        host: String,
+    },
+    /// No `auth` in the config and no login file has an entry for the host.
+    NoneFound,
+    /// No `auth` in the config and an ECR host: ECR auth from the AWS credential chain.
+    EcrDefault,
+}
+
+/// A registry's credentials and where they came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedCredentials {
+    /// What is presented to the registry.
+    pub credentials: Credentials,
+    /// Where it came from.
+    pub source: CredentialSource,
+}
+
+impl ResolvedCredentials {
+    fn from_config(credentials: Credentials) -> Self {
+        ResolvedCredentials {
+            credentials,
+            source: CredentialSource::Config,
+        }
+    }
+
+    /// The credentials and their source in a few words, never the secret.
+    pub fn describe(&self) -> String {
+        let what = self.credentials.describe();
+        match &self.source {
+            CredentialSource::Config => what,
+            CredentialSource::Found { file, .. } => format!("{what} from {}", file.display()),
+            CredentialSource::NoneFound => format!("{what} (no login found)"),
+            CredentialSource::EcrDefault => format!("{what} (ECR default)"),
+        }
+    }
+}
+
+/// The host a registry's requests go to, under which the user's login would be stored: the
+/// `url` override's `host[:port]` when it names one, else the registry's host.
+fn login_host(settings: &RegistrySettings) -> String {
+    settings
+        .url
+        .as_deref()
+        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| {
+            let host = u.host_str()?.to_owned();
+            Some(match u.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            })
+        })
+        .unwrap_or_else(|| settings.host.clone())
+}
+
+/// The credentials a registry's auth settings name, looked up once; a registry without `auth`
+/// looks in `files`.
+pub async fn resolve_credentials(
+    settings: &RegistrySettings,
+    files: &CredentialFiles,
+) -> Result<ResolvedCredentials, Error> {
     let fail = |message: String| {
         Error::new(
             &settings.host,
@@ -140,12 +224,58 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
         )
     };
     match &settings.auth {
+        AuthSettings::Discover => {
+            if let Some(ecr) = EcrAuth::implied_by(&settings.host) {
+                let credentials = ecr.credentials(&settings.host, EcrTokens::shared()).await?;
+                return Ok(ResolvedCredentials {
+                    credentials,
+                    source: CredentialSource::EcrDefault,
+                });
+            }
+            let host = login_host(settings);
+            let found = files.discover(&host, HELPER_TIMEOUT).await.map_err(|e| {
+                fail(format!(
+                    "{e} (read because the config sets no auth for this host; \
+                     `auth: {{ type: anonymous }}` skips the lookup)"
+                ))
+            })?;
+            let source = match found.source {
+                Some(file) => CredentialSource::Found { file, host },
+                None => CredentialSource::NoneFound,
+            };
+            Ok(ResolvedCredentials {
+                credentials: found.credentials,
+                source,
+            })
+        }
+        other => resolve_configured(settings, other)
+            .await
+            .map(ResolvedCredentials::from_config),
+    }
+}
+
+/// The credentials an explicit `auth` names.
+async fn resolve_configured(
+    settings: &RegistrySettings,
+    auth: &AuthSettings,
+) -> Result<Credentials, Error> {
+    let fail = |e: ferry_distribution::auth::docker_config::CredentialError| {
+        Error::new(
+            &settings.host,
+            None,
+            Operation::TokenExchange,
+            ErrorKind::Auth(e.to_string()),
+        )
+    };
+    match auth {
         // ECR private never serves anonymous requests: its hosts use the AWS chain unless set.
         // ECR Public serves pulls anonymously, so it asks for a token only with `type: ecr`.
-        AuthSettings::Anonymous => match EcrAuth::implied_by(&settings.host) {
-            Some(ecr) => ecr.credentials(&settings.host, EcrTokens::shared()).await,
-            None => Ok(Credentials::Anonymous),
-        },
+        AuthSettings::Anonymous | AuthSettings::Discover => {
+            match EcrAuth::implied_by(&settings.host) {
+                Some(ecr) => ecr.credentials(&settings.host, EcrTokens::shared()).await,
+                None => Ok(Credentials::Anonymous),
+            }
+        }
         AuthSettings::Basic { username, password } => Ok(Credentials::Basic {
             username: username.clone(),
             password: password.clone(),
@@ -154,11 +284,11 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
             token: token.clone(),
         }),
         AuthSettings::DockerConfig { path } => {
-            let config = DockerConfig::load(path.as_deref()).map_err(|e| fail(e.to_string()))?;
+            let config = DockerConfig::load(path.as_deref()).map_err(fail)?;
             match config
                 .lookup(&settings.host, HELPER_TIMEOUT)
                 .await
-                .map_err(|e| fail(e.to_string()))?
+                .map_err(fail)?
             {
                 Some(c) => Ok(c.into()),
                 None => Ok(Credentials::Anonymous),
@@ -171,5 +301,80 @@ pub async fn resolve_credentials(settings: &RegistrySettings) -> Result<Credenti
             };
             ecr.credentials(&settings.host, EcrTokens::shared()).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(host: &str, url: Option<&str>) -> RegistrySettings {
+        let mut s = RegistrySettings::unlisted(host);
+        s.url = url.map(str::to_owned);
+        s
+    }
+
+    #[test]
+    fn a_login_is_looked_up_under_the_host_requests_go_to() {
+        assert_eq!(login_host(&settings("ghcr.io", None)), "ghcr.io");
+        assert_eq!(
+            login_host(&settings(
+                "docker.io",
+                Some("https://mirror.example:8443/v2")
+            )),
+            "mirror.example:8443"
+        );
+        assert_eq!(
+            login_host(&settings("docker.io", Some("https://registry-1.docker.io"))),
+            "registry-1.docker.io"
+        );
+        // A url that does not parse leaves the host as the config names it.
+        assert_eq!(login_host(&settings("r.io", Some("not a url"))), "r.io");
+    }
+
+    #[tokio::test]
+    async fn an_unlisted_host_finds_its_login_and_anonymous_opts_out() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("auth.json");
+        let auth = base64::engine::general_purpose::STANDARD.encode("u:p");
+        std::fs::write(
+            &file,
+            format!(r#"{{"auths":{{"r.io":{{"auth":"{auth}"}}}}}}"#),
+        )
+        .unwrap();
+        let files = CredentialFiles {
+            containers: vec![file.clone()],
+            docker: None,
+        };
+        let found = resolve_credentials(&settings("r.io", None), &files)
+            .await
+            .unwrap();
+        assert_eq!(
+            found.source,
+            CredentialSource::Found {
+                file: file.clone(),
+                host: "r.io".into()
+            }
+        );
+        assert_eq!(
+            found.describe(),
+            format!("basic as u from {}", file.display())
+        );
+        let options = options_for(&settings("r.io", None), found, &|_| {});
+        assert_eq!(options.credentials_bound_to.as_deref(), Some("r.io"));
+
+        let mut optout = settings("r.io", None);
+        optout.auth = AuthSettings::Anonymous;
+        let none = resolve_credentials(&optout, &files).await.unwrap();
+        assert_eq!(none.credentials, Credentials::Anonymous);
+        assert_eq!(none.source, CredentialSource::Config);
+        let options = options_for(&optout, none, &|_| {});
+        assert_eq!(options.credentials_bound_to, None);
+
+        let other = resolve_credentials(&settings("q.io", None), &files)
+            .await
+            .unwrap();
+        assert_eq!(other.describe(), "anonymous (no login found)");
     }
 }

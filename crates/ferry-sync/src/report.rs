@@ -65,6 +65,10 @@ pub struct ImageReport {
     /// What happened.
     #[serde(flatten)]
     pub status: ImageStatus,
+    /// With `platforms_keep_digest`: the target refused the source's index, and holds the
+    /// filtered one (`digest` names it). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_digest_refused: Option<crate::engine::KeptDigestRefused>,
 }
 
 /// A mapping the prepare phase could not resolve.
@@ -282,6 +286,13 @@ impl SyncReport {
                 }
                 ImageStatus::Synced => {
                     let _ = writeln!(out, "synced  {}:{} -> {}", i.source, i.image, i.target);
+                    if let Some(r) = &i.kept_digest_refused {
+                        let _ = writeln!(
+                            out,
+                            "        platforms_keep_digest: {} refused the source's index; it holds the filtered index {} instead ({})",
+                            i.target, r.pushed, r.reason
+                        );
+                    }
                 }
                 _ => {}
             }

@@ -259,7 +259,7 @@ proptest! {
             let digest = reg.seed_manifest("app", "v1", media_type, &bytes);
             let client = RegistryClient::new(RegistryOptions::insecure_at(&reg.url())).unwrap();
             let digest = Digest::parse(&digest).unwrap();
-            match fetch_graph(&source(client.clone()), &digest, &[], None).await {
+            match fetch_graph(&source(client.clone()), &digest, &[], false, None).await {
                 Ok(graph) => prop_assert_eq!(&graph.root().digest, &digest),
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
             }
@@ -282,6 +282,7 @@ async fn an_index_chain_deeper_than_any_real_image_is_refused() {
         &source(client.clone()),
         &Digest::parse(&child).unwrap(),
         &[],
+        false,
         None,
     )
     .await
@@ -304,7 +305,7 @@ async fn a_manifest_served_with_a_wrong_media_type_is_refused_clearly() {
     for tag in ["as-index", "as-image"] {
         let (_, served) = reg.manifest("app", tag).unwrap();
         let digest = Digest::of_bytes(ferry_distribution::Algorithm::Sha256, &served);
-        match fetch_graph(&source(client.clone()), &digest, &[], None).await {
+        match fetch_graph(&source(client.clone()), &digest, &[], false, None).await {
             Err(e) => {
                 let text = e.to_string();
                 assert!(

@@ -96,7 +96,7 @@ fn resolves_the_full_shape() {
     assert_eq!(local.requests_per_second, Some(2.5));
 
     let other = config.registry_for("quay.io");
-    assert_eq!(other.auth, AuthSettings::Anonymous);
+    assert_eq!(other.auth, AuthSettings::Discover);
     assert!(!other.insecure);
 
     let [alpine, busybox, app] = config.mappings.as_slice() else {

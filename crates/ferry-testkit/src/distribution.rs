@@ -123,28 +123,6 @@ impl HarnessError {
     }
 }
 
-/// Settings for [`RealRegistry::start_with`].
-#[derive(Debug, Clone)]
-pub struct RealRegistryOptions {
-    /// The registry binary to run.
-    pub binary: PathBuf,
-    /// How long to wait for `GET /v2/` to answer 200 after the process starts.
-    pub ready_timeout: Duration,
-}
-
-impl Default for RealRegistryOptions {
-    /// The binary named by `FERRY_DOCKER_REGISTRY_BIN`, else [`DEFAULT_BINARY`]; a 15 s readiness bound.
-    fn default() -> Self {
-        let binary = std::env::var_os(BINARY_ENV)
-            .filter(|value| !value.is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_BINARY), PathBuf::from);
-        Self {
-            binary,
-            ready_timeout: Duration::from_secs(15),
-        }
-    }
-}
-
 /// A running distribution registry on `127.0.0.1`, with its own storage; killed on drop.
 pub struct RealRegistry {
     child: Option<Child>,
@@ -152,6 +130,10 @@ pub struct RealRegistry {
     binary: PathBuf,
     workdir: TempDir,
     sentinel_counter: AtomicU64,
+    /// What `GET /v2/` over plain HTTP answers once the registry is up: 200, 401 with
+    /// htpasswd, 400 ("client sent an HTTP request to an HTTPS server") with TLS.
+    ready_status: u16,
+    tls: bool,
 }
 
 impl fmt::Debug for RealRegistry {
@@ -196,8 +178,15 @@ impl RealRegistry {
     /// For tests: starts the registry, or returns `Ok(None)` when the binary is missing and
     /// `FERRY_SKIP_REAL_REGISTRY=1` is set. Without that variable a missing binary is an error.
     pub async fn start_for_test() -> Result<Option<Self>, HarnessError> {
+        Self::start_for_test_with(RealRegistryOptions::default()).await
+    }
+
+    /// As [`RealRegistry::start_for_test`], with `options` (htpasswd, TLS).
+    pub async fn start_for_test_with(
+        options: RealRegistryOptions,
+    ) -> Result<Option<Self>, HarnessError> {
         let skip = skip_requested()?;
-        match Self::start().await {
+        match Self::start_with(options).await {
             Ok(registry) => Ok(Some(registry)),
             Err(HarnessError::BinaryMissing { binary }) if skip => {
                 announce_skip(&format!(
@@ -248,7 +237,8 @@ impl RealRegistry {
             .map_err(|e| HarnessError::io(format!("creating {}", storage.display()), e))?;
         let addr = free_loopback_addr()?;
         let config_path = workdir.path().join("config.yml");
-        std::fs::write(&config_path, config_yaml(&storage, addr))
+        let config = config_text(options, &storage, addr, workdir.path())?;
+        std::fs::write(&config_path, config)
             .map_err(|e| HarnessError::io(format!("writing {}", config_path.display()), e))?;
 
         let access_log = create_log(&workdir.path().join("access.log"))?;
@@ -277,6 +267,14 @@ impl RealRegistry {
             binary: options.binary.clone(),
             workdir,
             sentinel_counter: AtomicU64::new(0),
+            ready_status: if options.tls.is_some() {
+                400
+            } else if options.htpasswd.is_some() {
+                401
+            } else {
+                200
+            },
+            tls: options.tls.is_some(),
         };
         registry.wait_ready(options.ready_timeout).await?;
         Ok(registry)
@@ -299,7 +297,7 @@ impl RealRegistry {
                 }
             }
             let last_probe = match http_request(self.addr, "GET", "/v2/").await {
-                Ok(response) if response.status == 200 => return Ok(()),
+                Ok(response) if response.status == self.ready_status => return Ok(()),
                 Ok(response) => format!("status {}", response.status),
                 Err(error) => error.to_string(),
             };
@@ -316,9 +314,10 @@ impl RealRegistry {
         }
     }
 
-    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    /// Base URL, e.g. `http://127.0.0.1:41234` (`https://` when served over TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Registry host as used in image references, e.g. `127.0.0.1:41234`.
@@ -592,158 +591,9 @@ fn create_log(path: &Path) -> Result<std::fs::File, HarnessError> {
         .map_err(|e| HarnessError::io(format!("creating {}", path.display()), e))
 }
 
-/// The registry config: filesystem storage under `storage`, deletes on, no auth, plain HTTP on
-/// `addr`, warnings only on stderr and the per-request access log on stdout.
-fn config_yaml(storage: &Path, addr: SocketAddr) -> String {
-    // A fixed secret silences the "no HTTP secret" warning; it only signs upload state.
-    format!(
-        "version: 0.1\n\
-         log:\n  level: warn\n  formatter: text\n  accesslog:\n    disabled: false\n\
-         storage:\n  filesystem:\n    rootdirectory: {storage:?}\n  delete:\n    enabled: true\n  \
-         maintenance:\n    uploadpurging:\n      enabled: false\n\
-         http:\n  addr: {addr}\n  secret: ferry-testkit-not-a-secret\n",
-        storage = storage.display().to_string(),
-    )
-}
+mod config;
+use config::config_text;
+pub use config::{RealRegistryOptions, RealRegistryTls};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_skip_is_honoured_off_ci_and_refused_on_ci() {
-        assert!(!skip_decision(None, false).unwrap());
-        assert!(!skip_decision(Some("0"), false).unwrap());
-        assert!(skip_decision(Some("1"), false).unwrap());
-        assert!(!skip_decision(None, true).unwrap());
-        assert!(matches!(
-            skip_decision(Some("1"), true),
-            Err(HarnessError::SkipRefusedInCi)
-        ));
-    }
-
-    #[test]
-    fn parses_a_combined_log_line() {
-        let line = r#"127.0.0.1 - - [30/Nov/2026:01:55:00 +0000] "PUT /v2/a/b/manifests/v1?x=1 HTTP/1.1" 201 0 "" "ferry/0.1 (x)""#;
-        assert_eq!(
-            parse_access_line(line),
-            Some(AccessLogEntry {
-                method: "PUT".into(),
-                path: "/v2/a/b/manifests/v1?x=1".into(),
-                status: 201,
-                user_agent: "ferry/0.1 (x)".into(),
-            })
-        );
-    }
-
-    #[test]
-    fn rejects_a_line_that_is_not_an_access_line() {
-        assert_eq!(parse_access_line("time=\"x\" level=warning msg=hi"), None);
-        assert_eq!(parse_access_line(""), None);
-    }
-
-    #[test]
-    fn counts_by_method_and_path_prefix() {
-        let entry = |method: &str, path: &str| AccessLogEntry {
-            method: method.into(),
-            path: path.into(),
-            status: 200,
-            user_agent: String::new(),
-        };
-        let log = AccessLog {
-            entries: vec![
-                entry("HEAD", "/v2/app/blobs/sha256:1"),
-                entry("GET", "/v2/app/blobs/sha256:1"),
-                entry("HEAD", "/v2/app/blobs/sha256:2"),
-                entry("HEAD", "/v2/other/blobs/sha256:2"),
-            ],
-        };
-        assert_eq!(log.count("HEAD", "/v2/app/blobs/"), 2);
-        assert_eq!(log.count("GET", "/v2/"), 1);
-        assert_eq!(log.len(), 4);
-    }
-
-    #[test]
-    fn reads_status_headers_and_body() {
-        let raw = b"HTTP/1.1 200 OK\r\nDocker-Distribution-Api-Version: registry/2.0\r\nContent-Length: 2\r\n\r\n{}";
-        let response = parse_response(raw).unwrap();
-        assert_eq!(response.status, 200);
-        assert_eq!(
-            response.header("docker-distribution-api-version"),
-            Some("registry/2.0")
-        );
-        assert_eq!(response.body, b"{}");
-    }
-
-    #[test]
-    fn config_names_storage_and_address() {
-        let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
-        let text = config_yaml(Path::new("/tmp/x y"), addr);
-        assert!(text.contains("rootdirectory: \"/tmp/x y\""), "{text}");
-        assert!(text.contains("addr: 127.0.0.1:4321"), "{text}");
-        assert!(text.contains("delete:\n    enabled: true"), "{text}");
-    }
-
-    #[tokio::test]
-    async fn a_binary_that_exits_at_once_is_reported_with_its_status() {
-        let options = RealRegistryOptions {
-            binary: PathBuf::from("/bin/false"),
-            ready_timeout: Duration::from_secs(10),
-        };
-        let error = RealRegistry::start_with(options).await.unwrap_err();
-        assert!(matches!(error, HarnessError::Exited { .. }), "{error}");
-        assert!(error.to_string().contains("/bin/false"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn readiness_needs_a_200_from_v2() {
-        // A stand-in server that answers every request with 503.
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            loop {
-                let (mut socket, _) = listener.accept().await.unwrap();
-                let mut buffer = [0_u8; 1024];
-                let _ = socket.read(&mut buffer).await;
-                let _ = socket
-                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
-                    .await;
-            }
-        });
-        let mut registry = RealRegistry {
-            child: None,
-            addr,
-            binary: PathBuf::from("stand-in"),
-            workdir: tempfile::tempdir().unwrap(),
-            sentinel_counter: AtomicU64::new(0),
-        };
-        let error = registry
-            .wait_ready(Duration::from_millis(100))
-            .await
-            .unwrap_err();
-        server.abort();
-        assert!(matches!(error, HarnessError::NotReady { .. }), "{error}");
-        assert!(error.to_string().contains("status 503"), "{error}");
-    }
-
-    #[tokio::test]
-    async fn a_missing_binary_names_the_package_to_install() {
-        let options = RealRegistryOptions {
-            binary: PathBuf::from("/nonexistent/docker-registry"),
-            ready_timeout: Duration::from_secs(1),
-        };
-        let error = RealRegistry::start_with(options).await.unwrap_err();
-        let message = error.to_string();
-        assert!(matches!(error, HarnessError::BinaryMissing { .. }));
-        assert!(
-            message.contains("/nonexistent/docker-registry"),
-            "{message}"
-        );
-        assert!(
-            message.contains("apt-get install -y docker-registry"),
-            "{message}"
-        );
-    }
-}
+mod tests;

@@ -1,7 +1,9 @@
 //! Test-only parts for ferry: an in-process OCI registry with fault knobs (`registry`) and a
-//! harness that starts the real CNCF distribution registry on loopback (`distribution`).
+//! harness that starts the real CNCF distribution registry on loopback (`distribution`), and a
+//! private CA for TLS tests (`pki`).
 
 pub mod distribution;
+pub mod pki;
 pub mod registry;
 
 /// Deterministic pseudo-random bytes (xorshift) for test blobs that neither compress nor repeat.

@@ -176,6 +176,9 @@ pub struct DockerConfig {
     cred_helpers: BTreeMap<String, String>,
     creds_store: Option<String>,
     helper_dir: Option<PathBuf>,
+    /// A containers `auth.json`: an `auths` key naming a namespace (`quay.io/team`) is for that
+    /// namespace only, so a per-host lookup leaves it out instead of widening it to the host.
+    host_keys_only: bool,
 }
 
 impl DockerConfig {
@@ -218,6 +221,7 @@ impl DockerConfig {
             cred_helpers: raw.cred_helpers.unwrap_or_default(),
             creds_store: raw.creds_store.filter(|s| !s.is_empty()),
             helper_dir: None,
+            host_keys_only: false,
         };
         for name in config.cred_helpers.values().chain(&config.creds_store) {
             if !is_valid_helper_name(name) {
@@ -236,6 +240,13 @@ impl DockerConfig {
         self
     }
 
+    /// Reads `auths` keys as containers `auth.json` does: a key without a scheme that names a
+    /// path (`quay.io/team/app`) is a namespace's credential and never serves the whole host.
+    pub fn as_containers_auth_file(mut self) -> DockerConfig {
+        self.host_keys_only = true;
+        self
+    }
+
     /// The file this config was (or would have been) read from; empty when there was none.
     pub fn origin(&self) -> &Path {
         &self.origin
@@ -251,10 +262,10 @@ impl DockerConfig {
         helper_timeout: Duration,
     ) -> Result<Option<DockerCredential>, CredentialError> {
         let registry = normalise_host(registry);
-        if let Some((_, helper)) = find_entry(&self.cred_helpers, &registry) {
+        if let Some((_, helper)) = find_entry(&self.cred_helpers, &registry, self.host_keys_only) {
             return self.ask_helper(helper, &registry, helper_timeout).await;
         }
-        if let Some((key, entry)) = find_entry(&self.auths, &registry)
+        if let Some((key, entry)) = find_entry(&self.auths, &registry, self.host_keys_only)
             && let Some(credential) = self.credential_from_entry(key, entry)?
         {
             return Ok(Some(credential));
@@ -434,11 +445,26 @@ fn normalise_host(key: &str) -> String {
     }
 }
 
-/// The entry whose key is exactly `registry`, else the first whose key normalises to it.
-fn find_entry<'m, V>(map: &'m BTreeMap<String, V>, registry: &str) -> Option<(&'m str, &'m V)> {
+/// The entry whose key is exactly `registry`, else the first whose key normalises to it. With
+/// `host_keys_only`, keys naming a namespace (no scheme, a path) are passed over.
+fn find_entry<'m, V>(
+    map: &'m BTreeMap<String, V>,
+    registry: &str,
+    host_keys_only: bool,
+) -> Option<(&'m str, &'m V)> {
+    let usable = |key: &str| !host_keys_only || !names_a_namespace(key);
     map.get_key_value(registry)
-        .or_else(|| map.iter().find(|(key, _)| normalise_host(key) == registry))
+        .or_else(|| {
+            map.iter()
+                .find(|(key, _)| usable(key) && normalise_host(key) == registry)
+        })
         .map(|(key, value)| (key.as_str(), value))
+}
+
+/// `quay.io/team` names a namespace; `https://index.docker.io/v1/` is a legacy URL key for a host.
+fn names_a_namespace(key: &str) -> bool {
+    let key = key.trim();
+    !key.contains("://") && key.trim_end_matches('/').contains('/')
 }
 
 fn is_valid_helper_name(name: &str) -> bool {

@@ -1,6 +1,7 @@
 //! The one token path: which credentials a registry gets, how its challenge is answered (none,
 //! Basic, or Bearer tokens per scope set, cached and refreshed before expiry), and scopes.
 
+pub mod discover;
 pub mod docker_config;
 pub mod token;
 

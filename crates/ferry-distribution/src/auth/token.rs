@@ -47,6 +47,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Token>>>;
 pub struct Authenticator {
     registry: String,
     credentials: Credentials,
+    /// Where found credentials are stored for: realms elsewhere are asked anonymously.
+    bound_to: Option<String>,
     /// The host of a registry configured insecure: a realm there may use http and unverified
     /// TLS. A realm on any other host must be https and is always verified.
     insecure_host: Option<String>,
@@ -77,10 +79,39 @@ impl Authenticator {
         Authenticator {
             registry: registry.to_owned(),
             credentials,
+            bound_to: None,
             insecure_host: insecure_host.map(str::to_owned),
             scheme: RwLock::new(None),
             tokens: Mutex::new(HashMap::new()),
             gate,
+        }
+    }
+
+    /// Limits the credentials to token realms on `host` and its domain (credentials found in a
+    /// user's login files rather than configured for this registry).
+    pub fn bound_to(mut self, host: Option<String>) -> Self {
+        self.bound_to = host;
+        self
+    }
+
+    /// The credentials a token request to `realm` carries: all of them, unless they are bound to
+    /// a host the realm is not on.
+    fn credentials_for(&self, realm: &Url) -> &Credentials {
+        match &self.bound_to {
+            Some(host)
+                if !crate::auth::discover::realm_may_receive(
+                    host,
+                    realm.host_str().unwrap_or_default(),
+                ) =>
+            {
+                tracing::warn!(
+                    registry = %self.registry,
+                    realm = %redact_url(realm.as_str()),
+                    "token realm is on another host than the one the found credentials are stored for: asking it anonymously"
+                );
+                &Credentials::Anonymous
+            }
+            _ => &self.credentials,
         }
     }
 
@@ -177,8 +208,9 @@ impl Authenticator {
     ) -> Result<Token, Error> {
         let budget = self.gate.policy.budget();
         let call = Call::new(Operation::TokenExchange, None);
+        let credentials = self.credentials_for(realm);
         with_retry(&self.gate, call, &budget, |_attempt| async {
-            let request = match &self.credentials {
+            let request = match credentials {
                 Credentials::IdentityToken { token } => {
                     let mut form = vec![
                         ("grant_type", "refresh_token".to_owned()),

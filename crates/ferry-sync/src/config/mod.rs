@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
-use ferry_distribution::reference::Reference;
+pub use ferry_distribution::identity::ClientIdentity;
+use ferry_distribution::reference::{Reference, Tag};
 
 use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
@@ -85,6 +86,8 @@ pub struct RegistrySettings {
     pub insecure: bool,
     /// Extra trusted roots (a PEM bundle) for this host's TLS.
     pub ca_bundle: Option<PathBuf>,
+    /// The client certificate shown to this host (mutual TLS), checked readable on load.
+    pub client_identity: Option<ClientIdentity>,
     /// Requests in flight at once at most; the AIMD window moves below it.
     pub max_concurrent: usize,
     /// A fixed request rate, for registries that publish one.
@@ -107,14 +110,16 @@ pub enum Budget {
 }
 
 impl RegistrySettings {
-    /// The settings of a host the config does not list: anonymous, verified TLS, defaults.
+    /// The settings of a host the config does not list: credentials found in the user's login
+    /// files (else anonymous), verified TLS, defaults.
     pub fn unlisted(host: &str) -> RegistrySettings {
         RegistrySettings {
             host: host.to_string(),
             url: None,
-            auth: AuthSettings::Anonymous,
+            auth: AuthSettings::Discover,
             insecure: false,
             ca_bundle: None,
+            client_identity: None,
             max_concurrent: DEFAULT_MAX_CONCURRENT,
             requests_per_second: None,
             budget: Budget::Fleet,
@@ -141,7 +146,11 @@ pub struct RetryOverrides {
 /// How to authenticate to a registry. Secrets print as `***`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AuthSettings {
-    /// No credentials.
+    /// No `auth` in the config: the containers `auth.json` files, then the docker
+    /// `config.json`, then anonymous (see `ferry_distribution::auth::discover`); ECR hosts use
+    /// ECR auth instead.
+    Discover,
+    /// No credentials (`auth: {type: anonymous}`): nothing is looked up.
     Anonymous,
     /// A user name and password (or an access token as the password).
     Basic {
@@ -194,6 +203,12 @@ pub struct Mapping {
     pub immutable: TagGlobs,
     /// Delete target tags the source no longer has and `tags` selects (see `crate::prune`).
     pub prune: bool,
+    /// The tag every copied image is pushed under on the targets, in place of its own (`ferry
+    /// copy src:a dst:b`, one image). `None` keeps each tag's name. Not a config field.
+    pub retag: Option<Tag>,
+    /// With `platforms`: copy only the selected children, but push the source's own index (its
+    /// digest kept); a target that refuses it gets the filtered index, reported per target.
+    pub platforms_keep_digest: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
 }

@@ -65,6 +65,9 @@ pub struct RawDefaults {
     /// Platforms (`os/arch[/variant]`) for mappings without `platforms`; empty = all.
     #[serde(default)]
     pub platforms: Option<Vec<String>>,
+    /// For mappings without `platforms_keep_digest` (default false): see the mapping's field.
+    #[serde(default)]
+    pub platforms_keep_digest: Option<bool>,
     /// Copy referrers (signatures, SBOMs, attestations) too (default true).
     #[serde(default)]
     pub referrers: Option<bool>,
@@ -82,7 +85,8 @@ pub struct RawRegistry {
     /// Endpoint override such as "https://registry-1.docker.io"; the scheme decides TLS.
     #[serde(default)]
     pub url: Option<String>,
-    /// Credentials (default anonymous).
+    /// Credentials (default: the user's podman/skopeo `auth.json`, then docker's
+    /// `config.json`, then anonymous; ECR hosts use ECR auth).
     #[serde(default)]
     pub auth: Option<RawAuth>,
     /// Allow plain HTTP and skip TLS verification for this host (default false).
@@ -91,6 +95,12 @@ pub struct RawRegistry {
     /// Extra PEM CA certificates to trust for this host.
     #[serde(default)]
     pub ca_bundle: Option<PathBuf>,
+    /// PEM client certificate for a registry that requires mutual TLS (needs `client_key`).
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
     /// Requests in flight to this host at most (default 16).
     #[serde(default)]
     pub max_concurrent: Option<usize>,
@@ -121,7 +131,8 @@ pub enum RawBudget {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RawAuth {
-    /// No credentials (token flows still run anonymously).
+    /// No credentials, and no lookup in the user's login files (token flows still run
+    /// anonymously).
     Anonymous,
     /// Username and password (or an access token used as password).
     Basic {
@@ -197,6 +208,11 @@ pub struct RawMapping {
     /// Platforms to copy (`os/arch[/variant]`); empty = all. Replaces `defaults.platforms`.
     #[serde(default)]
     pub platforms: Option<Vec<String>>,
+    /// With `platforms`: copy only those children but push the source's index unchanged, so
+    /// the digest stays; a target that refuses an index with missing children gets the
+    /// filtered index instead, and the report says so (default false).
+    #[serde(default)]
+    pub platforms_keep_digest: Option<bool>,
     /// Copy referrers too. Replaces `defaults.referrers`.
     #[serde(default)]
     pub referrers: Option<bool>,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use ferry_distribution::Secret;
 use ferry_distribution::digest::Digest;
+use ferry_distribution::identity::{ClientIdentity, IdentityFile};
 use ferry_distribution::reference::DOCKER_HUB;
 use ferry_distribution::reference::Reference;
 
@@ -50,6 +51,7 @@ impl Checker<'_> {
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
         let default_referrers = defaults.referrers.unwrap_or(true);
+        let default_keep_digest = defaults.platforms_keep_digest.unwrap_or(false);
         let default_immutable = match &defaults.immutable {
             None => TagGlobs::default(),
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
@@ -131,6 +133,8 @@ impl Checker<'_> {
                 referrers: mapping.referrers.unwrap_or(default_referrers),
                 immutable,
                 prune: mapping.prune.unwrap_or(false),
+                retag: None,
+                platforms_keep_digest: mapping.platforms_keep_digest.unwrap_or(default_keep_digest),
                 line,
             });
         }
@@ -202,7 +206,8 @@ impl Checker<'_> {
                 );
             }
             let auth = match registry.auth {
-                None | Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
+                None => AuthSettings::Discover,
+                Some(RawAuth::Anonymous) => AuthSettings::Anonymous,
                 Some(RawAuth::Basic { username, password }) => {
                     if username.is_empty() {
                         self.fail(&path.key("auth").key("username"), "username is empty");
@@ -256,12 +261,15 @@ impl Checker<'_> {
             {
                 self.fail(&retry_path.key("cap"), "cap is shorter than base");
             }
+            let client_identity =
+                self.client_identity(&path, registry.client_cert, registry.client_key);
             out.push(RegistrySettings {
                 host,
                 url: registry.url,
                 auth,
                 insecure: registry.insecure.unwrap_or(false),
                 ca_bundle: registry.ca_bundle,
+                client_identity,
                 max_concurrent,
                 requests_per_second: registry.requests_per_second,
                 budget: match registry.budget {
@@ -272,6 +280,45 @@ impl Checker<'_> {
             });
         }
         out
+    }
+
+    /// A registry's `client_cert` and `client_key`: both or neither, each a readable PEM file
+    /// of the right kind. A problem is reported at the field whose file is at fault.
+    fn client_identity(
+        &mut self,
+        path: &FieldPath,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> Option<ClientIdentity> {
+        let identity = match (cert, key) {
+            (None, None) => return None,
+            (Some(_), None) => {
+                self.fail(
+                    &path.key("client_cert"),
+                    "client_cert needs client_key beside it",
+                );
+                return None;
+            }
+            (None, Some(_)) => {
+                self.fail(
+                    &path.key("client_key"),
+                    "client_key needs client_cert beside it",
+                );
+                return None;
+            }
+            (Some(certificate), Some(key)) => ClientIdentity { certificate, key },
+        };
+        match identity.load() {
+            Ok(_) => Some(identity),
+            Err(e) => {
+                let field = match e.file {
+                    IdentityFile::Certificate => "client_cert",
+                    IdentityFile::Key => "client_key",
+                };
+                self.fail(&path.key(field), e.message);
+                None
+            }
+        }
     }
 
     /// Checks each group's prefixes; returns the usable ones per group name.

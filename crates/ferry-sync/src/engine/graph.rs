@@ -31,6 +31,9 @@ pub struct ImageGraph {
     pub manifests: Vec<Manifest>,
     /// Every blob any of them references, each once.
     pub blobs: Vec<BlobRef>,
+    /// With `platforms_keep_digest`, where the filter dropped children: the source's own index,
+    /// pushed in place of the filtered root (the last of `manifests`) where the target takes it.
+    pub original_root: Option<Manifest>,
 }
 
 impl ImageGraph {
@@ -44,16 +47,19 @@ impl ImageGraph {
 
 /// Fetches the manifest named by `digest` (unless `fetched` already holds it) and everything
 /// under it. With `platforms`, an index root keeps only those platforms' children (and becomes
-/// a new index, see [`crate::platform`]).
+/// a new index, see [`crate::platform`]); with `keep_original` too, the source's index is kept
+/// beside it as [`ImageGraph::original_root`].
 pub async fn fetch_graph(
     source: &Source,
     digest: &Digest,
     platforms: &[Platform],
+    keep_original: bool,
     fetched: Option<&Manifest>,
 ) -> Result<ImageGraph, Error> {
     let mut graph = ImageGraph {
         manifests: Vec::new(),
         blobs: Vec::new(),
+        original_root: None,
     };
     let mut seen = std::collections::HashSet::new();
     seen.insert(digest.clone());
@@ -62,7 +68,12 @@ pub async fn fetch_graph(
         _ => source.get_manifest(&digest.to_string()).await?,
     };
     let root = match crate::platform::filter_index(&root, platforms) {
-        Ok(Some(filtered)) => filtered,
+        Ok(Some(filtered)) => {
+            if keep_original {
+                graph.original_root = Some(root);
+            }
+            filtered
+        }
         Ok(None) => root,
         Err(message) => return Err(invalid(source, message)),
     };

@@ -26,6 +26,27 @@ pub struct ManifestPusher {
     pushed: Mutex<HashMap<PushKey, PushCell>>,
     /// Manifest bytes written into layout targets.
     pub layout_bytes: std::sync::atomic::AtomicU64,
+    /// Targets that refused a kept index digest, by (target, kept digest): what they got.
+    refusals: Mutex<HashMap<(String, String), KeptDigestRefused>>,
+}
+
+/// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeptDigestRefused {
+    /// The digest the target holds instead: the filtered index's.
+    pub pushed: String,
+    /// What the target answered to the source's index.
+    pub reason: String,
+}
+
+/// Whether a registry's answer to an index PUT refuses its content (children it does not hold,
+/// as distribution 2.8 answers `400 MANIFEST_BLOB_UNKNOWN`; see docs/registries.md) rather than
+/// failing for a reason the filtered index would share (auth, throttling, transport).
+fn refuses_incomplete_index(e: &Error) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::Status { status, .. } if matches!(status, 400 | 404 | 409 | 412 | 422)
+    )
 }
 
 impl ManifestPusher {
@@ -56,25 +77,82 @@ impl ManifestPusher {
     }
 
     /// Pushes the graph into a registry repository: children first, root last under `tag`.
+    /// With an original root kept (`platforms_keep_digest`), that goes in the root's place;
+    /// where the registry refuses it for its missing children, the filtered root is pushed and
+    /// the refusal returned.
     pub async fn push_registry(
         &self,
         client: &RegistryClient,
         repository: &str,
         graph: &ImageGraph,
         tag: Option<&str>,
-    ) -> Result<(), Error> {
+    ) -> Result<Option<KeptDigestRefused>, Error> {
         let (children, root) = graph.manifests.split_at(graph.manifests.len() - 1);
         for m in children {
             self.put_once(client, repository, m).await?;
         }
-        let root = &root[0];
-        match tag {
-            Some(tag) => {
-                client.put_manifest(repository, tag, root).await?;
+        let filtered = &root[0];
+        let Some(original) = &graph.original_root else {
+            self.put_root(client, repository, filtered, tag).await?;
+            return Ok(None);
+        };
+        match self.put_root(client, repository, original, tag).await {
+            Ok(()) => Ok(None),
+            Err(e) if refuses_incomplete_index(&e) => {
+                tracing::warn!(
+                    registry = client.host(),
+                    repository,
+                    kept = %original.digest,
+                    pushed = %filtered.digest,
+                    "the target refused the source's index (platforms_keep_digest): pushed the filtered index"
+                );
+                self.put_root(client, repository, filtered, tag).await?;
+                Ok(Some(KeptDigestRefused {
+                    pushed: filtered.digest.to_string(),
+                    reason: e.to_string(),
+                }))
             }
-            None => self.put_once(client, repository, root).await?,
+            Err(e) => Err(e),
         }
-        Ok(())
+    }
+
+    async fn put_root(
+        &self,
+        client: &RegistryClient,
+        repository: &str,
+        root: &Manifest,
+        tag: Option<&str>,
+    ) -> Result<(), Error> {
+        match tag {
+            Some(tag) => client.put_manifest(repository, tag, root).await.map(|_| ()),
+            None => self.put_once(client, repository, root).await,
+        }
+    }
+
+    /// Records that `target` refused the kept digest `kept`.
+    pub fn note_refusal(
+        &self,
+        target: &impl std::fmt::Display,
+        kept: &impl std::fmt::Display,
+        refused: KeptDigestRefused,
+    ) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        refusals.insert((target.to_string(), kept.to_string()), refused);
+    }
+
+    /// Puts a recorded refusal on the report of that image and target: the digest the target
+    /// holds is the filtered one, and why.
+    pub fn apply_refusal(
+        &self,
+        report: &mut crate::report::ImageReport,
+        target: &impl std::fmt::Display,
+        kept: &impl std::fmt::Display,
+    ) {
+        let refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = refusals.get(&(target.to_string(), kept.to_string())) {
+            report.digest = r.pushed.clone();
+            report.kept_digest_refused = Some(r.clone());
+        }
     }
 
     /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
@@ -85,12 +163,15 @@ impl ManifestPusher {
         graph: &ImageGraph,
         tag: Option<&str>,
     ) -> Result<(), Error> {
-        for m in &graph.manifests {
+        // A layout holds the source's index as it is, children missing or not.
+        let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
+        let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
+        for m in children.iter().chain([root]) {
             let written = write_manifest_blob(dir, m).await?;
             self.layout_bytes
                 .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         }
-        update_index(dir, graph.root(), tag).await
+        update_index(dir, root, tag).await
     }
 }
 

@@ -7,6 +7,8 @@ pub mod manifests;
 pub mod referrers;
 pub mod transfer;
 
+pub use manifests::KeptDigestRefused;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -193,13 +195,15 @@ where
     let mut images = std::mem::take(&mut *locked(&intake.images));
     for (w, statuses) in &ran {
         for (t, status) in w.targets.iter().zip(statuses) {
-            images.push(report(
+            let mut r = report(
                 w.mapping,
                 &w.source_name,
                 &w.image,
                 &t.target,
                 status.clone(),
-            ));
+            );
+            pusher.apply_refusal(&mut r, &t.target, &w.image.digest);
+            images.push(r);
         }
     }
 
@@ -272,6 +276,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::failed(&u.error),
+                kept_digest_refused: None,
             });
         }
     }
@@ -285,6 +290,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::UpToDate,
+                kept_digest_refused: None,
             });
         }
     }
@@ -425,14 +431,19 @@ async fn graph_of(
         let mut graphs = locked(&intake.graphs);
         Arc::clone(
             graphs
-                .entry((source.name(), image.digest.clone()))
+                .entry((
+                    source.name(),
+                    image.digest.clone(),
+                    image.fallback_digest.clone(),
+                ))
                 .or_default(),
         )
     };
     let graph = cell
         .get_or_init(|| async {
             let fetched = image.root.as_ref();
-            Arc::new(fetch_graph(source, &image.source_digest, platforms, fetched).await)
+            let keep = image.fallback_digest.is_some();
+            Arc::new(fetch_graph(source, &image.source_digest, platforms, keep, fetched).await)
         })
         .await;
     Arc::clone(graph)
@@ -625,10 +636,13 @@ fn report(
         digest: image.digest.to_string(),
         target: target.to_string(),
         status,
+        kept_digest_refused: None,
     }
 }
 
-type GraphKey = (String, Digest);
+/// Source, the digest the targets hold, and the fallback of a kept digest (which names the
+/// platform filter, so two filters of one index are two graphs).
+type GraphKey = (String, Digest, Option<Digest>);
 
 /// Where `target`'s blobs go, and the client that writes them (resolved once per target).
 async fn resolve_target(
@@ -675,7 +689,13 @@ async fn copy_to_target(
     let tag = w.image.tag.as_deref();
     match (&place, client) {
         (Place::Registry { repository, .. }, Some(client)) => {
-            pusher.push_registry(&client, repository, graph, tag).await
+            let refused = pusher
+                .push_registry(&client, repository, graph, tag)
+                .await?;
+            if let Some(refused) = refused {
+                pusher.note_refusal(&target.target, &w.image.digest, refused);
+            }
+            Ok(())
         }
         (Place::Layout(dir), _) => pusher.push_layout(dir, graph, tag).await,
         (Place::Registry { .. }, None) => Err(Error::new(

@@ -83,7 +83,9 @@ pub async fn resolve_mapping(
         });
     }
     let platforms = mapping.platforms.as_slice();
-    let (mut images, mut unfetched) = resolve_images(&source, wanted, platforms, options).await?;
+    let keep_digest = mapping.platforms_keep_digest;
+    let (mut images, mut unfetched) =
+        resolve_images(&source, wanted, platforms, keep_digest, options).await?;
     if !listed {
         // Not listed: an exact tag the source lacks is missing (as with a listing), not a
         // listed tag that failed.
@@ -95,6 +97,13 @@ pub async fn resolve_mapping(
             .map(|t| t.to_string())
             .collect();
         unfetched.clear();
+    }
+    // `ferry copy src:a dst:b`: the one image goes to the targets under the target's tag; the
+    // source was read under its own (a digest pin gets the tag too).
+    if let Some(to) = &mapping.retag {
+        for image in &mut images {
+            image.tag = Some(to.clone());
+        }
     }
 
     // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
@@ -136,7 +145,10 @@ pub async fn resolve_mapping(
         // Referrers found through the referrers API, where the source serves it (learned once
         // per registry). An image rewritten by a platform filter has no referrers of its own.
         let mut found: Vec<ImagePlan> = Vec::new();
-        for image in images.iter().filter(|i| i.digest == i.source_digest) {
+        for image in images
+            .iter()
+            .filter(|i| i.digest == i.source_digest && i.fallback_digest.is_none())
+        {
             let Some(list) = source.list_referrers(&image.source_digest).await? else {
                 break;
             };
@@ -149,6 +161,7 @@ pub async fn resolve_mapping(
                     found.push(ImagePlan {
                         tag: None,
                         digest: r.digest.clone(),
+                        fallback_digest: None,
                         source_digest: r.digest,
                         subject: Some(image.source_digest.clone()),
                         media_type: r.media_type,
@@ -159,7 +172,7 @@ pub async fn resolve_mapping(
             }
         }
         // Referrers keep their bytes: a platform filter never applies to them.
-        let (referrers, gone) = resolve_images(&source, extra, &[], options).await?;
+        let (referrers, gone) = resolve_images(&source, extra, &[], false, options).await?;
         images.extend(referrers);
         unfetched.extend(gone);
         images.extend(found);

@@ -26,16 +26,18 @@ pub struct Wanted {
 
 /// Resolves every wanted reference. A listed tag whose manifest is not found comes back in the
 /// second list with a 404 error (never dropped: the listing named it, so the source is not
-/// settled on it); a pinned digest the source lacks is skipped.
+/// settled on it); a pinned digest the source lacks is skipped. With `keep_digest`, an index a
+/// platform filter rewrites keeps its own digest as the target's, the filtered one as fallback.
 pub async fn resolve_images(
     source: &Source,
     wanted: Vec<Wanted>,
     platforms: &[Platform],
+    keep_digest: bool,
     options: &PrepareOptions,
 ) -> Result<(Vec<ImagePlan>, Vec<(Tag, Error)>), Error> {
     let resolved: Vec<Result<Resolved, Error>> =
         in_window(wanted, options.heads_per_mapping, |w| {
-            resolve_one(source, w, platforms)
+            resolve_one(source, w, platforms, keep_digest)
         })
         .await;
     let mut images = Vec::new();
@@ -77,6 +79,7 @@ async fn resolve_one(
     source: &Source,
     w: Wanted,
     platforms: &[Platform],
+    keep_digest: bool,
 ) -> Result<Resolved, Error> {
     let filtering = !platforms.is_empty();
     // A HEAD suffices when only the digest matters and no platform filter needs the bytes.
@@ -101,16 +104,23 @@ async fn resolve_one(
             }
         }
     };
-    // A platform filter rewrites an index: the target must hold the rewritten one.
+    // A platform filter rewrites an index: the target must hold the rewritten one, unless the
+    // mapping keeps the digest (then the rewritten one is the fallback).
     let mut target_digest = digest.clone();
+    let mut fallback_digest = None;
     if let Some(m) = root.as_ref().filter(|m| media::is_index(&m.media_type))
         && let Some(filtered) = filter(source, m, platforms)?
     {
-        target_digest = filtered.digest;
+        if keep_digest {
+            fallback_digest = Some(filtered.digest);
+        } else {
+            target_digest = filtered.digest;
+        }
     }
     Ok(Resolved::Image(Box::new(ImagePlan {
         tag: w.tag,
         digest: target_digest,
+        fallback_digest,
         source_digest: digest,
         subject: None,
         media_type,

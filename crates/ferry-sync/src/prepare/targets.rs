@@ -3,9 +3,9 @@
 
 use std::collections::HashSet;
 
+use ferry_distribution::RegistryClient;
 use ferry_distribution::error::Error;
 use ferry_distribution::reference::Tag;
-use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::Target;
 use crate::plan::{ImagePlan, TargetState};
@@ -165,7 +165,7 @@ impl TargetListing {
                     };
                     Ok(compare(
                         client.head_manifest(repo, &reference).await?,
-                        &image.digest,
+                        image,
                     ))
                 }
             })
@@ -174,10 +174,13 @@ impl TargetListing {
     }
 }
 
-fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, source: &Digest) -> TargetState {
+/// The target's state from its HEAD: up to date when it holds the image's digest, or the
+/// filtered index a target that refused the kept digest got instead.
+fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, image: &ImagePlan) -> TargetState {
     match info {
         None => TargetState::Missing,
-        Some(i) if i.digest == *source => TargetState::UpToDate,
+        Some(i) if i.digest == image.digest => TargetState::UpToDate,
+        Some(i) if image.fallback_digest.as_ref() == Some(&i.digest) => TargetState::UpToDate,
         Some(i) => TargetState::Stale { current: i.digest },
     }
 }

@@ -211,7 +211,8 @@ pub(crate) fn store_manifest(
             format!("blob {missing} is not in {repo}"),
         ));
     }
-    if let Some(missing) = children.iter().find(|d| !has_manifest(d)) {
+    let check_children = !shared.config.personality.index_children_unchecked;
+    if let Some(missing) = children.iter().find(|d| check_children && !has_manifest(d)) {
         return Err(refuse(
             400,
             "MANIFEST_BLOB_UNKNOWN",

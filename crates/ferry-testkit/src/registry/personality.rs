@@ -28,6 +28,9 @@ pub struct Personality {
     pub tag_delete_refused: bool,
     /// Any write to a repository name without a `/` is answered 400 NAME_INVALID.
     pub one_component_names_refused: bool,
+    /// An index is stored without checking that its child manifests are there (the default,
+    /// like distribution 2.8, answers 400 MANIFEST_BLOB_UNKNOWN).
+    pub index_children_unchecked: bool,
 }
 
 impl Personality {
