@@ -619,3 +619,45 @@ async fn a_lost_reply_to_the_last_chunk_is_closed_without_reading_past_the_end()
         .collect();
     assert!(ranged.is_empty(), "nothing read again: {ranged:?}");
 }
+
+/// A target whose session POST needs a retry lets the tee go on without it: the other target
+/// takes the blob from the one source read, and the retried target reads the source again
+/// (the second-read case of ferry-sync's RULES.md) instead of holding the shared stream through
+/// its backoff.
+#[tokio::test(start_paused = true)]
+async fn a_retried_session_post_does_not_hold_the_other_targets_stream() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let a = TestRegistry::builder().start().await.unwrap();
+    let b = TestRegistry::builder().start().await.unwrap();
+    let layer = vec![0x42u8; 40_000];
+    src.seed_image("lib/app", "1", &[&layer]);
+    a.faults().push(FaultRule::on(
+        OpKind::UploadStart,
+        FaultAction::AfterCommit { code: 502 },
+    ));
+    let registries = [&src, &a, &b]
+        .iter()
+        .map(|r| registry_entry(&r.host(), &r.url(), FAST_RETRY))
+        .collect::<String>();
+    let mappings = format!(
+        "  - source: \"{}/lib/app\"\n    targets: [\"{}/mirror/app\", \"{}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.host(),
+        a.host(),
+        b.host()
+    );
+    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(&src, "lib/app", &a, "mirror/app");
+    assert_mirrored(&src, "lib/app", &b, "mirror/app");
+    // Two blobs (the config and the layer), each read once for both targets, and the one
+    // whose POST to `a` was retried read again for `a`.
+    let reads = src
+        .requests()
+        .iter()
+        .filter(|r| r.op == OpKind::BlobGet)
+        .count();
+    assert_eq!(
+        reads, 3,
+        "one read shared, one again for the retried target"
+    );
+}

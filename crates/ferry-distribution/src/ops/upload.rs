@@ -252,15 +252,6 @@ impl RegistryClient {
         Ok(())
     }
 
-    /// Opens an upload session, retried as an operation of its own: a POST whose reply is lost
-    /// costs this step one retry, not the upload a whole attempt of POST and PUT.
-    pub async fn start_upload(&self, repository: &str) -> Result<UploadSession, Error> {
-        self.run(Call::new(Operation::UploadStart, Some(repository)), |_| {
-            self.start_upload_once(repository)
-        })
-        .await
-    }
-
     /// Mounts `digest` from `from` into `repository`, retried. A registry that refuses mounts
     /// (learned here, once) gets an ordinary upload session instead, in the same attempt.
     pub async fn mount_blob(

@@ -193,20 +193,32 @@ async fn write_sink(
             };
             // Then the session is opened, retried on its own: an upload attempt is one write
             // (a PUT, or docker's PATCH and PUT), and a lost POST reply costs a retry of the
-            // POST rather than an attempt of the upload. Meanwhile the tee waits for this sink
-            // (a few chunks of backpressure), as it waits for any slow sink.
+            // POST rather than an attempt of the upload. A POST that needs a retry lets the tee
+            // go on without this sink (which reads the source again later), so one lost reply
+            // does not stall the blob's other targets through the backoff.
             let source_failed = matches!(tee, Some(Err(_)));
+            let first = std::sync::Mutex::new(tee);
+            let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
             let session = match session {
                 Some(s) => Some(s),
                 None if source_failed => None,
-                None => match client.start_upload(&repository).await {
-                    Ok(s) => Some(s),
-                    Err(e) => return Err(poisoned.get().cloned().unwrap_or(e)),
-                },
+                None => {
+                    let call = Call::new(Operation::UploadStart, Some(&repository));
+                    let opened = client
+                        .run(call, |attempt| {
+                            if attempt.number > 1 {
+                                drop(take_first());
+                            }
+                            client.start_upload_once(&repository)
+                        })
+                        .await;
+                    match opened {
+                        Ok(s) => Some(s),
+                        Err(e) => return Err(poisoned.get().cloned().unwrap_or(e)),
+                    }
+                }
             };
             let session = Mutex::new(session);
-            let first = std::sync::Mutex::new(tee);
-            let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
             // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
             let operation = if blob.size <= shape.monolithic_limit {
                 Operation::UploadFinish
