@@ -118,6 +118,7 @@ fn one_mapping(
         retag,
         platforms_keep_digest: false,
         line: 0,
+        repositories: None,
     })
 }
 

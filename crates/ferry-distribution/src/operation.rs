@@ -60,6 +60,8 @@ operations! {
     UploadCancel,
     /// `GET /v2/<name>/referrers/<digest>`, one page.
     ReferrersList,
+    /// `GET /v2/_catalog`, one page: the registry's repositories.
+    Catalog,
 }
 
 /// Whether a request whose outcome is unknown may be sent again.
@@ -79,7 +81,7 @@ impl Operation {
         match self {
             // Reads change nothing.
             Ping | TokenExchange | TagList | ManifestHead | ManifestGet | BlobHead | BlobGet
-            | UploadStatus | ReferrersList => Replay::Safe,
+            | UploadStatus | ReferrersList | Catalog => Replay::Safe,
             // Content-addressed writes: the digest names the bytes, so a second copy is the same.
             ManifestPutByDigest | UploadFinish | Mount => Replay::Safe,
             // The same bytes under the same tag: the spec makes this PUT idempotent.
@@ -114,7 +116,7 @@ impl Operation {
             | UploadFinish
             | UploadCancel => true,
             Ping | TokenExchange | TagList | ManifestHead | ManifestGet | BlobHead | BlobGet
-            | UploadStatus | ReferrersList => false,
+            | UploadStatus | ReferrersList | Catalog => false,
         }
     }
 
@@ -141,6 +143,7 @@ impl Operation {
             UploadFinish => "upload finish PUT",
             UploadCancel => "upload cancel",
             ReferrersList => "referrers list",
+            Catalog => "catalog list",
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct MappingDryRun {
     /// Listed tags whose manifest the source did not serve: a sync reports them failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unfetched: Vec<FilteredTag>,
+    /// A whole-registry mapping's own entry: the repositories (`host/path`) its catalog
+    /// matched, each shown as a mapping of its own with the same index. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expanded: Option<Vec<String>>,
 }
 
 /// An image stale on at least one target.
@@ -187,6 +191,7 @@ impl DryRun {
                         })
                         .collect();
                     entry.missing_exact = resolved.missing_exact.clone();
+                    entry.expanded = resolved.expanded.clone();
                     entry.rejected_names = resolved.rejected_names.clone();
                     entry.unfetched = resolved
                         .unfetched
@@ -318,6 +323,12 @@ impl DryRun {
             if let Some(e) = &m.error {
                 let _ = writeln!(out, "  FAILED  {e}");
                 continue;
+            }
+            if let Some(expanded) = &m.expanded {
+                let _ = writeln!(out, "  expands to {} repositories", expanded.len());
+                for r in expanded {
+                    let _ = writeln!(out, "  repo    {r}");
+                }
             }
             let rows: Vec<(String, String, String, String)> = m
                 .to_copy

@@ -96,6 +96,17 @@ pub struct RejectedNameReport {
     pub rejected: crate::plan::RejectedName,
 }
 
+/// What one whole-registry mapping (a source ending in `/*` or `/**`) expanded to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExpansionReport {
+    /// Position of the mapping in the config.
+    pub mapping: usize,
+    /// The mapping's source as written (`registry.example.com/team/**`).
+    pub source: String,
+    /// The repositories its catalog matched (`host/path`), each copied as a mapping of its own.
+    pub repositories: Vec<String>,
+}
+
 /// Sums over the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
@@ -192,6 +203,10 @@ pub struct SyncReport {
     /// Listed names left out as invalid; present in the JSON only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected_names: Vec<RejectedNameReport>,
+    /// What each whole-registry mapping expanded to; present in the JSON only when there are
+    /// some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expansions: Vec<ExpansionReport>,
     /// Every registry the run talked to.
     pub registries: Vec<RegistryReport>,
     /// Sums over the run.
@@ -260,6 +275,20 @@ impl SyncReport {
         any
     }
 
+    /// Records what each whole-registry mapping of `plan` expanded to.
+    pub fn note_expansions(&mut self, plan: &crate::plan::Plan) {
+        self.expansions = plan
+            .resolved()
+            .filter_map(|(m, r)| {
+                Some(ExpansionReport {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    repositories: r.expanded.clone()?,
+                })
+            })
+            .collect();
+    }
+
     /// The human summary: failures first, then totals.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
@@ -268,12 +297,30 @@ impl SyncReport {
                 let _ = writeln!(out, "FAILED  mapping {} ({}): {error}", m.mapping, m.source);
             }
         }
-        for r in &self.rejected_names {
+        for e in &self.expansions {
             let _ = writeln!(
                 out,
-                "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
-                r.mapping, r.source, r.rejected.name, r.rejected.reason
+                "expanded  mapping {} ({}): {} repositories{}{}",
+                e.mapping,
+                e.source,
+                e.repositories.len(),
+                if e.repositories.is_empty() { "" } else { ": " },
+                e.repositories.join(", ")
             );
+        }
+        for r in &self.rejected_names {
+            let _ = match r.rejected.listed_in {
+                crate::plan::ListedIn::TagList => writeln!(
+                    out,
+                    "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
+                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                ),
+                crate::plan::ListedIn::Catalog => writeln!(
+                    out,
+                    "LEFT OUT  mapping {} ({}): repository {:?} from the catalog: {}",
+                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                ),
+            };
         }
         for i in &self.images {
             match &i.status {

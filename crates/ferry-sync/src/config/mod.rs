@@ -8,6 +8,7 @@
 //! which are always written in full.
 
 mod check;
+pub mod glob;
 mod interpolate;
 mod locate;
 pub mod raw;
@@ -26,6 +27,7 @@ use ferry_distribution::reference::{Reference, Tag};
 use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
 use check::Checker;
+pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
 use raw::RawConfig;
@@ -188,7 +190,8 @@ pub struct Mapping {
     pub source: String,
     /// Where the source is read from.
     pub origin: Origin,
-    /// Where it goes: the listed targets, or the group's expanded; never empty, no duplicates.
+    /// Where it goes: the listed targets, or the group's expanded; no duplicates, never empty
+    /// but for a whole-registry mapping (see `repositories`).
     pub targets: Vec<Target>,
     /// Which of the source's tags are copied.
     pub tags: TagFilter,
@@ -211,6 +214,11 @@ pub struct Mapping {
     pub platforms_keep_digest: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
+    /// A whole-registry mapping (a source ending in `/*` or `/**`): the pattern the prepare
+    /// phase expands through the registry's catalog into one mapping per matched repository.
+    /// Such a mapping has no `targets` and no `digests` of its own; its `origin` names the
+    /// registry and the prefix. `None` for every other mapping.
+    pub repositories: Option<RepositoryGlob>,
 }
 
 /// Where a mapping reads.

@@ -191,7 +191,10 @@ pub struct RawRetry {
 #[serde(deny_unknown_fields)]
 pub struct RawMapping {
     /// Source repository, e.g. "docker.io/library/alpine" (no tag or digest), or
-    /// "oci:<directory>" (an OCI image layout).
+    /// "oci:<directory>" (an OCI image layout), or a whole registry or prefix:
+    /// "registry.example.com/team/*" (one path level) or "registry.example.com/team/**" (any
+    /// depth), expanded through the registry's catalog; each repository found goes to each
+    /// target prefix plus the part after the source's prefix.
     pub source: String,
     /// Target repositories: "host[:port]/path" or "oci:<directory>".
     #[serde(default)]
@@ -229,6 +232,10 @@ pub struct RawMapping {
     /// (default false; `ferry sync --prune` turns it on for every mapping).
     #[serde(default)]
     pub prune: Option<bool>,
+    /// With a source ending in `/*` or `/**`: the most repositories it may expand to (default
+    /// 1000); a catalog matching more fails the mapping, naming both counts.
+    #[serde(default)]
+    pub max_repositories: Option<usize>,
 }
 
 /// A credential as read from YAML: any scalar, never echoed in an error.

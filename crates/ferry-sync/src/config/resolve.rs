@@ -11,6 +11,7 @@ use ferry_distribution::reference::DOCKER_HUB;
 use ferry_distribution::reference::Reference;
 
 use super::check::Checker;
+use super::glob::{DEFAULT_MAX_REPOSITORIES, RepositoryGlob, TargetPrefix};
 use super::locate::FieldPath;
 use super::raw::{self, RawAuth, RawConfig, RawRegistry};
 use super::{
@@ -65,6 +66,51 @@ impl Checker<'_> {
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
             let path = root.key("mappings").index(index);
             let line = self.locator.value(&path).line;
+            if let Some(glob) = RepositoryGlob::parse(&mapping.source) {
+                let glob = self.resolve_glob(&path, &mapping, glob, &groups);
+                let tags = match &mapping.tags {
+                    Some(spec) => self.compile_tags(&path.key("tags"), spec),
+                    None => default_tags.clone(),
+                };
+                let platforms = match &mapping.platforms {
+                    Some(list) => self.check_platforms(&path.key("platforms"), list),
+                    None => default_platforms.clone(),
+                };
+                let immutable = match &mapping.immutable {
+                    Some(list) => self.compile_globs(&path.key("immutable"), list),
+                    None => default_immutable.clone(),
+                };
+                if let (Some(glob), Some(tags)) = (glob, tags) {
+                    mappings.push(Mapping {
+                        index,
+                        source: glob.display(),
+                        origin: Origin::Registry {
+                            registry: glob.registry.clone(),
+                            repository: glob.prefix.clone(),
+                        },
+                        targets: Vec::new(),
+                        tags,
+                        digests: Vec::new(),
+                        platforms,
+                        referrers: mapping.referrers.unwrap_or(default_referrers),
+                        immutable,
+                        prune: mapping.prune.unwrap_or(false),
+                        retag: None,
+                        platforms_keep_digest: mapping
+                            .platforms_keep_digest
+                            .unwrap_or(default_keep_digest),
+                        line,
+                        repositories: Some(glob),
+                    });
+                }
+                continue;
+            }
+            if mapping.max_repositories.is_some() {
+                self.fail_key(
+                    &path.key("max_repositories"),
+                    "max_repositories applies to a source ending in /* or /** only",
+                );
+            }
             let source = match parse_origin(&mapping.source) {
                 Ok(origin) => Some(origin),
                 Err(message) => {
@@ -136,6 +182,7 @@ impl Checker<'_> {
                 retag: None,
                 platforms_keep_digest: mapping.platforms_keep_digest.unwrap_or(default_keep_digest),
                 line,
+                repositories: None,
             });
         }
         Some(Config {
@@ -344,6 +391,90 @@ impl Checker<'_> {
         groups
     }
 
+    /// A whole-registry mapping's pattern and target prefixes. Refused with it: `rename` (one
+    /// name cannot name many repositories) and `digests` (a digest belongs to one repository).
+    fn resolve_glob(
+        &mut self,
+        path: &FieldPath,
+        mapping: &raw::RawMapping,
+        parsed: Result<(String, String, bool), String>,
+        groups: &BTreeMap<String, Vec<TargetPrefix>>,
+    ) -> Option<RepositoryGlob> {
+        let parsed = match parsed {
+            Ok(p) => Some(p),
+            Err(message) => {
+                self.fail(&path.key("source"), message);
+                None
+            }
+        };
+        if mapping.rename.is_some() {
+            self.fail_key(
+                &path.key("rename"),
+                "rename cannot apply to a source ending in /* or /** (it names many repositories)",
+            );
+        }
+        if !mapping.digests.is_empty() {
+            self.fail_key(
+                &path.key("digests"),
+                "digests cannot apply to a source ending in /* or /** (a digest belongs to one repository)",
+            );
+        }
+        let max_repositories = self.at_least_one(
+            &path.key("max_repositories"),
+            mapping.max_repositories,
+            DEFAULT_MAX_REPOSITORIES,
+        );
+        let (targets, whole_path) = match (&mapping.targets, &mapping.target_group) {
+            (Some(_), Some(_)) => {
+                self.fail_key(
+                    &path.key("target_group"),
+                    "set either targets or target_group, not both",
+                );
+                return None;
+            }
+            (None, None) => {
+                self.fail(path, "needs targets or target_group");
+                return None;
+            }
+            (Some(list), None) => {
+                if list.is_empty() {
+                    self.fail(&path.key("targets"), "targets is empty");
+                }
+                let mut out = Vec::new();
+                for (i, text) in list.iter().enumerate() {
+                    match parse_prefix(text) {
+                        Ok(p) if out.contains(&p) => self.fail(
+                            &path.key("targets").index(i),
+                            format!("target prefix {p} is listed twice"),
+                        ),
+                        Ok(p) => out.push(p),
+                        Err(message) => self.fail(&path.key("targets").index(i), message),
+                    }
+                }
+                (out, false)
+            }
+            (None, Some(group)) => match groups.get(group) {
+                Some(prefixes) => (prefixes.clone(), true),
+                None => {
+                    self.fail(
+                        &path.key("target_group"),
+                        format!("unknown target group \"{group}\""),
+                    );
+                    return None;
+                }
+            },
+        };
+        let (registry, prefix, any_depth) = parsed?;
+        Some(RepositoryGlob {
+            registry,
+            prefix,
+            any_depth,
+            targets,
+            whole_path,
+            max_repositories,
+        })
+    }
+
     fn resolve_targets(
         &mut self,
         path: &FieldPath,
@@ -432,22 +563,6 @@ impl Checker<'_> {
     }
 }
 
-/// A `target_groups` entry: where mapped repositories go.
-#[derive(Clone, Debug)]
-enum TargetPrefix {
-    Oci(String),
-    Registry(String),
-}
-
-impl TargetPrefix {
-    fn join(&self, name: &str) -> Result<Target, String> {
-        match self {
-            TargetPrefix::Oci(dir) => parse_target(&format!("oci:{dir}/{name}")),
-            TargetPrefix::Registry(prefix) => parse_target(&format!("{prefix}/{name}")),
-        }
-    }
-}
-
 fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
     let trimmed = text.trim_end_matches('/');
     if let Some(dir) = trimmed.strip_prefix("oci:") {
@@ -474,7 +589,7 @@ fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
     })
 }
 
-fn parse_target(text: &str) -> Result<Target, String> {
+pub(super) fn parse_target(text: &str) -> Result<Target, String> {
     if let Some(dir) = layout_dir(text, "target") {
         return dir.map(|path| Target::OciLayout { path });
     }

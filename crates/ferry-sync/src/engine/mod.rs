@@ -131,6 +131,7 @@ pub async fn sync(
     let start = Instant::now();
     let plans = futures::stream::iter(plan.mappings.iter().cloned());
     let mut report = sync_as_resolved(plans, registries, options, stop).await;
+    report.note_expansions(plan);
     // The whole run: the prepare phase and the engine.
     report.elapsed = plan.elapsed + start.elapsed();
     report
@@ -520,6 +521,7 @@ fn summarise(
         images,
         failed_mappings,
         rejected_names,
+        expansions: Vec::new(),
         registries: registries_report,
         totals,
         elapsed: start.elapsed(),

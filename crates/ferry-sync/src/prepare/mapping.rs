@@ -213,5 +213,6 @@ pub async fn resolve_mapping(
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
         target_tags,
+        expanded: None,
     })
 }
