@@ -113,6 +113,8 @@ fn one_mapping(
         digests,
         platforms,
         referrers: false,
+        referrer_filter: Default::default(),
+        require_referrers: Vec::new(),
         immutable: TagGlobs::default(),
         prune: false,
         retag,

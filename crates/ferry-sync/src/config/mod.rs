@@ -201,6 +201,11 @@ pub struct Mapping {
     pub platforms: Vec<Platform>,
     /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
+    /// Which referrers travel, by artifact type, when `referrers` is on (default: all).
+    pub referrer_filter: ReferrerFilter,
+    /// Artifact types each image's source must have a referrer of; an image lacking one fails
+    /// before anything is copied for it. Empty = no requirement.
+    pub require_referrers: Vec<String>,
     /// Tags that never change once pushed: one a target's listing names is up to date there
     /// without a manifest request (see `crate::prepare::targets`). Empty = none.
     pub immutable: TagGlobs,
@@ -219,6 +224,16 @@ pub struct Mapping {
     /// Such a mapping has no `targets` and no `digests` of its own; its `origin` names the
     /// registry and the prefix. `None` for every other mapping.
     pub repositories: Option<RepositoryGlob>,
+}
+
+/// Which referrers travel, by artifact type (`application/spdx+json`, or `cosign:sig`,
+/// `cosign:att`, `cosign:sbom` for cosign's legacy tags); see `crate::prepare::referrers`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReferrerFilter {
+    /// Only these kinds travel; empty = every kind.
+    pub include: Vec<String>,
+    /// These kinds never travel.
+    pub exclude: Vec<String>,
 }
 
 /// Where a mapping reads.

@@ -16,7 +16,7 @@ use super::locate::FieldPath;
 use super::raw::{self, RawAuth, RawConfig, RawRegistry};
 use super::{
     AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
-    Mapping, Origin, RegistrySettings, RetryOverrides, Target,
+    Mapping, Origin, ReferrerFilter, RegistrySettings, RetryOverrides, Target,
 };
 use crate::filter::{TagFilter, TagGlobs};
 
@@ -51,8 +51,12 @@ impl Checker<'_> {
             None => Vec::new(),
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
-        let default_referrers = defaults.referrers.unwrap_or(true);
         let default_keep_digest = defaults.platforms_keep_digest.unwrap_or(false);
+        let default_referrers = match &defaults.referrers {
+            None => (true, ReferrerFilter::default()),
+            Some(r) => self.referrer_choice(&defaults_path.key("referrers"), r),
+        };
+        let default_required = defaults.require_referrers.clone().unwrap_or_default();
         let default_immutable = match &defaults.immutable {
             None => TagGlobs::default(),
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
@@ -66,6 +70,15 @@ impl Checker<'_> {
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
             let path = root.key("mappings").index(index);
             let line = self.locator.value(&path).line;
+            let referrers = match &mapping.referrers {
+                None => default_referrers.clone(),
+                Some(r) => self.referrer_choice(&path.key("referrers"), r),
+            };
+            let require_referrers = mapping
+                .require_referrers
+                .clone()
+                .unwrap_or_else(|| default_required.clone());
+            self.check_kinds(&path.key("require_referrers"), &require_referrers);
             if let Some(glob) = RepositoryGlob::parse(&mapping.source) {
                 let glob = self.resolve_glob(&path, &mapping, glob, &groups);
                 let tags = match &mapping.tags {
@@ -92,7 +105,9 @@ impl Checker<'_> {
                         tags,
                         digests: Vec::new(),
                         platforms,
-                        referrers: mapping.referrers.unwrap_or(default_referrers),
+                        referrers: referrers.0,
+                        referrer_filter: referrers.1,
+                        require_referrers,
                         immutable,
                         prune: mapping.prune.unwrap_or(false),
                         retag: None,
@@ -176,7 +191,9 @@ impl Checker<'_> {
                 tags,
                 digests,
                 platforms,
-                referrers: mapping.referrers.unwrap_or(default_referrers),
+                referrers: referrers.0,
+                referrer_filter: referrers.1,
+                require_referrers,
                 immutable,
                 prune: mapping.prune.unwrap_or(false),
                 retag: None,
@@ -191,6 +208,61 @@ impl Checker<'_> {
             registries,
             mappings,
         })
+    }
+
+    /// `referrers:` resolved: whether referrers are copied, and which. A filter turns copying on.
+    fn referrer_choice(
+        &mut self,
+        path: &FieldPath,
+        raw: &raw::RawReferrers,
+    ) -> (bool, ReferrerFilter) {
+        match raw {
+            raw::RawReferrers::Copy(on) => (*on, ReferrerFilter::default()),
+            raw::RawReferrers::Filter(f) => {
+                self.check_kinds(&path.key("include"), &f.include);
+                self.check_kinds(&path.key("exclude"), &f.exclude);
+                if let Some(both) = f.include.iter().find(|k| f.exclude.contains(k)) {
+                    self.fail(
+                        &path.key("exclude"),
+                        format!("{both} is both included and excluded"),
+                    );
+                }
+                (
+                    true,
+                    ReferrerFilter {
+                        include: f.include.clone(),
+                        exclude: f.exclude.clone(),
+                    },
+                )
+            }
+        }
+    }
+
+    /// Artifact types as a media type (`type/subtype[+suffix]`) or cosign's `cosign:sig`,
+    /// `cosign:att`, `cosign:sbom`.
+    fn check_kinds(&mut self, path: &FieldPath, kinds: &[String]) {
+        for (i, kind) in kinds.iter().enumerate() {
+            let cosign = crate::prepare::referrers::COSIGN_TAGS
+                .iter()
+                .any(|(_, name)| name == kind);
+            let media = kind.split_once('/').is_some_and(|(t, s)| {
+                let ok = |p: &str| {
+                    p.len() <= 127
+                        && p.starts_with(|c: char| c.is_ascii_alphanumeric())
+                        && p.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+                };
+                ok(t) && ok(s)
+            });
+            if !(cosign || media) {
+                self.fail(
+                    &path.index(i),
+                    format!(
+                        "\"{kind}\" is not an artifact type (a media type such as application/spdx+json, or cosign:sig, cosign:att, cosign:sbom)"
+                    ),
+                );
+            }
+        }
     }
 
     fn resolve_engine(&mut self, raw: raw::RawEngine) -> EngineSettings {

@@ -3,6 +3,7 @@
 
 pub mod expand;
 pub mod mapping;
+pub mod referrers;
 pub mod source;
 pub mod targets;
 pub mod tracker;
