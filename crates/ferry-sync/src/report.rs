@@ -207,6 +207,10 @@ pub struct SyncReport {
     /// some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub expansions: Vec<ExpansionReport>,
+    /// Repositories this run created (ECR's `create_repositories`), as `host/repository`;
+    /// present in the JSON only when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repositories_created: Vec<String>,
     /// Every registry the run talked to.
     pub registries: Vec<RegistryReport>,
     /// Sums over the run.
@@ -307,6 +311,9 @@ impl SyncReport {
                 if e.repositories.is_empty() { "" } else { ": " },
                 e.repositories.join(", ")
             );
+        }
+        for r in &self.repositories_created {
+            let _ = writeln!(out, "created  repository {r}");
         }
         for r in &self.rejected_names {
             let _ = match r.rejected.listed_in {

@@ -98,6 +98,18 @@ pub struct RegistrySettings {
     pub budget: Budget,
     /// Retry settings that replace the built-in policy's.
     pub retry: RetryOverrides,
+    /// An ECR registry: create a missing target repository (through the ECR API) before the
+    /// first push to it, with these settings. `None`: never create.
+    pub create_repositories: Option<RepositoryCreation>,
+}
+
+/// How ferry creates a missing ECR repository; unset fields keep ECR's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepositoryCreation {
+    /// `IMMUTABLE` tags (true) or `MUTABLE` (false).
+    pub tag_immutability: Option<bool>,
+    /// Scan each image on push.
+    pub scan_on_push: Option<bool>,
 }
 
 /// Whom a registry's `max_concurrent` and `requests_per_second` budget when the config runs in
@@ -126,6 +138,7 @@ impl RegistrySettings {
             requests_per_second: None,
             budget: Budget::Fleet,
             retry: RetryOverrides::default(),
+            create_repositories: None,
         }
     }
 }

@@ -119,6 +119,58 @@ pub struct RawRegistry {
     /// Retry overrides for this host.
     #[serde(default)]
     pub retry: Option<RawRetry>,
+    /// ECR only: create a missing target repository before the first push to it (ECR refuses
+    /// pushes to repositories that do not exist). `true`, or `{tag_immutability: true,
+    /// scan_on_push: true}` to pass those settings through (default: ECR's).
+    #[serde(default)]
+    pub create_repositories: Option<RawCreateRepositories>,
+}
+
+/// `create_repositories:` as written: a switch, or the settings a created repository gets.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCreateRepositories {
+    /// Create (`true`) with ECR's defaults, or never (`false`).
+    Create(bool),
+    /// Create, with these settings.
+    With(RawRepositoryCreation),
+}
+
+/// The settings a repository ferry creates gets.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRepositoryCreation {
+    /// Make tags immutable (`IMMUTABLE`) or not (`MUTABLE`); default: ECR's (mutable).
+    #[serde(default)]
+    pub tag_immutability: Option<bool>,
+    /// Scan images on push; default: ECR's (off).
+    #[serde(default)]
+    pub scan_on_push: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for RawCreateRepositories {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CreateVisitor;
+        impl<'de> serde::de::Visitor<'de> for CreateVisitor {
+            type Value = RawCreateRepositories;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false, or {tag_immutability: bool, scan_on_push: bool}")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(RawCreateRepositories::Create(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                RawRepositoryCreation::deserialize(serde::de::value::MapAccessDeserializer::new(
+                    map,
+                ))
+                .map(RawCreateRepositories::With)
+            }
+        }
+        deserializer.deserialize_any(CreateVisitor)
+    }
 }
 
 /// Whom a registry's limits budget when the config runs in shards.

@@ -16,7 +16,7 @@ use super::locate::FieldPath;
 use super::raw::{self, RawAuth, RawConfig, RawRegistry};
 use super::{
     AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
-    Mapping, Origin, ReferrerFilter, RegistrySettings, RetryOverrides, Target,
+    Mapping, Origin, ReferrerFilter, RegistrySettings, RepositoryCreation, RetryOverrides, Target,
 };
 use crate::filter::{TagFilter, TagGlobs};
 
@@ -382,6 +382,26 @@ impl Checker<'_> {
             }
             let client_identity =
                 self.client_identity(&path, registry.client_cert, registry.client_key);
+            let create_repositories = match &registry.create_repositories {
+                None | Some(raw::RawCreateRepositories::Create(false)) => None,
+                Some(raw::RawCreateRepositories::Create(true)) => {
+                    Some(RepositoryCreation::default())
+                }
+                Some(raw::RawCreateRepositories::With(c)) => Some(RepositoryCreation {
+                    tag_immutability: c.tag_immutability,
+                    scan_on_push: c.scan_on_push,
+                }),
+            };
+            if create_repositories.is_some() && crate::ecr::EcrHost::parse(&host).is_none() {
+                self.fail_key(
+                    &path.key("create_repositories"),
+                    format!(
+                        "create_repositories applies to ECR registries only \
+                         (<account>.dkr.ecr.<region>.amazonaws.com), not {host}: other registries \
+                         create a repository on its first push"
+                    ),
+                );
+            }
             out.push(RegistrySettings {
                 host,
                 url: registry.url,
@@ -396,6 +416,7 @@ impl Checker<'_> {
                     Some(raw::RawBudget::PerShard) => Budget::PerShard,
                 },
                 retry,
+                create_repositories,
             });
         }
         out

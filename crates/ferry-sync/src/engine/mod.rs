@@ -361,7 +361,22 @@ async fn take_in(
                 ));
                 continue;
             }
-            let place = resolve_target(&target, registries).await;
+            // A missing repository on a registry that needs it made (ECR's
+            // `create_repositories`) is created before anything is pushed to it, once per run.
+            let created = match (&target, &state) {
+                (
+                    Target::Registry {
+                        registry,
+                        repository,
+                    },
+                    TargetState::NewRepository,
+                ) => registries.ensure_repository(registry, repository).await,
+                _ => None,
+            };
+            let place = match created {
+                Some(Err(e)) => Err(e),
+                _ => resolve_target(&target, registries).await,
+            };
             targets.push(ResolvedTarget {
                 target,
                 state,
@@ -522,6 +537,7 @@ fn summarise(
         failed_mappings,
         rejected_names,
         expansions: Vec::new(),
+        repositories_created: registries.created_repositories(),
         registries: registries_report,
         totals,
         elapsed: start.elapsed(),

@@ -1,5 +1,6 @@
 //! Whole-registry mappings expanded in the prepare phase: each one's registry catalog listed
-//! (through the prepare window, under the one retry shape), its names checked, one mapping made per match.
+//! (through the prepare window, under the one retry shape; ECR's `DescribeRepositories` where
+//! the host is ECR), its names checked, one mapping made per match.
 //!
 //! Catalog names come from outside: each is validated as a repository name (`RepositoryName`)
 //! and matched by path components against the prefix; a name under the prefix that is not a
@@ -210,8 +211,15 @@ pub async fn expand_all(
 
 /// The glob's catalog, split into matches and rejected names.
 async fn list(glob: &RepositoryGlob, registries: &Registries) -> Result<Listed, Error> {
-    let client = registries.client(&glob.registry).await?;
-    let names = client.list_repositories(MAX_CATALOG).await?;
+    // ECR serves no catalog: its API lists the repositories instead.
+    let names = if crate::ecr::EcrHost::parse(&glob.registry).is_some() {
+        registries
+            .ecr_repositories(&glob.registry, MAX_CATALOG)
+            .await?
+    } else {
+        let client = registries.client(&glob.registry).await?;
+        client.list_repositories(MAX_CATALOG).await?
+    };
     let mut listed = Listed {
         matched: Vec::new(),
         rejected: Vec::new(),

@@ -433,6 +433,14 @@ pub(crate) async fn handle(
         conn: conn.clone(),
     };
     let mut op = op;
+    if let Some(reply) = super::personality::refuse_missing_repository(
+        &shared.config.personality,
+        op,
+        incoming.route.repo(),
+        |repo| shared.store().repos.contains_key(repo),
+    ) {
+        return finish(&shared, reply, guard, None, &conn);
+    }
     match super::personality::intercept(&shared.config.personality, &mut op, &mut incoming).await {
         Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
         Ok(None) => {}
