@@ -38,6 +38,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         dry_run: false,
         json: args.json,
         report: None,
+        metrics: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }

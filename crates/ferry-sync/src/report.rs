@@ -152,6 +152,8 @@ pub struct RegistryReport {
     pub stats: ferry_distribution::stats::StatsSnapshot,
     /// Times its window was halved for congestion.
     pub window_halvings: u64,
+    /// Its circuit breaker at the end of the run: `closed`, `half_open` or `open`.
+    pub breaker: String,
     /// What the registry turned out to accept: the upload flow it got, and each feature
     /// learned as works, refused or ignored (unknown when the run did not use it).
     pub capabilities: ferry_distribution::capabilities::CapabilitiesSnapshot,

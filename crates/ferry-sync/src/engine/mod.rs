@@ -621,6 +621,12 @@ pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
                 .window(ferry_distribution::Operation::BlobGet)
                 .snapshot()
                 .halvings,
+            breaker: match c.gate().breaker.state() {
+                ferry_distribution::breaker::BreakerState::Closed => "closed",
+                ferry_distribution::breaker::BreakerState::HalfOpen => "half_open",
+                ferry_distribution::breaker::BreakerState::Open => "open",
+            }
+            .to_owned(),
             capabilities: c.capabilities().snapshot(),
         })
         .collect()
