@@ -432,6 +432,67 @@ async fn watch_metrics_match_the_registry_access_log() {
     let _ = child.start_kill();
 }
 
+/// From the CLI: a whole-registry mapping's dry run lists what it expands to and copies
+/// nothing; the real run copies each repository and its JSON report lists the expansion; a
+/// referrer filter and require_referrers are read from the same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_registry_mapping_from_the_cli_dry_run_then_sync() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("team/app", "v1", &[b"app"]);
+    reg.seed_image("team/db", "v1", &[b"db"]);
+    reg.seed_image("other/x", "v1", &[b"x"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = reg.host();
+    let mappings = format!(
+        "  - source: \"{host}/team/*\"\n    targets: [\"{host}/mirror\"]\n    referrers: {{ include: [\"application/spdx+json\"] }}\n"
+    );
+    let config = write_config(dir.path(), &registry_entry(&host, &reg.url()), &mappings);
+    let config = config.to_str().unwrap();
+
+    let dry = ferry(&["sync", "-c", config, "--dry-run", "--json"]).await;
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(
+        plan["mappings"][0]["expanded"],
+        serde_json::json!([format!("{host}/team/app"), format!("{host}/team/db")])
+    );
+    assert_eq!(plan["mappings"][1]["source"], format!("{host}/team/app"));
+    assert!(
+        reg.tags("mirror/app").is_empty(),
+        "a dry run copies nothing"
+    );
+
+    let run = ferry(&["sync", "-c", config, "--json"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(
+        report["expansions"][0]["repositories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(report["totals"]["images_synced"], 2);
+    assert_eq!(reg.tags("mirror/app"), ["v1"]);
+    assert_eq!(reg.tags("mirror/db"), ["v1"]);
+    assert!(reg.tags("mirror/x").is_empty());
+
+    // A required signature nobody made: both images fail, nothing more is written, exit 2.
+    let required = format!(
+        "{mappings}    require_referrers: [\"application/vnd.dev.sigstore.bundle.v0.3+json\"]\n"
+    )
+    .replace("/mirror\"", "/signed\"");
+    let config = write_config(dir.path(), &registry_entry(&host, &reg.url()), &required);
+    let run = ferry(&["sync", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("has no referrer of type"),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(reg.tags("signed/app").is_empty());
+}
+
 /// Starts `ferry watch` on `config`, waits for its first run and scrapes /metrics once.
 async fn watch_first_run(config: &str) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(FERRY)

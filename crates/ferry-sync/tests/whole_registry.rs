@@ -343,6 +343,8 @@ fn config_refuses_what_cannot_apply_to_many_repositories() {
         e.contains("only a final /* or /** may be a wildcard"),
         "{e}"
     );
+    let e = parse("  - { source: \"oci:./layouts/*\", targets: [m.io/x] }\n");
+    assert!(e.contains("a layout source cannot be a pattern"), "{e}");
     let e = parse("  - { source: r.io/team/*, targets: [m.io/x], max_repositories: 0 }\n");
     assert!(e.contains("max_repositories: must be at least 1"), "{e}");
     let ok = config::parse(

@@ -11,6 +11,7 @@ mod check;
 pub mod glob;
 mod interpolate;
 mod locate;
+mod mapping_checks;
 pub mod raw;
 mod resolve;
 mod units;
