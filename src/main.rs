@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod exit;
 mod logging;
+mod metrics;
 mod progress;
 
 use std::process::ExitCode;

@@ -365,6 +365,249 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
     );
 }
 
+/// `ferry watch` serves /metrics: scraped after the first run and read with a Prometheus text
+/// parser, the per-registry counters equal what the real registry's access log shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_metrics_match_the_registry_access_log() {
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = ferry_distribution::RegistryClient::new(
+        ferry_distribution::RegistryOptions::insecure_at(&real.url()),
+    )
+    .unwrap();
+    push_app(&client, "src/app0", b"one").await;
+    push_app(&client, "src/app1", b"two").await;
+    let before = real.access_log().await.unwrap().len();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&real.host(), &real.url());
+    let config = write_config(dir.path(), &registries, &app_mappings(&real.host(), 2));
+    let config = config.to_str().unwrap();
+
+    let (mut child, body) = watch_first_run(config).await;
+    let scrape = parse_metrics(&body);
+    let value = |name: &str, label: (&str, &str)| metric(&scrape, &body, name, label);
+    let host = real.host();
+    let registry = ("registry", host.as_str());
+
+    let log = real.access_log().await.unwrap();
+    let sent = (log.len() - before) as f64;
+    assert!(sent > 0.0);
+    assert_eq!(
+        value("ferry_registry_requests_total", registry),
+        sent,
+        "{body}"
+    );
+    assert_eq!(value("ferry_registry_retries_total", registry), 0.0);
+    assert_eq!(value("ferry_registry_throttled_total", registry), 0.0);
+    assert_eq!(value("ferry_registry_breaker_state", registry), 0.0);
+    assert!(value("ferry_registry_read_bytes_total", registry) > 0.0);
+    assert!(value("ferry_registry_written_bytes_total", registry) > 0.0);
+    // Two images, one manifest PUT each, as the log shows.
+    assert_eq!(
+        log.count("PUT", "/v2/dst/"),
+        2 + log.count("PUT", "/v2/dst/app0/blobs") + log.count("PUT", "/v2/dst/app1/blobs")
+    );
+    assert_eq!(
+        value("ferry_last_run_images", ("status", "synced")),
+        2.0,
+        "{body}"
+    );
+    assert_eq!(value("ferry_last_run_images", ("status", "failed")), 0.0);
+    assert_eq!(value("ferry_runs_total", ("code", "0")), 1.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let last = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "ferry_last_success_timestamp_seconds")
+        .map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            _ => 0.0,
+        })
+        .expect("the last success");
+    assert!(last > 0.0 && last <= now + 1.0, "{last}");
+    let _ = child.start_kill();
+}
+
+/// From the CLI: a whole-registry mapping's dry run lists what it expands to and copies
+/// nothing; the real run copies each repository and its JSON report lists the expansion; a
+/// referrer filter and require_referrers are read from the same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_registry_mapping_from_the_cli_dry_run_then_sync() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("team/app", "v1", &[b"app"]);
+    reg.seed_image("team/db", "v1", &[b"db"]);
+    reg.seed_image("other/x", "v1", &[b"x"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = reg.host();
+    let mappings = format!(
+        "  - source: \"{host}/team/*\"\n    targets: [\"{host}/mirror\"]\n    referrers: {{ include: [\"application/spdx+json\"] }}\n"
+    );
+    let config = write_config(dir.path(), &registry_entry(&host, &reg.url()), &mappings);
+    let config = config.to_str().unwrap();
+
+    let dry = ferry(&["sync", "-c", config, "--dry-run", "--json"]).await;
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(
+        plan["mappings"][0]["expanded"],
+        serde_json::json!([format!("{host}/team/app"), format!("{host}/team/db")])
+    );
+    assert_eq!(plan["mappings"][1]["source"], format!("{host}/team/app"));
+    assert!(
+        reg.tags("mirror/app").is_empty(),
+        "a dry run copies nothing"
+    );
+
+    let run = ferry(&["sync", "-c", config, "--json"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(
+        report["expansions"][0]["repositories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(report["totals"]["images_synced"], 2);
+    assert_eq!(reg.tags("mirror/app"), ["v1"]);
+    assert_eq!(reg.tags("mirror/db"), ["v1"]);
+    assert!(reg.tags("mirror/x").is_empty());
+
+    // A required signature nobody made: both images fail, nothing more is written, exit 2.
+    let required = format!(
+        "{mappings}    require_referrers: [\"application/vnd.dev.sigstore.bundle.v0.3+json\"]\n"
+    )
+    .replace("/mirror\"", "/signed\"");
+    let config = write_config(dir.path(), &registry_entry(&host, &reg.url()), &required);
+    let run = ferry(&["sync", "-c", config.to_str().unwrap()]).await;
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("has no referrer of type"),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(reg.tags("signed/app").is_empty());
+}
+
+/// Starts `ferry watch` on `config`, waits for its first run and scrapes /metrics once.
+async fn watch_first_run(config: &str) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(FERRY)
+        .args([
+            "watch",
+            "-c",
+            config,
+            "--interval",
+            "1h",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut addr = None;
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line.clone());
+        if let Some(rest) = line.strip_prefix("watch: listening on ") {
+            addr = rest.split_whitespace().next().map(str::to_owned);
+        }
+        if line.starts_with("watch: run finished") {
+            break;
+        }
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no listening line: {seen:#?}"));
+    let response = http_get(&addr, "/metrics").await;
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    (child, body.to_owned())
+}
+
+/// /metrics read with a Prometheus text parser.
+fn parse_metrics(body: &str) -> prometheus_parse::Scrape {
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
+        .expect("the Prometheus text parser reads /metrics")
+}
+
+/// The value of `name{label}` in `scrape`.
+fn metric(scrape: &prometheus_parse::Scrape, body: &str, name: &str, label: (&str, &str)) -> f64 {
+    let sample = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1))
+        .unwrap_or_else(|| panic!("no {name}{{{}={}}} in\n{body}", label.0, label.1));
+    match sample.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        _ => panic!("{name} is not a number"),
+    }
+}
+
+/// Throttling through the test kit: a 429 answered to one manifest GET is one throttled answer
+/// and one retry on /metrics, and every request the registry counted is counted there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_metrics_count_throttles_and_retries_as_the_registry_saw_them() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, RetryAfter};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::ManifestGet,
+            FaultAction::Status {
+                code: 429,
+                retry_after: Some(RetryAfter::Seconds(0)),
+            },
+        )
+        .times(1),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg.host(), &reg.url()),
+        &app_mappings(&reg.host(), 1),
+    );
+    let (mut child, body) = watch_first_run(config.to_str().unwrap()).await;
+    let scrape = parse_metrics(&body);
+    let host = reg.host();
+    let registry = ("registry", host.as_str());
+    let stats = reg.stats();
+    let seen: u64 = stats.ops.values().sum();
+    assert_eq!(
+        metric(&scrape, &body, "ferry_registry_requests_total", registry),
+        seen as f64,
+        "{body}"
+    );
+    assert_eq!(
+        metric(&scrape, &body, "ferry_registry_throttled_total", registry),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        metric(&scrape, &body, "ferry_registry_retries_total", registry),
+        1.0,
+        "{body}"
+    );
+    assert_eq!(
+        metric(
+            &scrape,
+            &body,
+            "ferry_last_run_images",
+            ("status", "synced")
+        ),
+        1.0
+    );
+    let _ = child.start_kill();
+}
+
 /// Pushes a one-layer image to `repo:v1` on a real registry.
 async fn push_app(client: &ferry_distribution::RegistryClient, repo: &str, layer: &[u8]) {
     use ferry_distribution::{Algorithm, Digest, ops::Manifest};

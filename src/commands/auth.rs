@@ -76,10 +76,11 @@ fn hosts(config: &Config) -> BTreeSet<String> {
 /// A source repository on `host`, to check the credentials can read something.
 fn pull_probe(config: &Config, host: &str) -> Option<String> {
     config.mappings.iter().find_map(|m| match &m.origin {
+        // A whole-registry mapping's origin names a prefix, not a repository.
         Origin::Registry {
             registry,
             repository,
-        } if registry == host => Some(repository.clone()),
+        } if registry == host && m.repositories.is_none() => Some(repository.clone()),
         _ => None,
     })
 }

@@ -38,6 +38,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         dry_run: false,
         json: args.json,
         report: None,
+        metrics: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }
@@ -113,11 +114,14 @@ fn one_mapping(
         digests,
         platforms,
         referrers: false,
+        referrer_filter: Default::default(),
+        require_referrers: Vec::new(),
         immutable: TagGlobs::default(),
         prune: false,
         retag,
         platforms_keep_digest: false,
         line: 0,
+        repositories: None,
     })
 }
 

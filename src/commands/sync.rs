@@ -23,6 +23,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     pub json: bool,
     pub report: Option<PathBuf>,
+    /// `ferry watch`'s metrics, given each real run's report and exit code.
+    pub metrics: Option<Arc<crate::metrics::WatchMetrics>>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -49,6 +51,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         dry_run: args.dry_run,
         json: args.json,
         report: args.report.clone(),
+        metrics: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -229,10 +232,14 @@ async fn sync(
         Some(p) => with_prune(serde_json::to_value(&report), p),
     };
     emit(options, progress, json, || {});
-    match exit::for_report(&report) {
+    let code = match exit::for_report(&report) {
         Exit::Clean if pruned.as_ref().is_some_and(PruneReport::has_failures) => Exit::Partial,
         code => code,
+    };
+    if let Some(metrics) = &options.metrics {
+        metrics.record(Some(&report), code, std::time::SystemTime::now());
     }
+    code
 }
 
 /// Whether any mapping prunes.

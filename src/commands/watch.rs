@@ -1,6 +1,8 @@
 //! `ferry watch`: syncs a config every interval, one run at a time, re-reading the config before
 //! each run, and answers /healthz and /readyz on a minimal HTTP listener until SIGINT/SIGTERM.
 //!
+//! /metrics serves the Prometheus metrics (`crate::metrics`).
+//!
 //! /healthz is 200 while the process runs. /readyz is 200 when the last run finished within
 //! twice the interval, else 503 (before the first run ends, or when runs stall or stop).
 
@@ -15,8 +17,11 @@ use crate::cli::WatchArgs;
 use crate::commands::scope;
 use crate::commands::sync::{RunOptions, Signals, run_config};
 use crate::exit::Exit;
+use crate::metrics::WatchMetrics;
 use crate::progress::Progress;
 
+/// What /metrics answers: prometheus-client writes OpenMetrics text, which Prometheus reads.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Requests larger than this (request line and headers) are answered from what was read.
 const MAX_REQUEST: usize = 8 * 1024;
 /// A client gets this long to send its request and read the answer.
@@ -57,16 +62,18 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     };
     let local = listener.local_addr().unwrap_or(args.listen);
     progress.eprint(&format!(
-        "watch: listening on {local} (/healthz, /readyz); a sync every {}s",
+        "watch: listening on {local} (/healthz, /readyz, /metrics); a sync every {}s",
         args.interval.as_secs_f64()
     ));
     let health = Arc::new(Health::new(args.interval));
-    let server = tokio::spawn(serve(listener, Arc::clone(&health)));
+    let metrics = Arc::new(WatchMetrics::new());
+    let server = tokio::spawn(serve(listener, Arc::clone(&health), Arc::clone(&metrics)));
 
     let options = RunOptions {
         dry_run: false,
         json: false,
         report: args.report.clone(),
+        metrics: Some(metrics),
     };
     let mut ticker = tokio::time::interval(args.interval);
     // A run longer than the interval delays the next; runs never overlap and never bunch up.
@@ -145,13 +152,15 @@ impl Health {
 }
 
 /// Accepts connections until aborted; each gets one answer and is closed.
-async fn serve(listener: TcpListener, health: Arc<Health>) {
+async fn serve(listener: TcpListener, health: Arc<Health>, metrics: Arc<WatchMetrics>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let health = Arc::clone(&health);
+                let metrics = Arc::clone(&metrics);
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &health)).await;
+                    let answered = answer(stream, &health, &metrics);
+                    let _ = tokio::time::timeout(CLIENT_TIMEOUT, answered).await;
                 });
             }
             Err(e) => tracing::warn!("health listener: accept failed: {e}"),
@@ -159,7 +168,11 @@ async fn serve(listener: TcpListener, health: Arc<Health>) {
     }
 }
 
-async fn answer(mut stream: TcpStream, health: &Health) -> std::io::Result<()> {
+async fn answer(
+    mut stream: TcpStream,
+    health: &Health,
+    metrics: &WatchMetrics,
+) -> std::io::Result<()> {
     let mut request = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
@@ -171,16 +184,24 @@ async fn answer(mut stream: TcpStream, health: &Health) -> std::io::Result<()> {
     }
     let text = String::from_utf8_lossy(&request);
     let line = text.lines().next().unwrap_or_default();
-    let (status, body, head_only) = respond(line, health, Instant::now());
+    let (status, body, head_only) = respond(line, health, metrics, Instant::now());
+    let content_type = match (status, line.split_whitespace().nth(1)) {
+        (200, Some(t)) if t.split('?').next() == Some("/metrics") => OPENMETRICS,
+        _ => "text/plain; charset=utf-8",
+    };
     let reason = match status {
         200 => "OK",
         404 => "Not Found",
         405 => "Method Not Allowed",
         _ => "Service Unavailable",
     };
-    let body = format!("{body}\n");
+    let body = if body.ends_with('\n') {
+        body
+    } else {
+        format!("{body}\n")
+    };
     let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         body.len()
     );
     if !head_only {
@@ -191,7 +212,12 @@ async fn answer(mut stream: TcpStream, health: &Health) -> std::io::Result<()> {
 }
 
 /// Status, body and whether to leave the body out (HEAD), for a request line.
-fn respond(line: &str, health: &Health, now: Instant) -> (u16, String, bool) {
+fn respond(
+    line: &str,
+    health: &Health,
+    metrics: &WatchMetrics,
+    now: Instant,
+) -> (u16, String, bool) {
     let mut parts = line.split_whitespace();
     let method = parts.next().unwrap_or_default();
     let target = parts.next().unwrap_or_default();
@@ -206,7 +232,8 @@ fn respond(line: &str, health: &Health, now: Instant) -> (u16, String, bool) {
             let (status, body) = health.readiness(now);
             (status, body, head_only)
         }
-        _ => (404, "try /healthz or /readyz".into(), head_only),
+        "/metrics" => (200, metrics.encode(), head_only),
+        _ => (404, "try /healthz, /readyz or /metrics".into(), head_only),
     }
 }
 
@@ -238,7 +265,8 @@ mod tests {
         let health = Arc::new(Health::new(MINUTE));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(serve(listener, Arc::clone(&health)));
+        let metrics = Arc::new(WatchMetrics::new());
+        let server = tokio::spawn(serve(listener, Arc::clone(&health), Arc::clone(&metrics)));
         let get = |request: &'static str| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
             s.write_all(request.as_bytes()).await.unwrap();
@@ -259,8 +287,18 @@ mod tests {
             out.starts_with("HTTP/1.1 200 OK\r\n") && out.ends_with("\r\n\r\n"),
             "{out}"
         );
+        let out = get("GET /metrics HTTP/1.1\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(
-            get("GET /metrics HTTP/1.1\r\n\r\n")
+            out.contains("Content-Type: application/openmetrics-text"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# TYPE ferry_runs counter") && out.ends_with("# EOF\n"),
+            "{out}"
+        );
+        assert!(
+            get("GET /nothing HTTP/1.1\r\n\r\n")
                 .await
                 .starts_with("HTTP/1.1 404 ")
         );

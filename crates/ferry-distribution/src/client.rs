@@ -348,6 +348,7 @@ impl RegistryClient {
             deadline: Some(Instant::now() + timeout * 2 + Duration::from_secs(5)),
         };
         with_retry(&self.inner.gate, call, &budget, |_| async {
+            self.inner.gate.stats.http_request();
             let response = self
                 .inner
                 .http
@@ -447,6 +448,7 @@ impl RegistryClient {
         if let Some(header) = self.inner.auth.header(self, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }
+        self.inner.gate.stats.http_request();
         let response = request
             .send()
             .await

@@ -60,6 +60,12 @@ operations! {
     UploadCancel,
     /// `GET /v2/<name>/referrers/<digest>`, one page.
     ReferrersList,
+    /// `GET /v2/_catalog`, one page: the registry's repositories (or ECR's
+    /// `DescribeRepositories`, which ferry-sync asks through the AWS SDK).
+    Catalog,
+    /// ECR's `CreateRepository` (through the AWS SDK, never retried): a missing target
+    /// repository made before the first push to it.
+    RepositoryCreate,
 }
 
 /// Whether a request whose outcome is unknown may be sent again.
@@ -79,9 +85,11 @@ impl Operation {
         match self {
             // Reads change nothing.
             Ping | TokenExchange | TagList | ManifestHead | ManifestGet | BlobHead | BlobGet
-            | UploadStatus | ReferrersList => Replay::Safe,
+            | UploadStatus | ReferrersList | Catalog => Replay::Safe,
             // Content-addressed writes: the digest names the bytes, so a second copy is the same.
             ManifestPutByDigest | UploadFinish | Mount => Replay::Safe,
+            // Creating a repository that exists is answered "already exists", taken as done.
+            RepositoryCreate => Replay::Safe,
             // The same bytes under the same tag: the spec makes this PUT idempotent.
             ManifestPutByTag => Replay::Safe,
             // Offset-addressed: a replay of bytes already taken is refused with 416, never doubled.
@@ -103,7 +111,8 @@ impl Operation {
     pub fn is_write(self) -> bool {
         use Operation::*;
         match self {
-            ManifestPutByTag
+            RepositoryCreate
+            | ManifestPutByTag
             | ManifestPutByDigest
             | ManifestDeleteByDigest
             | TagDelete
@@ -114,7 +123,7 @@ impl Operation {
             | UploadFinish
             | UploadCancel => true,
             Ping | TokenExchange | TagList | ManifestHead | ManifestGet | BlobHead | BlobGet
-            | UploadStatus | ReferrersList => false,
+            | UploadStatus | ReferrersList | Catalog => false,
         }
     }
 
@@ -141,6 +150,8 @@ impl Operation {
             UploadFinish => "upload finish PUT",
             UploadCancel => "upload cancel",
             ReferrersList => "referrers list",
+            Catalog => "catalog list",
+            RepositoryCreate => "repository create",
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Default)]
 pub struct RegistryStats {
     requests: AtomicU64,
+    http_requests: AtomicU64,
     retries: AtomicU64,
     throttled: AtomicU64,
     server_errors: AtomicU64,
@@ -18,8 +19,13 @@ pub struct RegistryStats {
 /// A copy of a registry's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
-    /// Requests sent, retries included.
+    /// Requests sent, retries included: one per attempt of an operation (an attempt that
+    /// opens an upload session and closes it counts once).
     pub requests: u64,
+    /// HTTP requests sent to the registry's own endpoint, each counted (a session's POST and
+    /// PUT are two; a redirect to object storage and a token realm are not counted): what the
+    /// registry's access log shows.
+    pub http_requests: u64,
     /// Attempts after the first.
     pub retries: u64,
     /// Answers that asked ferry to slow down (429, or a 503 with `Retry-After`).
@@ -38,6 +44,10 @@ impl RegistryStats {
     /// Counts one request sent.
     pub fn request(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Counts one HTTP request sent to the registry's endpoint.
+    pub fn http_request(&self) {
+        self.http_requests.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts one retry.
     pub fn retry(&self) {
@@ -67,6 +77,7 @@ impl RegistryStats {
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             requests: self.requests.load(Ordering::Relaxed),
+            http_requests: self.http_requests.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             throttled: self.throttled.load(Ordering::Relaxed),
             server_errors: self.server_errors.load(Ordering::Relaxed),

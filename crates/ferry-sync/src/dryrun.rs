@@ -33,6 +33,10 @@ pub struct DryRun {
     pub mappings: Vec<MappingDryRun>,
     /// Sums over the mappings.
     pub totals: DryRunTotals,
+    /// Missing target repositories a sync would create first (ECR's `create_repositories`), as
+    /// `host/repository`; present only when there are some (filled by [`DryRun::measure`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repositories_to_create: Vec<String>,
 }
 
 /// One mapping of the plan.
@@ -59,6 +63,10 @@ pub struct MappingDryRun {
     /// Listed tags whose manifest the source did not serve: a sync reports them failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unfetched: Vec<FilteredTag>,
+    /// A whole-registry mapping's own entry: the repositories (`host/path`) its catalog
+    /// matched, each shown as a mapping of its own with the same index. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expanded: Option<Vec<String>>,
 }
 
 /// An image stale on at least one target.
@@ -131,6 +139,24 @@ pub struct DryRunTotals {
     pub images_not_measured: u64,
 }
 
+/// Registry targets that do not exist yet on a registry that creates them (sorted, once each).
+fn to_create(plan: &Plan, registries: &Registries) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for (_, resolved) in plan.resolved() {
+        for image in &resolved.images {
+            for t in &image.targets {
+                if let (Target::Registry { registry, .. }, TargetState::NewRepository) =
+                    (&t.target, &t.state)
+                    && registries.settings(registry).create_repositories.is_some()
+                {
+                    out.insert(t.target.to_string());
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
 impl DryRun {
     /// The report of `plan` without sizes (no request is sent).
     pub fn from_plan(plan: &Plan) -> DryRun {
@@ -187,6 +213,7 @@ impl DryRun {
                         })
                         .collect();
                     entry.missing_exact = resolved.missing_exact.clone();
+                    entry.expanded = resolved.expanded.clone();
                     entry.rejected_names = resolved.rejected_names.clone();
                     entry.unfetched = resolved
                         .unfetched
@@ -239,6 +266,7 @@ impl DryRun {
     /// each stale target lacks. Sends only GET and HEAD requests.
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
         let mut out = DryRun::from_plan(plan);
+        out.repositories_to_create = to_create(plan, registries);
         let checker = BlobChecker::new(registries);
         type Job<'a> = (usize, usize, &'a Origin, &'a [Platform], &'a ImagePlan);
         let jobs: Vec<Job<'_>> = plan
@@ -319,6 +347,12 @@ impl DryRun {
                 let _ = writeln!(out, "  FAILED  {e}");
                 continue;
             }
+            if let Some(expanded) = &m.expanded {
+                let _ = writeln!(out, "  expands to {} repositories", expanded.len());
+                for r in expanded {
+                    let _ = writeln!(out, "  repo    {r}");
+                }
+            }
             let rows: Vec<(String, String, String, String)> = m
                 .to_copy
                 .iter()
@@ -373,6 +407,9 @@ impl DryRun {
                     u.tag, u.reason
                 );
             }
+        }
+        for r in &self.repositories_to_create {
+            let _ = writeln!(out, "create  repository {r}  (create_repositories)");
         }
         let t = &self.totals;
         let failed = if t.mappings_failed > 0 {

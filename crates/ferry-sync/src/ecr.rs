@@ -1,5 +1,6 @@
 //! Amazon ECR and ECR Public credentials: a password from `GetAuthorizationToken` through the AWS
 //! credential chain (aws-config), decoded to Basic `AWS:<password>` and cached until near expiry.
+//! The same API handle lists and creates repositories (`repositories`).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -264,18 +265,22 @@ impl EcrTokens {
         Ok(credentials)
     }
 
-    /// One `GetAuthorizationToken` call. The SDK does not retry it: a failure fails the
-    /// registry for this run (ferry retries in one place only, and this is not a registry).
-    async fn fetch(&self, key: &TokenKey) -> Result<CachedToken, EcrError> {
+    /// The SDK settings of one ECR API call: the region, the profile, no SDK retries, a
+    /// timeout, and the endpoint and keys a test or a VPC endpoint set.
+    pub(crate) async fn sdk_config(
+        &self,
+        region: &str,
+        profile: Option<&str>,
+    ) -> aws_config::SdkConfig {
         let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(key.region.clone()))
+            .region(Region::new(region.to_owned()))
             .retry_config(RetryConfig::disabled())
             .timeout_config(
                 TimeoutConfig::builder()
                     .operation_timeout(CALL_TIMEOUT)
                     .build(),
             );
-        if let Some(profile) = &key.profile {
+        if let Some(profile) = profile {
             loader = loader.profile_name(profile);
         }
         if let Some(url) = &self.endpoint_url {
@@ -284,7 +289,13 @@ impl EcrTokens {
         if let Some(credentials) = &self.static_credentials {
             loader = loader.credentials_provider(credentials.clone());
         }
-        let config = loader.load().await;
+        loader.load().await
+    }
+
+    /// One `GetAuthorizationToken` call. The SDK does not retry it: a failure fails the
+    /// registry for this run (ferry retries in one place only, and this is not a registry).
+    async fn fetch(&self, key: &TokenKey) -> Result<CachedToken, EcrError> {
+        let config = self.sdk_config(&key.region, key.profile.as_deref()).await;
         tracing::debug!(
             service = %key.service,
             region = %key.region,
@@ -337,7 +348,7 @@ impl EcrTokens {
 }
 
 /// An SDK error as `<code>: <message>` when the service sent them, else the error chain.
-fn sdk_error_message<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
+pub(crate) fn sdk_error_message<E: ProvideErrorMetadata + std::error::Error>(error: &E) -> String {
     match (error.code(), error.message()) {
         (Some(code), Some(message)) => format!("{code}: {message}"),
         (Some(code), None) => code.to_owned(),
@@ -375,5 +386,6 @@ pub fn decode_token(token: &str) -> Result<(String, Secret), EcrError> {
     Ok((username.to_owned(), Secret::new(password)))
 }
 
+pub mod repositories;
 #[cfg(test)]
 mod tests;

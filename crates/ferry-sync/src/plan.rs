@@ -62,6 +62,10 @@ pub struct ResolvedMapping {
     /// For a mapping with `prune` on: each target's tags as the prepare phase listed them (none
     /// for a repository or layout that does not exist). Empty otherwise; see `crate::prune`.
     pub target_tags: Vec<(Target, Vec<String>)>,
+    /// For a whole-registry mapping's own entry: the repositories (`host/path`) its catalog
+    /// expanded to, each resolved as a mapping of its own under the same index. `None` for
+    /// every other mapping.
+    pub expanded: Option<Vec<String>>,
 }
 
 /// A name a source listed that is not a valid tag (`x/../y`, `..`, a control character): it is
@@ -72,6 +76,18 @@ pub struct RejectedName {
     pub name: String,
     /// Why it is not a valid tag.
     pub reason: String,
+    /// Where it was listed: a tag list, or a registry's catalog (a whole-registry mapping).
+    pub listed_in: ListedIn,
+}
+
+/// Where a rejected name was listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListedIn {
+    /// A repository's tag list (or a layout's `index.json`): the name was to be a tag.
+    TagList,
+    /// A registry's catalog: the name was to be a repository of a whole-registry mapping.
+    Catalog,
 }
 
 impl RejectedName {
@@ -86,6 +102,7 @@ impl RejectedName {
                 Err(e) => rejected.push(RejectedName {
                     reason: e.problem.to_string(),
                     name,
+                    listed_in: ListedIn::TagList,
                 }),
             }
         }

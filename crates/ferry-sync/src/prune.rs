@@ -265,7 +265,7 @@ pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDe
             let failed = run
                 .images
                 .iter()
-                .filter(|i| i.mapping == m.index)
+                .filter(|i| i.mapping == m.index && i.source == m.source)
                 .filter(|i| {
                     matches!(
                         i.status,

@@ -16,6 +16,7 @@ use ferry_distribution::operation::Operation;
 use ferry_distribution::retry::RetryPolicy;
 
 use crate::config::{AuthSettings, Config, RegistrySettings};
+use crate::ecr::repositories::Created;
 use crate::ecr::{EcrAuth, EcrTokens};
 
 /// How long a docker credential helper may take before ferry gives up on it.
@@ -30,7 +31,15 @@ pub struct Registries {
     files: Arc<CredentialFiles>,
     /// Applied to every client built here (tests shorten timeouts, benches tune).
     tune: Tuning,
+    /// The ECR API handle: the process-wide one, or a test's.
+    ecr: Option<Arc<EcrTokens>>,
+    /// ECR repositories this run made sure of, by (host, repository): each created once.
+    created: Arc<Mutex<Creations>>,
 }
+
+type Creation = tokio::sync::OnceCell<Result<Created, Error>>;
+/// Each repository's creation, by (host, repository).
+type Creations = HashMap<(String, String), Arc<Creation>>;
 
 impl std::fmt::Debug for Tuning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,6 +59,8 @@ impl Registries {
             clients: Arc::new(Mutex::new(HashMap::new())),
             files: Arc::new(CredentialFiles::from_env()),
             tune: Tuning(Arc::new(|_| {})),
+            ecr: None,
+            created: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -57,6 +68,73 @@ impl Registries {
     pub fn with_credential_files(mut self, files: CredentialFiles) -> Self {
         self.files = Arc::new(files);
         self
+    }
+
+    /// Sends this run's ECR API calls (tokens, repository listing and creation) through
+    /// `tokens` instead of the process-wide handle (a test's stub endpoint).
+    pub fn with_ecr_api(mut self, tokens: EcrTokens) -> Self {
+        self.ecr = Some(Arc::new(tokens));
+        self
+    }
+
+    fn ecr_api(&self) -> &EcrTokens {
+        match &self.ecr {
+            Some(own) => own,
+            None => EcrTokens::shared(),
+        }
+    }
+
+    /// The settings of `host`: the config's entry, or an unlisted host's defaults.
+    pub fn settings(&self, host: &str) -> RegistrySettings {
+        self.settings_for(host)
+    }
+
+    /// Every repository of the ECR registry `host` (`DescribeRepositories`), at most `max`.
+    pub async fn ecr_repositories(&self, host: &str, max: usize) -> Result<Vec<String>, Error> {
+        self.ecr_api()
+            .describe_repositories(&self.settings_for(host), max)
+            .await
+    }
+
+    /// Makes sure `repository` exists on `host` when the registry creates repositories
+    /// (`create_repositories`): one `CreateRepository` per repository for the whole run, every
+    /// caller waiting on the first. `None` when the registry does not create repositories.
+    pub async fn ensure_repository(
+        &self,
+        host: &str,
+        repository: &str,
+    ) -> Option<Result<Created, Error>> {
+        let settings = self.settings_for(host);
+        let creation = settings.create_repositories.clone()?;
+        let cell = Arc::clone(
+            self.created_lock()
+                .entry((host.to_owned(), repository.to_owned()))
+                .or_default(),
+        );
+        let outcome = cell
+            .get_or_init(|| async {
+                self.ecr_api()
+                    .create_repository(&settings, repository, &creation)
+                    .await
+            })
+            .await;
+        Some(outcome.clone())
+    }
+
+    /// The repositories this run created (`host/repository`), sorted.
+    pub fn created_repositories(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .created_lock()
+            .iter()
+            .filter(|(_, cell)| matches!(cell.get(), Some(Ok(Created::New))))
+            .map(|((host, repository), _)| format!("{host}/{repository}"))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn created_lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Creation>>> {
+        self.created.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adjusts every client's options before it is built.
@@ -82,7 +160,7 @@ impl Registries {
             return Ok(c.clone());
         }
         let settings = self.settings_for(host);
-        let resolved = resolve_credentials(&settings, &self.files).await?;
+        let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
         let options = options_for(&settings, resolved, &*self.tune.0);
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
@@ -215,6 +293,15 @@ pub async fn resolve_credentials(
     settings: &RegistrySettings,
     files: &CredentialFiles,
 ) -> Result<ResolvedCredentials, Error> {
+    resolve_credentials_with(settings, files, EcrTokens::shared()).await
+}
+
+/// [`resolve_credentials`], asking ECR through `tokens`.
+pub async fn resolve_credentials_with(
+    settings: &RegistrySettings,
+    files: &CredentialFiles,
+    tokens: &EcrTokens,
+) -> Result<ResolvedCredentials, Error> {
     let fail = |message: String| {
         Error::new(
             &settings.host,
@@ -226,7 +313,7 @@ pub async fn resolve_credentials(
     match &settings.auth {
         AuthSettings::Discover => {
             if let Some(ecr) = EcrAuth::implied_by(&settings.host) {
-                let credentials = ecr.credentials(&settings.host, EcrTokens::shared()).await?;
+                let credentials = ecr.credentials(&settings.host, tokens).await?;
                 return Ok(ResolvedCredentials {
                     credentials,
                     source: CredentialSource::EcrDefault,
@@ -248,7 +335,7 @@ pub async fn resolve_credentials(
                 source,
             })
         }
-        other => resolve_configured(settings, other)
+        other => resolve_configured(settings, other, tokens)
             .await
             .map(ResolvedCredentials::from_config),
     }
@@ -258,6 +345,7 @@ pub async fn resolve_credentials(
 async fn resolve_configured(
     settings: &RegistrySettings,
     auth: &AuthSettings,
+    tokens: &EcrTokens,
 ) -> Result<Credentials, Error> {
     let fail = |e: ferry_distribution::auth::docker_config::CredentialError| {
         Error::new(
@@ -272,7 +360,7 @@ async fn resolve_configured(
         // ECR Public serves pulls anonymously, so it asks for a token only with `type: ecr`.
         AuthSettings::Anonymous | AuthSettings::Discover => {
             match EcrAuth::implied_by(&settings.host) {
-                Some(ecr) => ecr.credentials(&settings.host, EcrTokens::shared()).await,
+                Some(ecr) => ecr.credentials(&settings.host, tokens).await,
                 None => Ok(Credentials::Anonymous),
             }
         }
@@ -299,7 +387,7 @@ async fn resolve_configured(
                 region: region.clone(),
                 profile: profile.clone(),
             };
-            ecr.credentials(&settings.host, EcrTokens::shared()).await
+            ecr.credentials(&settings.host, tokens).await
         }
     }
 }

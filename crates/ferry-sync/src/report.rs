@@ -96,6 +96,17 @@ pub struct RejectedNameReport {
     pub rejected: crate::plan::RejectedName,
 }
 
+/// What one whole-registry mapping (a source ending in `/*` or `/**`) expanded to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExpansionReport {
+    /// Position of the mapping in the config.
+    pub mapping: usize,
+    /// The mapping's source as written (`registry.example.com/team/**`).
+    pub source: String,
+    /// The repositories its catalog matched (`host/path`), each copied as a mapping of its own.
+    pub repositories: Vec<String>,
+}
+
 /// Sums over the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
@@ -141,6 +152,8 @@ pub struct RegistryReport {
     pub stats: ferry_distribution::stats::StatsSnapshot,
     /// Times its window was halved for congestion.
     pub window_halvings: u64,
+    /// Its circuit breaker at the end of the run: `closed`, `half_open` or `open`.
+    pub breaker: String,
     /// What the registry turned out to accept: the upload flow it got, and each feature
     /// learned as works, refused or ignored (unknown when the run did not use it).
     pub capabilities: ferry_distribution::capabilities::CapabilitiesSnapshot,
@@ -192,6 +205,14 @@ pub struct SyncReport {
     /// Listed names left out as invalid; present in the JSON only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected_names: Vec<RejectedNameReport>,
+    /// What each whole-registry mapping expanded to; present in the JSON only when there are
+    /// some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expansions: Vec<ExpansionReport>,
+    /// Repositories this run created (ECR's `create_repositories`), as `host/repository`;
+    /// present in the JSON only when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repositories_created: Vec<String>,
     /// Every registry the run talked to.
     pub registries: Vec<RegistryReport>,
     /// Sums over the run.
@@ -260,6 +281,20 @@ impl SyncReport {
         any
     }
 
+    /// Records what each whole-registry mapping of `plan` expanded to.
+    pub fn note_expansions(&mut self, plan: &crate::plan::Plan) {
+        self.expansions = plan
+            .resolved()
+            .filter_map(|(m, r)| {
+                Some(ExpansionReport {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    repositories: r.expanded.clone()?,
+                })
+            })
+            .collect();
+    }
+
     /// The human summary: failures first, then totals.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
@@ -268,12 +303,33 @@ impl SyncReport {
                 let _ = writeln!(out, "FAILED  mapping {} ({}): {error}", m.mapping, m.source);
             }
         }
-        for r in &self.rejected_names {
+        for e in &self.expansions {
             let _ = writeln!(
                 out,
-                "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
-                r.mapping, r.source, r.rejected.name, r.rejected.reason
+                "expanded  mapping {} ({}): {} repositories{}{}",
+                e.mapping,
+                e.source,
+                e.repositories.len(),
+                if e.repositories.is_empty() { "" } else { ": " },
+                e.repositories.join(", ")
             );
+        }
+        for r in &self.repositories_created {
+            let _ = writeln!(out, "created  repository {r}");
+        }
+        for r in &self.rejected_names {
+            let _ = match r.rejected.listed_in {
+                crate::plan::ListedIn::TagList => writeln!(
+                    out,
+                    "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
+                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                ),
+                crate::plan::ListedIn::Catalog => writeln!(
+                    out,
+                    "LEFT OUT  mapping {} ({}): repository {:?} from the catalog: {}",
+                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                ),
+            };
         }
         for i in &self.images {
             match &i.status {

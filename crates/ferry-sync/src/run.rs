@@ -42,7 +42,7 @@ where
             mappings.push(m);
         }
         drop(resolved);
-        mappings.sort_by_key(|m| m.index);
+        mappings.sort_by(|a, b| (a.index, &a.source).cmp(&(b.index, &b.source)));
         let plan = Plan {
             mappings,
             elapsed: start.elapsed(),
@@ -52,6 +52,7 @@ where
     };
     let synced = sync_as_resolved(to_engine, registries, engine, stop);
     let ((plan, output), mut report) = futures::join!(prepared, synced);
+    report.note_expansions(&plan);
     report.elapsed = start.elapsed();
     (plan, output, report)
 }

@@ -74,6 +74,12 @@ impl Scopes {
         Scopes(vec![format!("repository:{repository}:pull")])
     }
 
+    /// Reading the registry's catalog (`GET /v2/_catalog`), which whole-registry mappings ask
+    /// for by name; a challenge cannot add it to any other operation (see [`Scopes::with`]).
+    pub fn catalog() -> Self {
+        Scopes(vec!["registry:catalog:*".to_owned()])
+    }
+
     /// Read and write access to `repository` (a push reads too: HEADs before writes).
     pub fn push(repository: &str) -> Self {
         Scopes(vec![format!("repository:{repository}:pull,push")])

@@ -2,7 +2,9 @@
 //! (`*_once`, for callers that compose several requests inside one retry) and retried wrappers.
 
 pub mod blob;
+pub mod catalog;
 pub mod manifest;
+pub mod pages;
 pub mod referrers;
 pub mod tags;
 pub mod upload;

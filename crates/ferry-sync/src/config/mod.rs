@@ -8,8 +8,10 @@
 //! which are always written in full.
 
 mod check;
+pub mod glob;
 mod interpolate;
 mod locate;
+mod mapping_checks;
 pub mod raw;
 mod resolve;
 mod units;
@@ -26,6 +28,7 @@ use ferry_distribution::reference::{Reference, Tag};
 use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
 use check::Checker;
+pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
 use raw::RawConfig;
@@ -96,6 +99,18 @@ pub struct RegistrySettings {
     pub budget: Budget,
     /// Retry settings that replace the built-in policy's.
     pub retry: RetryOverrides,
+    /// An ECR registry: create a missing target repository (through the ECR API) before the
+    /// first push to it, with these settings. `None`: never create.
+    pub create_repositories: Option<RepositoryCreation>,
+}
+
+/// How ferry creates a missing ECR repository; unset fields keep ECR's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepositoryCreation {
+    /// `IMMUTABLE` tags (true) or `MUTABLE` (false).
+    pub tag_immutability: Option<bool>,
+    /// Scan each image on push.
+    pub scan_on_push: Option<bool>,
 }
 
 /// Whom a registry's `max_concurrent` and `requests_per_second` budget when the config runs in
@@ -124,6 +139,7 @@ impl RegistrySettings {
             requests_per_second: None,
             budget: Budget::Fleet,
             retry: RetryOverrides::default(),
+            create_repositories: None,
         }
     }
 }
@@ -188,7 +204,8 @@ pub struct Mapping {
     pub source: String,
     /// Where the source is read from.
     pub origin: Origin,
-    /// Where it goes: the listed targets, or the group's expanded; never empty, no duplicates.
+    /// Where it goes: the listed targets, or the group's expanded; no duplicates, never empty
+    /// but for a whole-registry mapping (see `repositories`).
     pub targets: Vec<Target>,
     /// Which of the source's tags are copied.
     pub tags: TagFilter,
@@ -198,6 +215,11 @@ pub struct Mapping {
     pub platforms: Vec<Platform>,
     /// Copy the images' referrers (signatures, SBOMs, attestations) too.
     pub referrers: bool,
+    /// Which referrers travel, by artifact type, when `referrers` is on (default: all).
+    pub referrer_filter: ReferrerFilter,
+    /// Artifact types each image's source must have a referrer of; an image lacking one fails
+    /// before anything is copied for it. Empty = no requirement.
+    pub require_referrers: Vec<String>,
     /// Tags that never change once pushed: one a target's listing names is up to date there
     /// without a manifest request (see `crate::prepare::targets`). Empty = none.
     pub immutable: TagGlobs,
@@ -211,6 +233,21 @@ pub struct Mapping {
     pub platforms_keep_digest: bool,
     /// Line of the mapping in the config file.
     pub line: usize,
+    /// A whole-registry mapping (a source ending in `/*` or `/**`): the pattern the prepare
+    /// phase expands through the registry's catalog into one mapping per matched repository.
+    /// Such a mapping has no `targets` and no `digests` of its own; its `origin` names the
+    /// registry and the prefix. `None` for every other mapping.
+    pub repositories: Option<RepositoryGlob>,
+}
+
+/// Which referrers travel, by artifact type (`application/spdx+json`, or `cosign:sig`,
+/// `cosign:att`, `cosign:sbom` for cosign's legacy tags); see `crate::prepare::referrers`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReferrerFilter {
+    /// Only these kinds travel; empty = every kind.
+    pub include: Vec<String>,
+    /// These kinds never travel.
+    pub exclude: Vec<String>,
 }
 
 /// Where a mapping reads.

@@ -68,12 +68,16 @@ pub struct RawDefaults {
     /// For mappings without `platforms_keep_digest` (default false): see the mapping's field.
     #[serde(default)]
     pub platforms_keep_digest: Option<bool>,
-    /// Copy referrers (signatures, SBOMs, attestations) too (default true).
+    /// Copy referrers (signatures, SBOMs, attestations) too (default true), or only some
+    /// kinds: `{include: [artifactType…], exclude: […]}`.
     #[serde(default)]
-    pub referrers: Option<bool>,
+    pub referrers: Option<RawReferrers>,
     /// Immutable tags for mappings without `immutable` (default: none); see the mapping's field.
     #[serde(default)]
     pub immutable: Option<Vec<String>>,
+    /// `require_referrers` for mappings without one (default: none); see the mapping's field.
+    #[serde(default)]
+    pub require_referrers: Option<Vec<String>>,
 }
 
 /// Settings for one registry host.
@@ -115,6 +119,58 @@ pub struct RawRegistry {
     /// Retry overrides for this host.
     #[serde(default)]
     pub retry: Option<RawRetry>,
+    /// ECR only: create a missing target repository before the first push to it (ECR refuses
+    /// pushes to repositories that do not exist). `true`, or `{tag_immutability: true,
+    /// scan_on_push: true}` to pass those settings through (default: ECR's).
+    #[serde(default)]
+    pub create_repositories: Option<RawCreateRepositories>,
+}
+
+/// `create_repositories:` as written: a switch, or the settings a created repository gets.
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCreateRepositories {
+    /// Create (`true`) with ECR's defaults, or never (`false`).
+    Create(bool),
+    /// Create, with these settings.
+    With(RawRepositoryCreation),
+}
+
+/// The settings a repository ferry creates gets.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRepositoryCreation {
+    /// Make tags immutable (`IMMUTABLE`) or not (`MUTABLE`); default: ECR's (mutable).
+    #[serde(default)]
+    pub tag_immutability: Option<bool>,
+    /// Scan images on push; default: ECR's (off).
+    #[serde(default)]
+    pub scan_on_push: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for RawCreateRepositories {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CreateVisitor;
+        impl<'de> serde::de::Visitor<'de> for CreateVisitor {
+            type Value = RawCreateRepositories;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false, or {tag_immutability: bool, scan_on_push: bool}")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(RawCreateRepositories::Create(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                RawRepositoryCreation::deserialize(serde::de::value::MapAccessDeserializer::new(
+                    map,
+                ))
+                .map(RawCreateRepositories::With)
+            }
+        }
+        deserializer.deserialize_any(CreateVisitor)
+    }
 }
 
 /// Whom a registry's limits budget when the config runs in shards.
@@ -191,7 +247,10 @@ pub struct RawRetry {
 #[serde(deny_unknown_fields)]
 pub struct RawMapping {
     /// Source repository, e.g. "docker.io/library/alpine" (no tag or digest), or
-    /// "oci:<directory>" (an OCI image layout).
+    /// "oci:<directory>" (an OCI image layout), or a whole registry or prefix:
+    /// "registry.example.com/team/*" (one path level) or "registry.example.com/team/**" (any
+    /// depth), expanded through the registry's catalog; each repository found goes to each
+    /// target prefix plus the part after the source's prefix.
     pub source: String,
     /// Target repositories: "host[:port]/path" or "oci:<directory>".
     #[serde(default)]
@@ -213,9 +272,10 @@ pub struct RawMapping {
     /// filtered index instead, and the report says so (default false).
     #[serde(default)]
     pub platforms_keep_digest: Option<bool>,
-    /// Copy referrers too. Replaces `defaults.referrers`.
+    /// Copy referrers too (`true`/`false`), or only some kinds:
+    /// `{include: [artifactType…], exclude: […]}`. Replaces `defaults.referrers`.
     #[serde(default)]
-    pub referrers: Option<bool>,
+    pub referrers: Option<RawReferrers>,
     /// Globs (as in `tags.include`, e.g. "v*.*.*") naming tags that never change once pushed: a
     /// tag matching one that a target's tag listing already names is taken as up to date
     /// there, with no manifest request to the target (nor to the source, when every target
@@ -229,6 +289,63 @@ pub struct RawMapping {
     /// (default false; `ferry sync --prune` turns it on for every mapping).
     #[serde(default)]
     pub prune: Option<bool>,
+    /// With a source ending in `/*` or `/**`: the most repositories it may expand to (default
+    /// 1000); a catalog matching more fails the mapping, naming both counts.
+    #[serde(default)]
+    pub max_repositories: Option<usize>,
+    /// Artifact types (e.g. "application/vnd.dev.sigstore.bundle.v0.3+json", or "cosign:sig"
+    /// for cosign's legacy signature tag) each image must have a referrer of on the source: an
+    /// image without one fails, with the kinds it has, before anything is copied for it.
+    /// Replaces `defaults.require_referrers`.
+    #[serde(default)]
+    pub require_referrers: Option<Vec<String>>,
+}
+
+/// `referrers:` as written: a switch, or a filter by artifact type (which turns copying on).
+#[derive(Debug, Clone, JsonSchema)]
+#[serde(untagged)]
+pub enum RawReferrers {
+    /// Copy every referrer (`true`) or none (`false`).
+    Copy(bool),
+    /// Copy only the referrers these lists choose.
+    Filter(RawReferrerFilter),
+}
+
+/// Referrers chosen by artifact type (`application/spdx+json`, `cosign:sig`, …).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawReferrerFilter {
+    /// Only these artifact types travel (default: every type).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// These artifact types never travel.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// By hand rather than `untagged`, so a wrong value is reported at its position with what was
+/// expected.
+impl<'de> Deserialize<'de> for RawReferrers {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ReferrersVisitor;
+        impl<'de> serde::de::Visitor<'de> for ReferrersVisitor {
+            type Value = RawReferrers;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false, or {include: [artifactType…], exclude: […]}")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<RawReferrers, E> {
+                Ok(RawReferrers::Copy(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawReferrers, A::Error> {
+                RawReferrerFilter::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawReferrers::Filter)
+            }
+        }
+        deserializer.deserialize_any(ReferrersVisitor)
+    }
 }
 
 /// A credential as read from YAML: any scalar, never echoed in an error.

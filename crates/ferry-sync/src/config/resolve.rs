@@ -11,11 +11,12 @@ use ferry_distribution::reference::DOCKER_HUB;
 use ferry_distribution::reference::Reference;
 
 use super::check::Checker;
+use super::glob::{RepositoryGlob, TargetPrefix};
 use super::locate::FieldPath;
 use super::raw::{self, RawAuth, RawConfig, RawRegistry};
 use super::{
     AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
-    Mapping, Origin, RegistrySettings, RetryOverrides, Target,
+    Mapping, Origin, ReferrerFilter, RegistrySettings, RepositoryCreation, RetryOverrides, Target,
 };
 use crate::filter::{TagFilter, TagGlobs};
 
@@ -50,8 +51,12 @@ impl Checker<'_> {
             None => Vec::new(),
             Some(list) => self.check_platforms(&defaults_path.key("platforms"), list),
         };
-        let default_referrers = defaults.referrers.unwrap_or(true);
         let default_keep_digest = defaults.platforms_keep_digest.unwrap_or(false);
+        let default_referrers = match &defaults.referrers {
+            None => (true, ReferrerFilter::default()),
+            Some(r) => self.referrer_choice(&defaults_path.key("referrers"), r),
+        };
+        let default_required = defaults.require_referrers.clone().unwrap_or_default();
         let default_immutable = match &defaults.immutable {
             None => TagGlobs::default(),
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
@@ -65,6 +70,72 @@ impl Checker<'_> {
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
             let path = root.key("mappings").index(index);
             let line = self.locator.value(&path).line;
+            let referrers = match &mapping.referrers {
+                None => default_referrers.clone(),
+                Some(r) => self.referrer_choice(&path.key("referrers"), r),
+            };
+            let require_referrers = mapping
+                .require_referrers
+                .clone()
+                .unwrap_or_else(|| default_required.clone());
+            self.check_kinds(&path.key("require_referrers"), &require_referrers);
+            if mapping.source.starts_with("oci:")
+                && (mapping.source.ends_with("/*") || mapping.source.ends_with("/**"))
+            {
+                self.fail(
+                    &path.key("source"),
+                    "a layout source cannot be a pattern (only a registry's catalog is \
+                     expanded); write one mapping per layout directory",
+                );
+                continue;
+            }
+            if let Some(glob) = RepositoryGlob::parse(&mapping.source) {
+                let glob = self.resolve_glob(&path, &mapping, glob, &groups);
+                let tags = match &mapping.tags {
+                    Some(spec) => self.compile_tags(&path.key("tags"), spec),
+                    None => default_tags.clone(),
+                };
+                let platforms = match &mapping.platforms {
+                    Some(list) => self.check_platforms(&path.key("platforms"), list),
+                    None => default_platforms.clone(),
+                };
+                let immutable = match &mapping.immutable {
+                    Some(list) => self.compile_globs(&path.key("immutable"), list),
+                    None => default_immutable.clone(),
+                };
+                if let (Some(glob), Some(tags)) = (glob, tags) {
+                    mappings.push(Mapping {
+                        index,
+                        source: glob.display(),
+                        origin: Origin::Registry {
+                            registry: glob.registry.clone(),
+                            repository: glob.prefix.clone(),
+                        },
+                        targets: Vec::new(),
+                        tags,
+                        digests: Vec::new(),
+                        platforms,
+                        referrers: referrers.0,
+                        referrer_filter: referrers.1,
+                        require_referrers,
+                        immutable,
+                        prune: mapping.prune.unwrap_or(false),
+                        retag: None,
+                        platforms_keep_digest: mapping
+                            .platforms_keep_digest
+                            .unwrap_or(default_keep_digest),
+                        line,
+                        repositories: Some(glob),
+                    });
+                }
+                continue;
+            }
+            if mapping.max_repositories.is_some() {
+                self.fail_key(
+                    &path.key("max_repositories"),
+                    "max_repositories applies to a source ending in /* or /** only",
+                );
+            }
             let source = match parse_origin(&mapping.source) {
                 Ok(origin) => Some(origin),
                 Err(message) => {
@@ -130,12 +201,15 @@ impl Checker<'_> {
                 tags,
                 digests,
                 platforms,
-                referrers: mapping.referrers.unwrap_or(default_referrers),
+                referrers: referrers.0,
+                referrer_filter: referrers.1,
+                require_referrers,
                 immutable,
                 prune: mapping.prune.unwrap_or(false),
                 retag: None,
                 platforms_keep_digest: mapping.platforms_keep_digest.unwrap_or(default_keep_digest),
                 line,
+                repositories: None,
             });
         }
         Some(Config {
@@ -263,6 +337,26 @@ impl Checker<'_> {
             }
             let client_identity =
                 self.client_identity(&path, registry.client_cert, registry.client_key);
+            let create_repositories = match &registry.create_repositories {
+                None | Some(raw::RawCreateRepositories::Create(false)) => None,
+                Some(raw::RawCreateRepositories::Create(true)) => {
+                    Some(RepositoryCreation::default())
+                }
+                Some(raw::RawCreateRepositories::With(c)) => Some(RepositoryCreation {
+                    tag_immutability: c.tag_immutability,
+                    scan_on_push: c.scan_on_push,
+                }),
+            };
+            if create_repositories.is_some() && crate::ecr::EcrHost::parse(&host).is_none() {
+                self.fail_key(
+                    &path.key("create_repositories"),
+                    format!(
+                        "create_repositories applies to ECR registries only \
+                         (<account>.dkr.ecr.<region>.amazonaws.com), not {host}: other registries \
+                         create a repository on its first push"
+                    ),
+                );
+            }
             out.push(RegistrySettings {
                 host,
                 url: registry.url,
@@ -277,6 +371,7 @@ impl Checker<'_> {
                     Some(raw::RawBudget::PerShard) => Budget::PerShard,
                 },
                 retry,
+                create_repositories,
             });
         }
         out
@@ -432,23 +527,7 @@ impl Checker<'_> {
     }
 }
 
-/// A `target_groups` entry: where mapped repositories go.
-#[derive(Clone, Debug)]
-enum TargetPrefix {
-    Oci(String),
-    Registry(String),
-}
-
-impl TargetPrefix {
-    fn join(&self, name: &str) -> Result<Target, String> {
-        match self {
-            TargetPrefix::Oci(dir) => parse_target(&format!("oci:{dir}/{name}")),
-            TargetPrefix::Registry(prefix) => parse_target(&format!("{prefix}/{name}")),
-        }
-    }
-}
-
-fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
+pub(super) fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
     let trimmed = text.trim_end_matches('/');
     if let Some(dir) = trimmed.strip_prefix("oci:") {
         if dir.is_empty() {
@@ -474,7 +553,7 @@ fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
     })
 }
 
-fn parse_target(text: &str) -> Result<Target, String> {
+pub(super) fn parse_target(text: &str) -> Result<Target, String> {
     if let Some(dir) = layout_dir(text, "target") {
         return dir.map(|path| Target::OciLayout { path });
     }

@@ -131,6 +131,7 @@ pub async fn sync(
     let start = Instant::now();
     let plans = futures::stream::iter(plan.mappings.iter().cloned());
     let mut report = sync_as_resolved(plans, registries, options, stop).await;
+    report.note_expansions(plan);
     // The whole run: the prepare phase and the engine.
     report.elapsed = plan.elapsed + start.elapsed();
     report
@@ -360,7 +361,22 @@ async fn take_in(
                 ));
                 continue;
             }
-            let place = resolve_target(&target, registries).await;
+            // A missing repository on a registry that needs it made (ECR's
+            // `create_repositories`) is created before anything is pushed to it, once per run.
+            let created = match (&target, &state) {
+                (
+                    Target::Registry {
+                        registry,
+                        repository,
+                    },
+                    TargetState::NewRepository,
+                ) => registries.ensure_repository(registry, repository).await,
+                _ => None,
+            };
+            let place = match created {
+                Some(Err(e)) => Err(e),
+                _ => resolve_target(&target, registries).await,
+            };
             targets.push(ResolvedTarget {
                 target,
                 state,
@@ -520,6 +536,8 @@ fn summarise(
         images,
         failed_mappings,
         rejected_names,
+        expansions: Vec::new(),
+        repositories_created: registries.created_repositories(),
         registries: registries_report,
         totals,
         elapsed: start.elapsed(),
@@ -603,6 +621,12 @@ pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
                 .window(ferry_distribution::Operation::BlobGet)
                 .snapshot()
                 .halvings,
+            breaker: match c.gate().breaker.state() {
+                ferry_distribution::breaker::BreakerState::Closed => "closed",
+                ferry_distribution::breaker::BreakerState::HalfOpen => "half_open",
+                ferry_distribution::breaker::BreakerState::Open => "open",
+            }
+            .to_owned(),
             capabilities: c.capabilities().snapshot(),
         })
         .collect()

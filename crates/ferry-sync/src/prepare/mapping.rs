@@ -10,6 +10,7 @@ use ferry_distribution::reference::Tag;
 use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
 use crate::prepare::PrepareOptions;
+use crate::prepare::referrers::{self, Listing};
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
@@ -106,76 +107,65 @@ pub async fn resolve_mapping(
         }
     }
 
-    // Signatures, SBOMs and attestations stored as tags: the referrers tag schema
-    // (`sha256-<hex>`, an index of the referrers) and cosign's `sha256-<hex>.sig/.att/.sbom`.
-    // They are found in the listing already fetched (no probe per image); without a listing,
-    // each candidate tag is probed with a HEAD (HEADs are cheap and not metered by Docker Hub).
+    // Signatures, SBOMs and attestations: the referrers tag schema (`sha256-<hex>`, an index of
+    // the referrers), cosign's `sha256-<hex>.sig/.att/.sbom`, and the referrers API. Tags are
+    // found in the listing already fetched (no probe per image); without a listing, each
+    // candidate tag is probed with a HEAD (HEADs are cheap and not metered by Docker Hub).
+    // With a referrer filter, selected referrer tags travel only through it, with their image.
     let mut filtered_out = selection.filtered_out;
-    if mapping.referrers {
-        let in_listing: std::collections::HashSet<&str> = tags.iter().map(Tag::as_str).collect();
-        let mut extra: Vec<Wanted> = Vec::new();
-        for image in &images {
-            let base = image.source_digest.fallback_tag();
-            for suffix in ["", ".sig", ".att", ".sbom"] {
-                let tag = format!("{base}{suffix}");
-                let chosen = images
-                    .iter()
-                    .any(|i| i.tag.as_deref() == Some(tag.as_str()))
-                    || extra.iter().any(|w| w.reference == tag);
-                if chosen {
-                    continue;
-                }
-                let exists = if listed {
-                    in_listing.contains(tag.as_str())
-                } else {
-                    source.head_manifest(&tag).await?.is_some()
-                };
-                // A tag the listing or a HEAD found is valid (a sha512 digest's tag is too long
-                // to be, and is found by neither).
-                if exists && let Ok(tag) = Tag::parse(&tag) {
-                    extra.push(Wanted {
-                        compare: on_some_target(&tag),
-                        reference: tag.to_string(),
-                        tag: Some(tag),
-                    });
-                }
-            }
-        }
-        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
-        // Referrers found through the referrers API, where the source serves it (learned once
-        // per registry). An image rewritten by a platform filter has no referrers of its own.
-        let mut found: Vec<ImagePlan> = Vec::new();
-        for image in images
+    let mut refused: Vec<UnfetchedTag> = Vec::new();
+    if !mapping.referrer_filter.is_all() {
+        images.retain(|i| {
+            !i.tag
+                .as_ref()
+                .is_some_and(|t| crate::prune::is_referrer_tag(t))
+        });
+    }
+    if mapping.referrers || !mapping.require_referrers.is_empty() {
+        let in_listing: HashSet<&str> = tags.iter().map(Tag::as_str).collect();
+        let subjects: Vec<ImagePlan> = images
             .iter()
-            .filter(|i| i.digest == i.source_digest && i.fallback_digest.is_none())
-        {
-            let Some(list) = source.list_referrers(&image.source_digest).await? else {
-                break;
-            };
-            for r in list {
-                let known = images
-                    .iter()
-                    .chain(&found)
-                    .any(|i| i.source_digest == r.digest);
-                if !known {
-                    found.push(ImagePlan {
-                        tag: None,
-                        digest: r.digest.clone(),
-                        fallback_digest: None,
-                        source_digest: r.digest,
-                        subject: Some(image.source_digest.clone()),
-                        media_type: r.media_type,
-                        root: None,
-                        targets: Vec::new(),
-                    });
-                }
+            .filter(|i| {
+                !i.tag
+                    .as_ref()
+                    .is_some_and(|t| crate::prune::is_referrer_tag(t))
+            })
+            .cloned()
+            .collect();
+        let listing = Listing {
+            listed,
+            tags: &in_listing,
+        };
+        let found = referrers::find(mapping, &source, &subjects, listing, &on_some_target).await?;
+        // An image missing a required referrer is not copied, nor are its referrers.
+        let failed: HashSet<_> = found.refused.iter().map(|(d, _)| d.clone()).collect();
+        for (digest, error) in found.refused {
+            for image in images.iter().filter(|i| i.source_digest == digest) {
+                refused.push(UnfetchedTag {
+                    tag: image.name(),
+                    error: error.clone(),
+                    targets: mapping.targets.clone(),
+                });
             }
         }
+        images.retain(|i| !failed.contains(&i.source_digest));
+        let extra: Vec<Wanted> = found
+            .by_tag
+            .into_iter()
+            .filter(|(subject, _)| !failed.contains(subject))
+            .map(|(_, w)| w)
+            .collect();
+        filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
         // Referrers keep their bytes: a platform filter never applies to them.
-        let (referrers, gone) = resolve_images(&source, extra, &[], false, options).await?;
-        images.extend(referrers);
+        let (by_tag, gone) = resolve_images(&source, extra, &[], false, options).await?;
+        images.extend(by_tag);
         unfetched.extend(gone);
-        images.extend(found);
+        images.extend(
+            found
+                .by_digest
+                .into_iter()
+                .filter(|r| !r.subject.as_ref().is_some_and(|s| failed.contains(s))),
+        );
     }
 
     // Pruning (crate::prune) reuses each target's listing instead of listing again;
@@ -209,9 +199,11 @@ pub async fn resolve_mapping(
                 error,
                 targets: mapping.targets.clone(),
             })
+            .chain(refused)
             .collect(),
         platforms: mapping.platforms.clone(),
         referrers: mapping.referrers,
         target_tags,
+        expanded: None,
     })
 }

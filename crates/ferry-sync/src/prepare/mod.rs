@@ -1,7 +1,9 @@
 //! The prepare phase: [`resolve_all`] resolves every mapping through a window that refills as
 //! each one completes, then returns the plan in config order; one failed mapping stops no other.
 
+pub mod expand;
 pub mod mapping;
+pub mod referrers;
 pub mod source;
 pub mod targets;
 pub mod tracker;
@@ -56,7 +58,7 @@ pub async fn resolve_all(
     let mut outcomes: Vec<MappingPlan> = resolve_each(config, registries, options, tracker)
         .collect()
         .await;
-    outcomes.sort_by_key(|m| m.index);
+    outcomes.sort_by(|a, b| (a.index, &a.source).cmp(&(b.index, &b.source)));
     if let Some(w) = watch {
         w.abort();
     }
@@ -68,28 +70,38 @@ pub async fn resolve_all(
 
 /// Every mapping of `config` resolved, each yielded the moment it is done (completion order,
 /// through the same refilling window as [`resolve_all`]), so the engine can start on it while
-/// slower mappings still resolve.
+/// slower mappings still resolve. Whole-registry mappings are expanded first
+/// ([`expand::expand_all`]): each yields its own entry (what it expanded to) and one per
+/// repository, all under its index.
 pub fn resolve_each<'a>(
     config: &'a Config,
     registries: &'a Registries,
     options: &'a PrepareOptions,
     tracker: Arc<PrepareTracker>,
 ) -> impl futures::Stream<Item = MappingPlan> + 'a {
-    futures::stream::iter(config.mappings.iter())
-        .map(move |m| {
-            let tracker = Arc::clone(&tracker);
-            async move {
-                tracker.started(m.index, &m.source);
-                let outcome = mapping::resolve_mapping(m, registries, options).await;
-                tracker.finished(m.index);
-                MappingPlan {
-                    index: m.index,
-                    source: m.source.clone(),
-                    outcome,
+    let expanded = {
+        let tracker = Arc::clone(&tracker);
+        async move { expand::expand_all(config, registries, options, &tracker).await }
+    };
+    futures::stream::once(expanded).flat_map(move |expanded| {
+        let tracker = Arc::clone(&tracker);
+        let resolved = futures::stream::iter(expanded.mappings)
+            .map(move |m| {
+                let tracker = Arc::clone(&tracker);
+                async move {
+                    tracker.started(m.index, &m.source);
+                    let outcome = mapping::resolve_mapping(&m, registries, options).await;
+                    tracker.finished(m.index, &m.source);
+                    MappingPlan {
+                        index: m.index,
+                        source: m.source.clone(),
+                        outcome,
+                    }
                 }
-            }
-        })
-        .buffer_unordered(options.concurrency.max(1))
+            })
+            .buffer_unordered(options.concurrency.max(1));
+        futures::stream::iter(expanded.globs).chain(resolved)
+    })
 }
 
 /// Writes one line every `every` while the phase runs: done/total, in flight, the slowest

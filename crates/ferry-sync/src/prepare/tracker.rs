@@ -1,5 +1,6 @@
 //! Tracks the prepare phase while it runs: which mappings are in flight since when, how many are
-//! done, for the watch log, progress bars and the window-floor test.
+//! done (a whole-registry mapping's expansions share its index), for the watch log, progress
+//! bars and the window-floor test.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -25,7 +26,7 @@ struct State {
     total: usize,
     started: usize,
     done: usize,
-    in_flight: BTreeMap<usize, (String, Instant)>,
+    in_flight: BTreeMap<(usize, String), Instant>,
     events: Vec<TrackerEvent>,
     durations: Vec<(usize, Duration)>,
 }
@@ -86,17 +87,24 @@ impl PrepareTracker {
     pub fn started(&self, index: usize, name: &str) {
         let mut s = self.lock();
         s.started += 1;
-        s.in_flight.insert(index, (name.to_owned(), Instant::now()));
+        s.in_flight.insert((index, name.to_owned()), Instant::now());
         Self::record(&mut s);
     }
 
-    /// Records that mapping `index` finished, with its duration.
-    pub fn finished(&self, index: usize) {
+    /// Records that mapping `index` (shown as `name`) finished, with its duration.
+    pub fn finished(&self, index: usize, name: &str) {
         let mut s = self.lock();
         s.done += 1;
-        if let Some((_, since)) = s.in_flight.remove(&index) {
+        if let Some(since) = s.in_flight.remove(&(index, name.to_owned())) {
             s.durations.push((index, since.elapsed()));
         }
+        Self::record(&mut s);
+    }
+
+    /// Adds `more` mappings to the total: a whole-registry mapping's expansions.
+    pub fn grow(&self, more: usize) {
+        let mut s = self.lock();
+        s.total += more;
         Self::record(&mut s);
     }
 
@@ -110,9 +118,9 @@ impl PrepareTracker {
             in_flight: s.in_flight.len(),
             slowest: s
                 .in_flight
-                .values()
-                .min_by_key(|(_, since)| *since)
-                .map(|(name, since)| (name.clone(), now.duration_since(*since))),
+                .iter()
+                .min_by_key(|(_, since)| **since)
+                .map(|((_, name), since)| (name.clone(), now.duration_since(*since))),
             elapsed: now.duration_since(self.start),
         }
     }

@@ -116,6 +116,43 @@ pub(crate) fn tag_list(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
     reply
 }
 
+/// `GET /v2/_catalog?n=&last=`: every repository the store holds, in name order, paged like
+/// the tag list (`page_size`, `Link: rel="next"`).
+pub(crate) fn catalog(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
+    let store = shared.store();
+    let asked = match query_value(&incoming.pairs, "n") {
+        None => None,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) => Some(n),
+            Err(_) => return oci_error(400, "PAGINATION_NUMBER_INVALID", "n is not a number"),
+        },
+    };
+    let limit = match (asked, shared.config.page_size) {
+        (Some(n), Some(page)) => n.min(page),
+        (Some(n), None) => n,
+        (None, Some(page)) => page,
+        (None, None) => usize::MAX,
+    };
+    let last = query_value(&incoming.pairs, "last");
+    let mut remaining = store
+        .repos
+        .keys()
+        .filter(|name| last.is_none_or(|l| name.as_str() > l));
+    let page: Vec<String> = remaining.by_ref().take(limit).cloned().collect();
+    let more = remaining.next().is_some();
+    let mut reply = Reply::new(StatusCode::OK).json(&json!({ "repositories": page }));
+    if more && let Some(last_name) = page.last() {
+        let mut next =
+            reqwest::Url::parse("http://catalog.invalid/v2/_catalog").expect("a fixed URL parses");
+        next.query_pairs_mut()
+            .append_pair("n", &limit.to_string())
+            .append_pair("last", last_name);
+        let query = next.query().unwrap_or_default();
+        reply = reply.header("link", format!("</v2/_catalog?{query}>; rel=\"next\""));
+    }
+    reply
+}
+
 /// `HEAD`/`GET /v2/NAME/manifests/REF`
 pub(crate) fn manifest_get(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
     let Route::Manifest { repo, reference } = &incoming.route else {

@@ -13,6 +13,8 @@ pub enum OpKind {
     Ping,
     /// `GET /v2/NAME/tags/list`
     TagList,
+    /// `GET /v2/_catalog`
+    Catalog,
     /// `HEAD /v2/NAME/manifests/REF`
     ManifestHead,
     /// `GET /v2/NAME/manifests/REF`

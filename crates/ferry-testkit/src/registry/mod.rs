@@ -366,6 +366,12 @@ impl TestRegistry {
         self.shared.store().blobs.get(digest).map(|b| b.to_vec())
     }
 
+    /// Makes an empty repository, as a registry's API for creating one would (see
+    /// `Personality::writes_need_existing_repository`).
+    pub fn create_repository(&self, repo: &str) {
+        self.shared.store().repo_mut(repo);
+    }
+
     /// Names of all repositories holding anything.
     pub fn repositories(&self) -> Vec<String> {
         self.shared.store().repos.keys().cloned().collect()

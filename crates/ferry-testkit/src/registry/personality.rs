@@ -31,6 +31,9 @@ pub struct Personality {
     /// An index is stored without checking that its child manifests are there (the default,
     /// like distribution 2.8, answers 400 MANIFEST_BLOB_UNKNOWN).
     pub index_children_unchecked: bool,
+    /// A write to a repository the registry does not hold is answered 404 NAME_UNKNOWN (as
+    /// ECR answers a push to a repository nobody created); see `TestRegistry::create_repository`.
+    pub writes_need_existing_repository: bool,
 }
 
 impl Personality {
@@ -127,6 +130,24 @@ fn is_write(op: OpKind) -> bool {
             | OpKind::ManifestPut
             | OpKind::ManifestDelete
     )
+}
+
+/// ECR's answer to a write into a repository that was never created, when the personality
+/// asks for it.
+pub(crate) fn refuse_missing_repository(
+    personality: &Personality,
+    op: OpKind,
+    repo: Option<&str>,
+    exists: impl Fn(&str) -> bool,
+) -> Option<Reply> {
+    let repo = repo?;
+    (personality.writes_need_existing_repository && is_write(op) && !exists(repo)).then(|| {
+        oci_error(
+            404,
+            "NAME_UNKNOWN",
+            format!("The repository with name '{repo}' does not exist in the registry"),
+        )
+    })
 }
 
 /// The personality's answer to a request, when it has one; `None` lets the registry answer as

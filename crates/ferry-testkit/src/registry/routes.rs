@@ -68,6 +68,7 @@ pub(crate) enum Route {
     Ping,
     Token,
     TagList { repo: String },
+    Catalog,
     Manifest { repo: String, reference: String },
     Blob { repo: String, digest: String },
     Uploads { repo: String },
@@ -109,6 +110,9 @@ pub(crate) fn parse_route(path: &str) -> Route {
     }
     if path == "/v2/" || path == "/v2" {
         return Route::Ping;
+    }
+    if path == "/v2/_catalog" {
+        return Route::Catalog;
     }
     let Some(tail) = path.strip_prefix("/v2/") else {
         return Route::Unknown;
@@ -189,6 +193,7 @@ pub(crate) fn classify(method: &Method, route: &Route, pairs: &[(String, String)
         (Route::Ping, "GET" | "HEAD") => OpKind::Ping,
         (Route::Token, "GET" | "POST") => OpKind::Token,
         (Route::TagList { .. }, "GET") => OpKind::TagList,
+        (Route::Catalog, "GET") => OpKind::Catalog,
         (Route::Manifest { .. }, "HEAD") => OpKind::ManifestHead,
         (Route::Manifest { .. }, "GET") => OpKind::ManifestGet,
         (Route::Manifest { .. }, "PUT") => OpKind::ManifestPut,
@@ -428,6 +433,14 @@ pub(crate) async fn handle(
         conn: conn.clone(),
     };
     let mut op = op;
+    if let Some(reply) = super::personality::refuse_missing_repository(
+        &shared.config.personality,
+        op,
+        incoming.route.repo(),
+        |repo| shared.store().repos.contains_key(repo),
+    ) {
+        return finish(&shared, reply, guard, None, &conn);
+    }
     match super::personality::intercept(&shared.config.personality, &mut op, &mut incoming).await {
         Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
         Ok(None) => {}
@@ -484,6 +497,7 @@ async fn dispatch(
             content::token(shared, incoming, authorization, &form)
         }
         OpKind::TagList => content::tag_list(shared, incoming),
+        OpKind::Catalog => content::catalog(shared, incoming),
         OpKind::ManifestHead | OpKind::ManifestGet => content::manifest_get(shared, incoming),
         OpKind::ManifestPut => {
             let body = incoming.read_body().await?;

@@ -1,0 +1,34 @@
+//! The registry's catalog: every page of `/v2/_catalog` through the shared pager (one retry
+//! budget, `Link` on the registry's origin only, bounded), for whole-registry mappings.
+
+use crate::auth::Scopes;
+use crate::client::RegistryClient;
+use crate::error::Error;
+use crate::operation::Operation;
+
+use super::pages::Listing;
+
+/// Repositories asked for per catalog page (`n`); a registry may answer with fewer and a `Link`.
+pub const CATALOG_PAGE_SIZE: usize = 1000;
+
+impl RegistryClient {
+    /// Every repository name the registry's catalog lists, as sent (unvalidated: the caller
+    /// decides which are names), at most `max` of them: a longer catalog is an error
+    /// (`ErrorKind::TooLarge`), never a silent cut. Asks for the `registry:catalog:*` scope.
+    pub async fn list_repositories(&self, max: usize) -> Result<Vec<String>, Error> {
+        let mut first = self.api_url("_catalog");
+        first
+            .query_pairs_mut()
+            .append_pair("n", &CATALOG_PAGE_SIZE.min(max.max(1)).to_string());
+        self.walk_pages(Listing {
+            operation: Operation::Catalog,
+            repository: None,
+            scopes: Scopes::catalog(),
+            first,
+            field: "repositories",
+            what: "catalog",
+            max_items: max,
+        })
+        .await
+    }
+}
