@@ -661,3 +661,51 @@ async fn a_retried_session_post_does_not_hold_the_other_targets_stream() {
         "one read shared, one again for the retried target"
     );
 }
+
+/// A manifest PUT whose reply was lost after the registry stored it is settled by a HEAD that
+/// names its digest, not by a second PUT that could lose its reply again.
+#[tokio::test(start_paused = true)]
+async fn a_lost_manifest_put_reply_is_settled_by_a_head() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/app", "1", &[b"a layer"]);
+    dst.faults().push(FaultRule::on(
+        OpKind::ManifestPut,
+        FaultAction::AfterCommit { code: 502 },
+    ));
+    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
+        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
+    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    let puts = dst
+        .requests()
+        .iter()
+        .filter(|r| r.op == OpKind::ManifestPut)
+        .count();
+    assert_eq!(puts, 1, "the one PUT landed; the retry asked with a HEAD");
+}
+
+/// The HEAD settles a retry only when it names the digest being pushed: a tag that still holds
+/// an older manifest (the PUT failed before it was stored) is pushed again.
+#[tokio::test(start_paused = true)]
+async fn a_head_naming_another_digest_does_not_settle_a_manifest_put() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/app", "1", &[b"the new layer"]);
+    dst.seed_image("mirror/app", "1", &[b"an old layer"]);
+    dst.faults().push(FaultRule::on(
+        OpKind::ManifestPut,
+        FaultAction::Status {
+            code: 502,
+            retry_after: None,
+        },
+    ));
+    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
+        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
+    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+}

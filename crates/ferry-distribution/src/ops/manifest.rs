@@ -170,7 +170,14 @@ impl RegistryClient {
         };
         let (_, operation, url) = self.manifest_for(by, repository, reference)?;
         let call = Call::new(operation, Some(repository));
-        self.run(call, |_| async {
+        let (scopes, url) = (&scopes, &url);
+        self.run(call, |attempt| async move {
+            // A retry follows a failed attempt whose PUT may have landed (a reply lost after
+            // the registry stored it): a HEAD of the same reference that names our digest
+            // settles it with a read, where a second PUT could lose its reply again.
+            if attempt.number > 1 && self.manifest_landed(scopes, url, manifest).await {
+                return Ok(manifest.digest.clone());
+            }
             let response = self
                 .send(&scopes, |http| {
                     http.put(url.clone())
@@ -191,6 +198,29 @@ impl RegistryClient {
             }
         })
         .await
+    }
+
+    /// Whether `manifest` is at `url` already: a HEAD answered 2xx naming its digest. Any other
+    /// answer, or none, says no (the PUT is then sent again, as it is safe to).
+    async fn manifest_landed(
+        &self,
+        scopes: &Scopes,
+        url: &reqwest::Url,
+        manifest: &Manifest,
+    ) -> bool {
+        match self
+            .send(scopes, |http| {
+                http.head(url.clone())
+                    .header(ACCEPT, manifest.media_type.as_str())
+            })
+            .await
+        {
+            Ok(response) => {
+                response.status().is_success()
+                    && content_digest(&response).is_some_and(|d| d == manifest.digest)
+            }
+            Err(_) => false,
+        }
     }
 
     /// DELETEs a manifest by digest, or a tag (where the registry supports tag deletion). A
