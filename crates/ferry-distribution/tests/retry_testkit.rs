@@ -250,9 +250,10 @@ async fn a_lost_reply_to_a_delete_by_digest_is_sent_again() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_lost_reply_to_a_manifest_put_by_tag_is_sent_again() {
+async fn a_lost_reply_to_a_manifest_put_by_tag_is_asked_about_then_sent_again() {
     let (reg, client) = seeded(fast_policy(4)).await;
     let manifest = client.get_manifest(REPO, "v1").await.unwrap();
+    // Stored, reply lost: the retry's HEAD names the digest, and no second PUT goes out.
     reg.reset_stats();
     reg.faults().push(FaultRule::on(
         OpKind::ManifestPut,
@@ -260,10 +261,23 @@ async fn a_lost_reply_to_a_manifest_put_by_tag_is_sent_again() {
     ));
     let stored = client.put_manifest(REPO, "v2", &manifest).await.unwrap();
     assert_eq!(stored, manifest.digest);
-    assert_eq!(reg.stats().op(OpKind::ManifestPut), 2);
+    assert_eq!(reg.stats().op(OpKind::ManifestPut), 1);
+    assert_eq!(reg.stats().op(OpKind::ManifestHead), 1);
     let (media_type, bytes) = reg.manifest(REPO, "v2").unwrap();
     assert_eq!(media_type, OCI_MANIFEST);
     assert_eq!(bytes, manifest.bytes);
+    // Refused before it was stored: the HEAD finds nothing, and the PUT is sent again.
+    reg.reset_stats();
+    reg.faults().push(FaultRule::on(
+        OpKind::ManifestPut,
+        FaultAction::Status {
+            code: 502,
+            retry_after: None,
+        },
+    ));
+    client.put_manifest(REPO, "v3", &manifest).await.unwrap();
+    assert_eq!(reg.stats().op(OpKind::ManifestPut), 2);
+    assert!(reg.manifest(REPO, "v3").is_some());
 }
 
 #[tokio::test(start_paused = true)]

@@ -179,7 +179,7 @@ impl RegistryClient {
                 return Ok(manifest.digest.clone());
             }
             let response = self
-                .send(&scopes, |http| {
+                .send(scopes, |http| {
                     http.put(url.clone())
                         .header(CONTENT_TYPE, manifest.media_type.as_str())
                         .body(manifest.bytes.clone())
