@@ -756,3 +756,58 @@ async fn a_mapping_with_an_image_that_failed_in_this_run_prunes_nothing() {
     );
     assert_eq!(layout_tags(&dst), [("old".to_owned(), digest_of(&old))]);
 }
+
+/// Every file under `dir` (recursively) with its inode and modification time: a file rewritten
+/// by rename gets a new inode, one rewritten in place a new time.
+fn file_identities(
+    dir: &Path,
+) -> std::collections::BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else {
+                out.insert(entry.path(), (meta.ino(), meta.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    layout.multi_arch("1.0");
+    // A second tag sharing nothing with the first, and a third sharing its layer with it.
+    let plain = layout.image("amd64", &[b"plain layer"]);
+    layout.tag(&plain, Some("plain"));
+    let sibling = layout.image("arm64", &[b"plain layer"]);
+    layout.tag(&sibling, Some("sibling"));
+    let config = layout_to_layout(&src, &dst, "");
+
+    let cold = run(&config).await;
+    assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
+    assert_eq!(cold.totals.images_synced, 3, "{}", cold.render_text());
+    let before = file_identities(&dst);
+    assert!(
+        before.keys().any(|p| p.ends_with("index.json")) && before.len() > 8,
+        "{before:?}"
+    );
+
+    let warm = run(&config).await;
+    assert_eq!(warm.totals.images_up_to_date, 3, "{}", warm.render_text());
+    assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
+    assert_eq!(
+        file_identities(&dst),
+        before,
+        "a warm rerun rewrote a file of the layout"
+    );
+}

@@ -125,6 +125,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_layout_root_that_does_not_exist_yet_is_created_with_its_blob_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let layout = root.path().join("new/layout");
+        let alg = blob_dir(&layout, &digest()).await.unwrap();
+        assert_eq!(alg, layout.join("blobs/sha256"));
+        assert!(std::fs::symlink_metadata(&alg).unwrap().is_dir());
+        // Once there, the same call finds them and creates nothing new.
+        assert_eq!(blob_dir(&layout, &digest()).await.unwrap(), alg);
+    }
+
+    #[tokio::test]
     async fn a_file_planted_at_the_algorithms_directory_is_refused_naming_it() {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("blobs")).unwrap();
