@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
 use ferry_sync::config::{self, Config};
 use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::plan::Plan;
+use ferry_sync::plan::{Plan, TargetState};
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
@@ -791,11 +791,24 @@ async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
     layout.tag(&plain, Some("plain"));
     let sibling = layout.image("arm64", &[b"plain layer"]);
     layout.tag(&sibling, Some("sibling"));
+    // And an untagged signature of `plain`: an image the layout names by digest alone.
+    let empty = layout.blob(b"{}");
+    let signature = json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_MANIFEST,
+        "artifactType": "application/vnd.example.signature",
+        "config": {"mediaType": media::OCI_EMPTY_JSON, "digest": empty["digest"], "size": 2},
+        "layers": [],
+        "subject": {"mediaType": media::OCI_MANIFEST, "digest": plain["digest"], "size": plain["size"]},
+    });
+    let mut sig = layout.blob(&serde_json::to_vec(&signature).unwrap());
+    sig["mediaType"] = json!(media::OCI_MANIFEST);
+    layout.tag(&sig, None);
     let config = layout_to_layout(&src, &dst, "");
 
     let cold = run(&config).await;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
-    assert_eq!(cold.totals.images_synced, 3, "{}", cold.render_text());
+    assert_eq!(cold.totals.images_synced, 4, "{}", cold.render_text());
     let before = file_identities(&dst);
     assert!(
         before.keys().any(|p| p.ends_with("index.json")) && before.len() > 8,
@@ -803,11 +816,108 @@ async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
     );
 
     let warm = run(&config).await;
-    assert_eq!(warm.totals.images_up_to_date, 3, "{}", warm.render_text());
+    assert_eq!(warm.totals.images_up_to_date, 4, "{}", warm.render_text());
     assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
     assert_eq!(
         file_identities(&dst),
         before,
         "a warm rerun rewrote a file of the layout"
+    );
+}
+
+/// Each image's state in its mapping's only target, by name, as prepare found it.
+async fn layout_states(config: &Config) -> Vec<(String, TargetState)> {
+    let registries = Registries::new(config);
+    let plan = prepare(config, &registries).await;
+    let resolved = plan.mappings[0].outcome.as_ref().unwrap();
+    let mut states: Vec<_> = resolved
+        .images
+        .iter()
+        .map(|i| (i.name(), i.targets[0].state.clone()))
+        .collect();
+    states.sort_by(|a, b| a.0.cmp(&b.0));
+    states
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_targets_images_are_each_new_up_to_date_missing_or_stale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let mut images = Vec::new();
+    for tag in ["a", "b", "c", "d"] {
+        let image = layout.image("amd64", &[format!("{tag} layer").as_bytes()]);
+        layout.tag(&image, Some(tag));
+        images.push(image);
+    }
+    // An untagged signature of `a`: an image the target names by digest alone.
+    let empty = layout.blob(b"{}");
+    let signature = json!({
+        "schemaVersion": 2,
+        "mediaType": media::OCI_MANIFEST,
+        "artifactType": "application/vnd.example.signature",
+        "config": {"mediaType": media::OCI_EMPTY_JSON, "digest": empty["digest"], "size": 2},
+        "layers": [],
+        "subject": {"mediaType": media::OCI_MANIFEST, "digest": images[0]["digest"], "size": images[0]["size"]},
+    });
+    let mut sig = layout.blob(&serde_json::to_vec(&signature).unwrap());
+    sig["mediaType"] = json!(media::OCI_MANIFEST);
+    layout.tag(&sig, None);
+    let config = layout_to_layout(&src, &dst, "");
+    let named = |states: &[(&str, TargetState)]| -> Vec<(String, TargetState)> {
+        let mut v: Vec<_> = states
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let sig_name = digest_of(&sig);
+
+    // No layout yet.
+    assert_eq!(
+        layout_states(&config).await,
+        named(&[
+            ("a", TargetState::NewRepository),
+            ("b", TargetState::NewRepository),
+            ("c", TargetState::NewRepository),
+            ("d", TargetState::NewRepository),
+            (&sig_name, TargetState::NewRepository),
+        ])
+    );
+    let report = run(&config).await;
+    assert_eq!(report.totals.images_synced, 5, "{}", report.render_text());
+    assert!(
+        layout_states(&config)
+            .await
+            .iter()
+            .all(|(_, s)| *s == TargetState::UpToDate)
+    );
+
+    // The source moves b to new content; the target loses c's manifest file (its index entry
+    // stays) and d's index entry (its files stay).
+    let new_b = layout.image("amd64", &[b"b moved"]);
+    layout.untag("b");
+    layout.tag(&new_b, Some("b"));
+    let c = Digest::parse(&digest_of(&images[2])).unwrap();
+    std::fs::remove_file(dst.join("blobs/sha256").join(c.hex())).unwrap();
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dst.join("index.json")).unwrap()).unwrap();
+    index["manifests"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|m| m["annotations"]["org.opencontainers.image.ref.name"] != "d");
+    std::fs::write(dst.join("index.json"), index.to_string()).unwrap();
+    let old_b = Digest::parse(&digest_of(&images[1])).unwrap();
+    assert_eq!(
+        layout_states(&config).await,
+        named(&[
+            ("a", TargetState::UpToDate),
+            ("b", TargetState::Stale { current: old_b }),
+            ("c", TargetState::Missing),
+            ("d", TargetState::Missing),
+            (&sig_name, TargetState::UpToDate),
+        ])
     );
 }

@@ -203,6 +203,29 @@ mod tests {
     }
 
     #[test]
+    fn an_index_of_ten_thousand_tags_is_read_whole() {
+        // About 2 MiB: far inside the 32 MiB limit (about 100,000 entries).
+        let digest = format!("sha256:{}", "d".repeat(64));
+        let entries: Vec<serde_json::Value> = (0..10_000)
+            .map(|n| {
+                serde_json::json!({
+                    "mediaType": ferry_distribution::media::OCI_MANIFEST,
+                    "digest": digest,
+                    "size": 1234,
+                    "annotations": { REF_NAME: format!("v{n}") },
+                })
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = serde_json::to_vec(&serde_json::json!({ "manifests": entries })).unwrap();
+        assert!(bytes.len() > 2 * 1024 * 1024, "{}", bytes.len());
+        std::fs::write(dir.path().join("index.json"), bytes).unwrap();
+        let index = read_index(dir.path()).unwrap();
+        assert_eq!(index.len(), 10_000);
+        assert_eq!(index[9_999].tag.as_deref(), Some("v9999"));
+    }
+
+    #[test]
     fn a_ref_name_is_a_tag_or_a_reference_that_may_carry_one() {
         for (value, tag) in [
             ("3.20", Some("3.20")),
