@@ -299,6 +299,37 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_where_a_directory_should_be_is_refused_without_blocking() {
+        let dir = layout();
+        let fifo = |path: &Path| {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                path,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap();
+        };
+        // As a part of the path below the root: blobs/sha512 is a FIFO nobody writes to.
+        fifo(&dir.path().join("blobs/sha512"));
+        let why = refused(open_regular(dir.path(), Path::new("blobs/sha512/x")));
+        assert!(why.contains("not a directory"), "{why}");
+        // As the root itself (which the config names, and may be a link).
+        let root = dir.path().join("root-fifo");
+        fifo(&root);
+        let why = refused(open_regular(&root, Path::new("index.json")));
+        assert!(why.contains("not a directory"), "{why}");
+    }
+
+    #[test]
+    fn a_device_is_refused_and_named_as_one() {
+        // /dev/null is a character device in every Unix, directly below /dev (not a link).
+        let why = refused(open_regular(Path::new("/dev"), Path::new("null")));
+        assert!(why.contains("a device"), "{why}");
+    }
+
+    #[test]
     fn a_small_file_is_read_only_within_its_limit() {
         let dir = layout();
         assert_eq!(
