@@ -314,6 +314,118 @@ mod tests {
         (LayoutReader::open(dir).unwrap(), digest, path)
     }
 
+    /// Writes `bytes` as a blob of the layout at `dir`; its digest.
+    fn put(dir: &Path, bytes: &[u8]) -> Digest {
+        let digest = Digest::of_bytes(ferry_distribution::Algorithm::Sha256, bytes);
+        std::fs::write(dir.join(blob_path(&digest)), bytes).unwrap();
+        digest
+    }
+
+    #[tokio::test]
+    async fn a_blob_is_streamed_in_256_kib_chunks() {
+        // Never the whole blob in memory at once, and not thousands of small reads either.
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = vec![7u8; 1024 * 1024];
+        let (reader, digest, _) = one_blob(dir.path(), &bytes);
+        let chunks: Vec<Bytes> = reader
+            .open_blob(&digest, bytes.len() as u64, 0)
+            .await
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect()
+            .await;
+        let sizes: Vec<usize> = chunks.iter().map(Bytes::len).collect();
+        assert_eq!(sizes, [256 * 1024; 4]);
+    }
+
+    #[tokio::test]
+    async fn a_manifest_of_4_mib_is_read_and_one_byte_more_is_too_large() {
+        const FOUR_MIB: usize = 4 * 1024 * 1024;
+        let dir = tempfile::tempdir().unwrap();
+        let (reader, _, _) = one_blob(dir.path(), b"layer");
+        for len in [FOUR_MIB, FOUR_MIB + 1] {
+            let mut bytes =
+                format!(r#"{{"mediaType":"{}","layers":[]}}"#, media::OCI_MANIFEST).into_bytes();
+            bytes.resize(len, b' ');
+            let digest = put(dir.path(), &bytes);
+            let found = reader.find_manifest(&digest.to_string()).await;
+            if len == FOUR_MIB {
+                assert_eq!(found.unwrap().unwrap().bytes.len(), FOUR_MIB);
+            } else {
+                let error = found.unwrap_err();
+                assert!(
+                    matches!(
+                        error.kind,
+                        ErrorKind::TooLarge {
+                            what: "manifest",
+                            limit
+                        } if limit == FOUR_MIB as u64
+                    ),
+                    "{error}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn each_referrer_of_a_subject_is_listed_once_however_often_the_index_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reader, layer, _) = one_blob(dir.path(), b"layer");
+        let subject = put(
+            dir.path(),
+            format!(
+                r#"{{"mediaType":"{}","layers":[{{"digest":"{layer}","size":5}}]}}"#,
+                media::OCI_MANIFEST
+            )
+            .as_bytes(),
+        );
+        let referrer = |kind: &str| {
+            put(
+                dir.path(),
+                format!(
+                    r#"{{"mediaType":"{}","artifactType":"{kind}","layers":[],"subject":{{"digest":"{subject}"}}}}"#,
+                    media::OCI_MANIFEST
+                )
+                .as_bytes(),
+            )
+        };
+        let signature = referrer("application/vnd.example.signature");
+        let sbom = referrer("application/vnd.example.sbom");
+        // The signature is in the index twice (tagged and untagged), the SBOM once.
+        let entry = |d: &Digest, tag: Option<&str>| {
+            let mut e =
+                serde_json::json!({ "mediaType": media::OCI_MANIFEST, "digest": d.to_string() });
+            if let Some(tag) = tag {
+                e["annotations"] = serde_json::json!({ crate::layout::REF_NAME: tag });
+            }
+            e
+        };
+        let index = serde_json::json!({ "schemaVersion": 2, "manifests": [
+            entry(&subject, Some("v1")),
+            entry(&signature, Some("v1.sig")),
+            entry(&signature, None),
+            entry(&sbom, None),
+        ]});
+        std::fs::write(dir.path().join("index.json"), index.to_string()).unwrap();
+        let listed: Vec<_> = reader
+            .list_referrers(&subject)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.digest, r.artifact_type))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (
+                    signature,
+                    Some("application/vnd.example.signature".to_owned())
+                ),
+                (sbom, Some("application/vnd.example.sbom".to_owned())),
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn a_blob_that_grows_while_read_is_cut_at_its_declared_size_first_and_resumed() {
         for offset in [0u64, 4] {
