@@ -214,6 +214,113 @@ mod tests {
             .collect()
     }
 
+    /// Writes `bytes` as a blob of the layout at `dir`; its digest.
+    fn put(dir: &Path, bytes: &[u8]) -> Digest {
+        let d = Digest::of_bytes(ferry_distribution::digest::Algorithm::Sha256, bytes);
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join(blob_path(&d)), bytes).unwrap();
+        d
+    }
+
+    /// Points the layout's `index.json` at `digests`, untagged.
+    fn index_of(dir: &Path, digests: &[&Digest]) {
+        let entries: Vec<_> = digests
+            .iter()
+            .map(|d| serde_json::json!({ "digest": d.to_string() }))
+            .collect();
+        let index = serde_json::json!({ "schemaVersion": 2, "manifests": entries });
+        std::fs::write(dir.join("index.json"), index.to_string()).unwrap();
+    }
+
+    /// A manifest over `layer`, padded with spaces to `len` bytes (when it is shorter).
+    fn manifest_over(layer: &Digest, len: usize) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "layers": [{ "digest": layer.to_string() }],
+        }))
+        .unwrap();
+        bytes.resize(len.max(bytes.len()), b' ');
+        bytes
+    }
+
+    #[tokio::test]
+    async fn an_index_nested_to_the_depth_limit_is_walked_and_one_level_more_is_not() {
+        for levels in [MAX_DEPTH, MAX_DEPTH + 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let layer = put(dir.path(), b"the deepest layer");
+            let stray = put(dir.path(), b"stray");
+            // The image manifest sits `levels` indexes below the entry of index.json.
+            let mut top = put(dir.path(), &manifest_over(&layer, 0));
+            for _ in 0..levels {
+                let index = serde_json::json!({
+                    "schemaVersion": 2,
+                    "manifests": [{ "digest": top.to_string() }],
+                });
+                top = put(dir.path(), index.to_string().as_bytes());
+            }
+            index_of(dir.path(), &[&top]);
+            let collected = collect_garbage(dir.path(), Duration::from_secs(3)).await;
+            let has = |d: &Digest| dir.path().join(blob_path(d)).exists();
+            if levels == MAX_DEPTH {
+                assert_eq!(collected.unwrap().blobs, 1, "levels {levels}");
+                assert!(has(&layer) && !has(&stray));
+            } else {
+                let err = collected.unwrap_err();
+                assert!(err.contains("deeper than 8 levels"), "{err}");
+                assert!(
+                    has(&layer) && has(&stray),
+                    "a blob was removed though the walk stopped"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_manifest_of_4_mib_is_walked_and_one_byte_more_stops_the_collection() {
+        const FOUR_MIB: usize = 4 * 1024 * 1024;
+        for len in [FOUR_MIB, FOUR_MIB + 1] {
+            let dir = tempfile::tempdir().unwrap();
+            let layer = put(dir.path(), b"a layer");
+            let stray = put(dir.path(), b"stray");
+            let manifest = put(dir.path(), &manifest_over(&layer, len));
+            index_of(dir.path(), &[&manifest]);
+            let collected = collect_garbage(dir.path(), Duration::from_secs(3)).await;
+            let has = |d: &Digest| dir.path().join(blob_path(d)).exists();
+            if len == FOUR_MIB {
+                assert_eq!(collected.unwrap().blobs, 1, "len {len}");
+                assert!(has(&layer) && !has(&stray));
+            } else {
+                let err = collected.unwrap_err();
+                assert!(
+                    err.contains(&manifest.to_string())
+                        && err.contains("larger than a manifest may be"),
+                    "{err}"
+                );
+                assert!(has(&stray), "a blob was removed though the walk stopped");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_manifest_that_is_a_symlink_stops_the_collection() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("layout");
+        let layer = put(&dir, b"a layer");
+        let stray = put(&dir, b"stray");
+        let manifest = put(&dir, &manifest_over(&layer, 0));
+        index_of(&dir, &[&manifest]);
+        // The same bytes, outside the layout, linked in under the manifest's name.
+        let outside = root.path().join("manifest");
+        std::fs::rename(dir.join(blob_path(&manifest)), &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join(blob_path(&manifest))).unwrap();
+        let err = collect_garbage(&dir, Duration::from_secs(3))
+            .await
+            .unwrap_err();
+        assert!(err.contains(&manifest.to_string()), "{err}");
+        assert!(dir.join(blob_path(&stray)).exists());
+        assert!(dir.join(blob_path(&layer)).exists());
+    }
+
     #[tokio::test]
     async fn removing_a_tag_keeps_full_references_that_end_in_it() {
         let dir = tempfile::tempdir().unwrap();
