@@ -46,7 +46,9 @@ impl Default for RetryPolicy {
             // 0.2^5) and eight about one run in 1,300. A dead registry costs none of them: the
             // breaker refuses first attempts once the ping or the fault rate says it is down.
             attempts: 8,
-            base: Duration::from_millis(100),
+            // Short: the window, the pacer and the breaker protect the registry; the backoff
+            // spaces one request's attempts (docs/retry.md, "Waiting").
+            base: Duration::from_millis(50),
             cap: Duration::from_secs(30),
             retry_after_cap: Duration::from_secs(120),
             deadline: Duration::from_secs(600),

@@ -228,7 +228,7 @@ pub struct RawRetry {
     /// Tries per request, the first included (at least 1; default 8).
     #[serde(default)]
     pub attempts: Option<u32>,
-    /// First backoff, e.g. "200ms".
+    /// First backoff, e.g. "200ms" (default 50ms).
     #[serde(default)]
     pub base: Option<String>,
     /// Longest backoff, e.g. "30s".
