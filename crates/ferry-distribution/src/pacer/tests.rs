@@ -376,3 +376,110 @@ async fn answers_on_their_way_back_at_the_cut_complete_the_count_it_was_made_fro
     p.on_answer(Some("b"), sent[0]);
     assert!(p.learned_rate().unwrap() <= completed);
 }
+
+/// A pacer that learned 10.8/s from twelve accepted answers and a limit's three throttles, all
+/// of requests admitted before the cut; returns one of those tickets.
+async fn learned_from_twelve(p: &Pacer) -> Ticket {
+    let before = p.admit(Operation::ManifestGet).await;
+    for i in 0..12 {
+        p.on_answer(Some(["a", "b"][i % 2]), before);
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo), before);
+    }
+    assert!((p.learned_rate().unwrap() - 10.8).abs() < 1e-9);
+    before
+}
+
+fn estimate(p: &Pacer) -> f64 {
+    p.lock().learned.as_ref().unwrap().estimate
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_exactly_an_epoch_after_the_cut_is_not_late() {
+    let p = Pacer::new("r", None);
+    let before = learned_from_twelve(&p).await;
+    tokio::time::advance(EPOCH).await;
+    p.on_answer(Some("a"), before);
+    assert!((p.learned_rate().unwrap() - 10.8).abs() < 1e-9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn recovery_multiplies_by_its_factor_from_exactly_quiet_up_to_the_estimate() {
+    let p = Pacer::new("r", None);
+    let before = learned_from_twelve(&p).await;
+    {
+        // A rate cut below the estimate, as a second cut leaves it.
+        let mut s = p.lock();
+        let l = s.learned.as_mut().unwrap();
+        l.bucket.rate = 10.0;
+    }
+    tokio::time::advance(QUIET).await;
+    let under = p.ticket(Operation::ManifestGet);
+    assert!(under.admission <= before.admission + 1);
+    p.on_answer(Some("a"), under);
+    assert!((p.learned_rate().unwrap() - 10.5).abs() < 1e-9, "x1.05");
+    p.on_answer(Some("a"), under);
+    assert!(
+        (p.learned_rate().unwrap() - 10.8).abs() < 1e-9,
+        "capped at 0.9 of the estimate of 12"
+    );
+    // At the estimate, long quiet probes past it by x1.02 a success.
+    tokio::time::advance(LONG_QUIET).await;
+    p.on_answer(Some("a"), under);
+    assert!((p.learned_rate().unwrap() - 10.8 * PROBE_FACTOR).abs() < 1e-9);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_or_announced_rate_is_never_joined_by_a_learned_one() {
+    let configured = Pacer::new("r", Some(50.0));
+    let announced = Pacer::new("r", None);
+    let t = announced.admit(Operation::ManifestGet).await;
+    announced.observe_quota(quota(1000, 900, 60), t);
+    for p in [&configured, &announced] {
+        let t = p.admit(Operation::ManifestGet).await;
+        for i in 0..12 {
+            p.on_answer(Some(["a", "b"][i % 2]), t);
+        }
+        for repo in ["a", "b", "c"] {
+            assert_eq!(p.on_throttle(Some(repo), t) == Scope::Registry, repo == "c");
+        }
+        assert_eq!(p.learned_rate(), None);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_later_cut_takes_the_lower_of_a_fifth_off_and_what_was_accepted() {
+    let p = Pacer::new("r", None);
+    let before = learned_from_twelve(&p).await;
+    // The first twelve leave the window; eight answers are all the registry accepted since.
+    tokio::time::advance(crate::evidence::EVIDENCE_WINDOW + Duration::from_millis(1)).await;
+    for i in 0..8 {
+        p.on_answer(Some(["a", "b"][i % 2]), before);
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo), before);
+    }
+    let cut = p.learned_rate().unwrap();
+    assert!((cut - 7.2).abs() < 1e-9, "min(10.8 x 0.8, 8 x 0.9): {cut}");
+    // The estimate fades by the cut's factor and keeps what was seen: max(12 x 0.8, 8).
+    assert!((estimate(&p) - 9.6).abs() < 1e-9, "{}", estimate(&p));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_scattered_throttle_at_the_learned_rate_ends_no_probe_and_raises_nothing() {
+    let p = Pacer::new("r", None);
+    let before = learned_from_twelve(&p).await;
+    // Ten more accepted under the learned rate: the window now shows 22 accepted.
+    for _ in 0..10 {
+        let under = p.admit(Operation::ManifestGet).await;
+        p.on_answer(Some("d"), under);
+    }
+    assert_eq!(p.on_throttle(Some("z"), before), Scope::Request);
+    assert!(
+        (p.learned_rate().unwrap() - 10.8).abs() < 1e-9,
+        "{:?}",
+        p.learned_rate()
+    );
+    assert!((estimate(&p) - 12.0).abs() < 1e-9);
+}
