@@ -63,6 +63,17 @@ async fn run(config: &Config) -> SyncReport {
     sync(&plan, &registries, &options, &StopSignal::default()).await
 }
 
+/// Syncs `lib/app` from `src` to `mirror/app` on `dst` under the fast retry policy and checks
+/// that it arrived whole, with no failure reported.
+async fn sync_app_whole(src: &TestRegistry, dst: &TestRegistry) {
+    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
+        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
+    let mappings = mapping(src, "lib/app", &format!("{}/mirror/app", dst.host()));
+    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    assert_eq!(failures(&report), vec![], "{}", report.render_text());
+    assert_mirrored(src, "lib/app", dst, "mirror/app");
+}
+
 fn failures(report: &SyncReport) -> Vec<(String, ImageStatus)> {
     report
         .images
@@ -606,12 +617,7 @@ async fn a_lost_reply_to_the_last_chunk_is_closed_without_reading_past_the_end()
         OpKind::UploadPatch,
         FaultAction::AfterCommit { code: 502 },
     ));
-    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
-        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
-    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
-    let report = run(&parse(&config_text(&registries, &mappings))).await;
-    assert_eq!(failures(&report), vec![], "{}", report.render_text());
-    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    sync_app_whole(&src, &dst).await;
     let ranged: Vec<_> = src
         .requests()
         .into_iter()
@@ -673,12 +679,7 @@ async fn a_lost_manifest_put_reply_is_settled_by_a_head() {
         OpKind::ManifestPut,
         FaultAction::AfterCommit { code: 502 },
     ));
-    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
-        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
-    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
-    let report = run(&parse(&config_text(&registries, &mappings))).await;
-    assert_eq!(failures(&report), vec![], "{}", report.render_text());
-    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    sync_app_whole(&src, &dst).await;
     let puts = dst
         .requests()
         .iter()
@@ -702,10 +703,5 @@ async fn a_head_naming_another_digest_does_not_settle_a_manifest_put() {
             retry_after: None,
         },
     ));
-    let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
-        + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
-    let mappings = mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()));
-    let report = run(&parse(&config_text(&registries, &mappings))).await;
-    assert_eq!(failures(&report), vec![], "{}", report.render_text());
-    assert_mirrored(&src, "lib/app", &dst, "mirror/app");
+    sync_app_whole(&src, &dst).await;
 }
