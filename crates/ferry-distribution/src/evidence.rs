@@ -394,4 +394,23 @@ mod tests {
         let more = [71, 72, 73].map(|t| e.record_throttle(Some("a"), t0 + ms(t)));
         assert_eq!(more, [Scope::Request, Scope::Request, Scope::Repository]);
     }
+
+    #[test]
+    fn of_two_repositories_throttled_alike_the_busier_is_set_aside() {
+        let mut e = Evidence::default();
+        let t0 = Instant::now();
+        for i in 0..10u64 {
+            e.record_answer(Some("a"), t0 + ms(i));
+        }
+        for (i, repo) in ["a", "b", "a"].iter().enumerate() {
+            e.record_throttle(Some(repo), t0 + ms(20 + i as u64));
+        }
+        for i in 0..3u64 {
+            e.record_answer(Some("a"), t0 + ms(30 + i));
+        }
+        // a: 2 throttles in 15 answers, b: 2 in 2. Setting a aside leaves b's two of two: the
+        // throttles reach beyond the busier repository. (Setting b aside instead would leave
+        // a's two of five, under half, and no verdict.)
+        assert_eq!(e.record_throttle(Some("b"), t0 + ms(40)), Scope::Registry);
+    }
 }
