@@ -290,3 +290,47 @@ async fn a_refused_delete_fails_that_tag_and_the_next_is_still_tried() {
         "a 403 does not say that the registry cannot delete tags"
     );
 }
+
+/// In a whole-registry mapping each expanded repository decides for itself: an image that
+/// failed in one (lib/b) skips pruning there, and only there; its sibling (lib/a) prunes.
+#[tokio::test(start_paused = true)]
+async fn a_failure_in_one_expanded_repository_skips_pruning_only_there() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/a", "v1", &[b"a one"]);
+    src.seed_image("lib/b", "v1", &[b"b one"]);
+    dst.seed_image("mirror/a", "v0", &[b"a zero"]);
+    dst.seed_image("mirror/b", "v0", &[b"b zero"]);
+    src.faults().push(
+        FaultRule::on(
+            OpKind::BlobGet,
+            FaultAction::Status {
+                code: 500,
+                retry_after: None,
+            },
+        )
+        .repo("lib/b")
+        .forever(),
+    );
+    let config = parse(&format!(
+        "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/*\"\n    targets: [\"{}/mirror\"]\n    tags: {{ include: [\"v*\"] }}\n    prune: true\n",
+        registry_yaml(&src.host(), &src.url()),
+        registry_yaml(&dst.host(), &dst.url()),
+        src.host(),
+        dst.host(),
+    ));
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let report = sync(
+        &plan,
+        &registries,
+        &EngineOptions::from_settings(&config.engine),
+        &StopSignal::default(),
+    )
+    .await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let decision = prune::decide(&plan, &config, Some(&report));
+    assert_eq!(decision.skipped.len(), 1, "{decision:?}");
+    prune::execute(decision.candidates, &registries, &StopSignal::default()).await;
+    assert_eq!(deletes(&dst), vec!["/v2/mirror/a/manifests/v0".to_string()]);
+}
