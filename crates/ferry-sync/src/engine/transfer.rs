@@ -220,7 +220,7 @@ async fn write_sink(
             };
             let session = Mutex::new(session);
             // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
-            let operation = if blob.size <= shape.monolithic_limit {
+            let operation = if fits_one_request(client.host(), blob, shape) {
                 Operation::UploadFinish
             } else {
                 Operation::UploadChunk
@@ -348,8 +348,7 @@ async fn upload_attempt(
     let host = client.host();
     let caps = client.capabilities();
     let chunks_refused = caps.support(Feature::ChunkedPatch) == Support::Refused;
-    let small = !quirks::needs_chunked_uploads(host)
-        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host));
+    let small = fits_one_request(host, blob, shape);
     if (small && caps.upload_flow() == UploadFlow::Docker) || chunks_refused {
         // Docker's flow: the rest of the blob in one PATCH (appended to what the session
         // holds, so a resumed attempt sends only what is missing), then an empty PUT.
@@ -409,6 +408,13 @@ async fn upload_attempt(
         offset += n;
     }
     client.finish_upload_once(&s, &blob.digest, None).await
+}
+
+/// Whether `blob` goes to `host` in one request (the closing PUT, or docker's one PATCH) rather
+/// than in chunks: at most the monolithic limit, unless the registry's quirks say otherwise.
+fn fits_one_request(host: &str, blob: &BlobRef, shape: UploadShape) -> bool {
+    !quirks::needs_chunked_uploads(host)
+        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host))
 }
 
 /// What the registry refused of the cheapest flow.
