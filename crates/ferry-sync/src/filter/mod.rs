@@ -466,6 +466,14 @@ mod tests {
         TagFilter::compile(&spec).unwrap()
     }
 
+    /// config.example.yaml and docs/config.md say `latest` counts tags, not release lines.
+    #[test]
+    fn latest_counts_tags_not_release_lines() {
+        let f = filter(r#"{ semver: ">=3.19, <4", latest: 2, exact: [latest] }"#);
+        let s = f.select(&tags(&["3.19", "3.20", "3.20.3", "3.21", "latest"]));
+        assert_eq!(s.selected, tags(&["latest", "3.20.3", "3.21"]));
+    }
+
     #[test]
     fn runs_the_whole_pipeline() {
         let f = filter(
