@@ -14,6 +14,7 @@
 //!
 //! The result is in the sort order of step 5, so it does not depend on the listing's order.
 
+pub mod range;
 pub mod version;
 
 use std::cmp::Ordering;
@@ -23,6 +24,8 @@ use std::fmt;
 use ferry_distribution::reference::Tag;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use regex::Regex;
+
+use range::VersionRange;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +103,14 @@ pub enum Reason {
         /// The range as written.
         range: String,
     },
+    /// The tag is a prerelease of a version the range holds, and the range names no prerelease
+    /// of that version (semver's prerelease rule).
+    PrereleaseNotNamed {
+        /// The range as written.
+        range: String,
+    },
+    /// Only `exact` tags are selected and this one is not among them.
+    NotExact,
     /// It was selected so far but not among the last `latest` of the sort order.
     BeyondLatest {
         /// The configured `latest`.
@@ -115,6 +126,11 @@ impl fmt::Display for Reason {
             Reason::RegexMismatch { regex } => write!(f, "does not match regex \"{regex}\""),
             Reason::NotAVersion => f.write_str("not a version (a semver range is set)"),
             Reason::OutsideRange { range } => write!(f, "outside range \"{range}\""),
+            Reason::PrereleaseNotNamed { range } => write!(
+                f,
+                "a prerelease: range \"{range}\" names no prerelease of this version"
+            ),
+            Reason::NotExact => f.write_str("not an exact tag (only exact tags are selected)"),
             Reason::BeyondLatest { latest } => write!(f, "beyond the latest {latest}"),
         }
     }
@@ -142,7 +158,7 @@ pub struct TagFilter {
     include: Option<GlobSet>,
     exclude: Vec<(String, globset::GlobMatcher)>,
     regex: Option<Regex>,
-    range: Option<semver::VersionReq>,
+    range: Option<VersionRange>,
     sort: TagSort,
 }
 
@@ -223,7 +239,7 @@ impl TagFilter {
         };
         let range = match &spec.semver {
             None => None,
-            Some(text) => Some(semver::VersionReq::parse(text).map_err(|e| FilterError {
+            Some(text) => Some(VersionRange::parse(text).map_err(|e| FilterError {
                 field: "semver".into(),
                 message: format!("invalid range \"{text}\": {e}"),
             })?),
@@ -338,6 +354,9 @@ impl TagFilter {
         if let Some(include) = &self.include
             && !include.is_match(tag)
         {
+            if self.spec.include.is_none() {
+                return Some(Reason::NotExact);
+            }
             return Some(Reason::NotIncluded);
         }
         if let Some((glob, _)) = self.exclude.iter().find(|(_, m)| m.is_match(tag)) {
@@ -354,9 +373,13 @@ impl TagFilter {
             match TagVersion::parse(tag) {
                 None => return Some(Reason::NotAVersion),
                 Some(v) if !range.matches(&v.version) => {
-                    return Some(Reason::OutsideRange {
-                        range: self.spec.semver.clone().unwrap_or_default(),
-                    });
+                    let range_text = self.spec.semver.clone().unwrap_or_default();
+                    let mut release = v.version.clone();
+                    release.pre = semver::Prerelease::EMPTY;
+                    if !v.version.pre.is_empty() && range.matches(&release) {
+                        return Some(Reason::PrereleaseNotNamed { range: range_text });
+                    }
+                    return Some(Reason::OutsideRange { range: range_text });
                 }
                 Some(_) => {}
             }
@@ -559,6 +582,53 @@ mod tests {
         assert_eq!(err("{ exclude: ['a', '[b'] }").field, "exclude[1]");
         assert_eq!(err("{ latest: 0 }").field, "latest");
         assert_eq!(err("{ exact: ['-x'] }").field, "exact[0]");
+    }
+
+    #[test]
+    fn a_prerelease_the_range_does_not_name_says_so() {
+        let f = filter(r#"{ semver: ">=1.0, <3" }"#);
+        let s = f.select(&tags(&["v1.2.0-rc.1", "3.1", "1.5"]));
+        assert_eq!(s.selected, tags(&["1.5"]));
+        let range = ">=1.0, <3".to_string();
+        assert_eq!(
+            s.filtered_out,
+            vec![
+                (
+                    "v1.2.0-rc.1".to_string(),
+                    Reason::PrereleaseNotNamed {
+                        range: range.clone()
+                    }
+                ),
+                ("3.1".to_string(), Reason::OutsideRange { range }),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_exact_only_filter_says_the_tag_is_not_exact() {
+        let f = filter("{ exact: [v9] }");
+        let s = f.select(&tags(&["v8"]));
+        assert_eq!(s.filtered_out, vec![("v8".to_string(), Reason::NotExact)]);
+        let f = filter(r#"{ include: ["1.*"], exact: [v9] }"#);
+        let s = f.select(&tags(&["v8"]));
+        assert_eq!(
+            s.filtered_out,
+            vec![("v8".to_string(), Reason::NotIncluded)]
+        );
+    }
+
+    #[test]
+    fn ranges_as_helm_and_npm_write_them() {
+        let f = filter(r#"{ semver: "^1.2 || ~2.3" }"#);
+        assert_eq!(
+            f.select(&tags(&["1.1", "1.9", "2.3.4", "2.4"])).selected,
+            tags(&["1.9", "2.3.4"])
+        );
+        let f = filter(r#"{ semver: ">=1.0 <2.0" }"#);
+        assert_eq!(
+            f.select(&tags(&["0.9", "1.5", "2.0"])).selected,
+            tags(&["1.5"])
+        );
     }
 
     #[test]
