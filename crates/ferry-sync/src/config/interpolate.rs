@@ -20,19 +20,25 @@ pub struct InterpolationError {
 /// Replaces every `${…}` outside comments. `${VAR}` must be set (an empty value counts as set);
 /// `${VAR:-default}` uses the default when VAR is unset or empty; `${VAR:?message}` fails with
 /// the message when VAR is unset or empty. A `$` not followed by `{` or `$` stays as written.
+/// Every failure is returned, in text order, not only the first.
 pub fn interpolate(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Interpolated, InterpolationError> {
+) -> Result<Interpolated, Vec<InterpolationError>> {
     let mut out = Interpolated {
         text: String::with_capacity(text.len()),
         substituted: Vec::new(),
     };
+    let mut errors = Vec::new();
     let mut flow_depth = 0usize;
     for (line_index, line) in text.split_inclusive('\n').enumerate() {
-        interpolate_line(line, line_index + 1, env, &mut out, &mut flow_depth)?;
+        let number = line_index + 1;
+        interpolate_line(line, number, env, &mut out, &mut flow_depth, &mut errors);
     }
-    Ok(out)
+    match errors.is_empty() {
+        true => Ok(out),
+        false => Err(errors),
+    }
 }
 
 fn interpolate_line(
@@ -41,7 +47,8 @@ fn interpolate_line(
     env: &dyn Fn(&str) -> Option<String>,
     out: &mut Interpolated,
     flow_depth: &mut usize,
-) -> Result<(), InterpolationError> {
+    errors: &mut Vec<InterpolationError>,
+) {
     let bytes = line.as_bytes();
     let mut quote: Option<u8> = None;
     let mut i = 0;
@@ -51,7 +58,7 @@ fn interpolate_line(
         match (quote, b) {
             (None, b'#') if previous == b' ' || previous == b'\t' || i == 0 => {
                 out.text.push_str(&line[i..]);
-                return Ok(());
+                return;
             }
             (None, b'\'' | b'"') if b" \t:[{,-".contains(&previous) || i == 0 => {
                 quote = Some(b);
@@ -81,9 +88,17 @@ fn interpolate_line(
                 message,
             };
             let Some(close) = line[i + 2..].find('}') else {
-                return Err(error(
+                errors.push(error(
                     "unterminated \"${\" (write \"$$\" for a literal $)".into(),
                 ));
+                out.text.push_str(&line[i..]);
+                return;
+            };
+            let end = i + 2 + close + 1;
+            // A reference that fails stays as written, so the scan goes on to the next one.
+            let mut fail = |out: &mut Interpolated, message: String| {
+                errors.push(error(message));
+                out.text.push_str(&line[i..end]);
             };
             let inner = &line[i + 2..i + 2 + close];
             let (name, rule) = match inner.find(":-").or_else(|| inner.find(":?")) {
@@ -91,9 +106,12 @@ fn interpolate_line(
                 None => (inner, None),
             };
             if !is_variable_name(name) {
-                return Err(error(format!(
-                    "\"${{{name}}}\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
-                )));
+                fail(
+                    out,
+                    format!("\"${{{name}}}\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+                );
+                i = end;
+                continue;
             }
             let value = env(name);
             let value = match (value, rule) {
@@ -106,26 +124,40 @@ fn interpolate_line(
                     } else {
                         message.to_string()
                     };
-                    return Err(error(format!("${{{name}}}: {message}")));
+                    fail(out, format!("${{{name}}}: {message}"));
+                    i = end;
+                    continue;
                 }
                 (None, None) => {
-                    return Err(error(format!(
-                        "environment variable {name} is not set (referenced as ${{{name}}}; use ${{{name}:-default}} for a default)"
-                    )));
+                    fail(
+                        out,
+                        format!(
+                            "environment variable {name} is not set (referenced as ${{{name}}}; use ${{{name}:-default}} for a default)"
+                        ),
+                    );
+                    i = end;
+                    continue;
                 }
             };
-            let end = i + 2 + close + 1;
             let place = Place {
                 quote,
                 in_flow: *flow_depth > 0,
                 starts_scalar: starts_scalar(&line[..i], *flow_depth > 0),
                 ends_scalar: ends_scalar(&line[end..], *flow_depth > 0),
             };
-            let written = render(&value, place).map_err(|why| {
-                error(format!(
-                    "the value of {name} {why}; write the whole value in double quotes, e.g. key: \"...${{{name}}}...\""
-                ))
-            })?;
+            let written = match render(&value, place) {
+                Ok(written) => written,
+                Err(why) => {
+                    fail(
+                        out,
+                        format!(
+                            "the value of {name} {why}; write the whole value in double quotes, e.g. key: \"...${{{name}}}...\""
+                        ),
+                    );
+                    i = end;
+                    continue;
+                }
+            };
             out.text.push_str(&written);
             if !value.is_empty() {
                 out.substituted.push(value);
@@ -138,7 +170,6 @@ fn interpolate_line(
         out.text.push_str(&line[i..i + width]);
         i += width;
     }
-    Ok(())
 }
 
 /// Where in the YAML a `${…}` stands, as far as its value's meaning depends on it.
@@ -289,7 +320,9 @@ mod tests {
     }
 
     fn run(text: &str) -> Result<String, InterpolationError> {
-        interpolate(text, &env).map(|i| i.text)
+        interpolate(text, &env)
+            .map(|i| i.text)
+            .map_err(|mut e| e.remove(0))
     }
 
     #[test]
@@ -319,5 +352,19 @@ mod tests {
         assert!(e.message.contains("set EMPTY to the token"));
         assert!(run("b: ${OPEN").is_err());
         assert!(run("b: ${1X}").is_err());
+    }
+
+    #[test]
+    fn every_unset_variable_is_reported_not_only_the_first() {
+        let errors = interpolate(
+            "u: ${NOPE_USER}\np: ${NOPE_PASS} ${USER_NAME} ${ALSO:?needed}\nq: ${OPEN\n",
+            &env,
+        )
+        .unwrap_err();
+        let at: Vec<(usize, usize)> = errors.iter().map(|e| (e.line, e.column)).collect();
+        assert_eq!(at, vec![(1, 4), (2, 4), (2, 30), (3, 4)]);
+        assert!(errors[0].message.contains("NOPE_USER"));
+        assert!(errors[1].message.contains("NOPE_PASS"));
+        assert!(errors[2].message.contains("needed"));
     }
 }

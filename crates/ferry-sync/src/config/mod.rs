@@ -446,7 +446,7 @@ pub fn parse(
     origin: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    let interpolated = interpolate::interpolate(text, env).map_err(|e| {
+    let interpolated = interpolate::interpolate(text, env).map_err(|errors| {
         // The field is found in the text as written (it parses with its `${…}` unreplaced,
         // except inside a flow collection, where the field is then left unnamed).
         let written = Locator::new(text);
@@ -456,19 +456,20 @@ pub fn parse(
             redactions: Vec::new(),
             problems: Vec::new(),
         };
-        let field = written
-            .field_at(e.line, e.column)
-            .map(|path| checker.describe(&path))
-            .unwrap_or_default();
-        ConfigError::Invalid {
-            problems: vec![Problem {
+        let problems = errors
+            .into_iter()
+            .map(|e| Problem {
                 file: origin.to_path_buf(),
                 line: e.line,
                 column: e.column,
-                field,
+                field: written
+                    .field_at(e.line, e.column)
+                    .map(|path| checker.describe(&path))
+                    .unwrap_or_default(),
                 message: e.message,
-            }],
-        }
+            })
+            .collect();
+        ConfigError::Invalid { problems }
     })?;
     let locator = Locator::new(&interpolated.text);
     let mut redactions: Vec<String> = interpolated
