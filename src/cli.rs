@@ -14,9 +14,11 @@ Exit codes:
   3  the configuration is invalid
   4  authentication failed (every failure was an auth failure)
   5  another run of the same config holds its lock file; nothing was done
+  64 the command line is wrong (unknown flag, missing or bad argument); nothing was done
 
 Examples:
   ferry sync -c mirror.yaml              mirror everything the config lists
+  ferry sync mirror.yaml                 the same: the config may also be given by position
   ferry sync -c mirror.yaml --dry-run    show what would be copied, write nothing
   ferry sync -c mirror.yaml --shard 0/4  run one quarter of the mappings
   ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090
@@ -98,11 +100,29 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// The mirror config: `-c FILE`, `FILE` by position (as `skopeo sync` and regsync users type
+/// it), or `$FERRY_CONFIG`; exactly one.
 #[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
 pub struct ConfigArg {
     /// The mirror config (YAML).
     #[arg(short, long, value_name = "FILE", env = "FERRY_CONFIG")]
-    pub config: PathBuf,
+    config: Option<PathBuf>,
+    /// The mirror config (YAML), given by position instead of -c.
+    #[arg(value_name = "CONFIG")]
+    file: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The config's path, whichever way it was given.
+    pub fn path(&self) -> &std::path::Path {
+        // clap's required group guarantees one of the two; an empty path fails to load with
+        // a clear "cannot read" should that ever not hold.
+        self.config
+            .as_deref()
+            .or(self.file.as_deref())
+            .unwrap_or(std::path::Path::new(""))
+    }
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
-//! Exit codes: 0 clean, 1 some failed, 2 all failed or fatal, 3 config, 4 auth, 5 lock held by
-//! another run; derived from a sync report, a dry-run plan, or a single registry error.
+//! Exit codes (0 clean, 1 some failed, 2 all failed or fatal, 3 config, 4 auth, 5 lock held,
+//! 64 usage), derived from a sync report, a dry-run plan, or a single registry error.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -24,6 +24,8 @@ pub enum Exit {
     Auth = 4,
     /// Another ferry run of the same config holds the lock.
     Locked = 5,
+    /// The command line could not be read (sysexits' EX_USAGE); nothing was done.
+    Usage = 64,
 }
 
 impl Exit {
@@ -97,6 +99,7 @@ mod tests {
             (Exit::Config, 3),
             (Exit::Auth, 4),
             (Exit::Locked, 5),
+            (Exit::Usage, 64),
         ];
         for (exit, n) in all {
             assert_eq!(exit.code(), n);

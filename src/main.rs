@@ -17,7 +17,18 @@ use exit::Exit;
 use progress::Progress;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version are answers, not errors: printed on stdout, exit 0.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return Exit::Clean.into();
+        }
+        Err(e) => {
+            let _ = e.print();
+            return Exit::Usage.into();
+        }
+    };
     if let Command::Completions { shell } = &cli.command {
         clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
         return Exit::Clean.into();

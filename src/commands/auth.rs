@@ -12,7 +12,7 @@ use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
 pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
-    let config = match super::load_config(&args.config, progress) {
+    let config = match super::load_config(args.path(), progress) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -35,14 +35,14 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
             return Exit::Failed;
         }
     };
-    let config = match super::load_config(&args.config.config, progress) {
+    let config = match super::load_config(args.config.path(), progress) {
         Ok(c) => super::scope::apply(c, shard, args.scope.prune, progress),
         Err(code) => return code,
     };
     // Held until this function returns: the whole run. A dry run writes nothing and takes none.
     let _lock = match args.dry_run {
         true => None,
-        false => match super::scope::lock(&args.config.config, &args.scope, shard, progress) {
+        false => match super::scope::lock(args.config.path(), &args.scope, shard, progress) {
             Ok(lock) => lock,
             Err(code) => return code,
         },

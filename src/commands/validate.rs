@@ -6,13 +6,13 @@ use crate::exit::Exit;
 use crate::progress::Progress;
 
 pub fn run(args: &ConfigArg, progress: &Progress) -> Exit {
-    match super::load_config(&args.config, progress) {
+    match super::load_config(args.path(), progress) {
         Err(code) => code,
         Ok(config) => {
             let targets: usize = config.mappings.iter().map(|m| m.targets.len()).sum();
             println!(
                 "{}: valid ({} mappings, {} targets, {} registries configured)",
-                args.config.display(),
+                args.path().display(),
                 config.mappings.len(),
                 targets,
                 config.registries.len()

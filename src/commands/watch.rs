@@ -35,7 +35,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             return Exit::Failed;
         }
     };
-    let path = &args.config.config;
+    let path = args.config.path();
     // An invalid config at start is exit 3; later, a bad edit skips runs until it is fixed.
     let mut first = match super::load_config(path, progress) {
         Ok(c) => Some(scope::apply(c, shard, args.scope.prune, progress)),
