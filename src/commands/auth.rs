@@ -1,5 +1,5 @@
-//! `ferry auth check`: for every registry a config names or its mappings use, which credential
-//! source it would use (described, never shown) and whether the registry answers.
+//! `ferry auth check`: for every registry a config names or its mappings use, the credential
+//! source (described, never shown) and proof that it may read and write as the config needs.
 
 use std::collections::BTreeSet;
 
@@ -29,20 +29,23 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
                 continue;
             }
         };
-        let check = match registries.client(&host).await {
-            Ok(client) => match client.ensure_ready().await {
-                Ok(()) => match pull_probe(&config, &host) {
-                    Some(repo) => client
-                        .list_tags_or_empty(&repo)
-                        .await
-                        .map(|_| format!("ok, can list {repo}")),
-                    None => Ok("ok".to_owned()),
-                },
-                Err(e) => Err(e),
-            },
+        let client = match registries.client(&host).await {
+            Ok(client) => client.ensure_ready().await.map(|()| client),
             Err(e) => Err(e),
         };
-        match check {
+        let checks = match client {
+            Ok(client) => {
+                sides(
+                    &config,
+                    &host,
+                    &client,
+                    settings.create_repositories.is_some(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        match checks {
             Ok(text) => print_stdout(&format!(
                 "{host:<30}  credentials: {credentials:<24}  {text}\n"
             )),
@@ -55,6 +58,50 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
         }
     }
     worst
+}
+
+/// Checks each side the config uses `host` for: read (the tags of a source repository are
+/// listed) and write (an upload session is opened and abandoned in a target repository, the
+/// cheapest request a registry must authorise as a push). Says which sides were checked.
+async fn sides(
+    config: &Config,
+    host: &str,
+    client: &ferry_distribution::RegistryClient,
+    creates_repositories: bool,
+) -> Result<String, ferry_distribution::Error> {
+    let mut said = Vec::new();
+    if let Some(repo) = pull_probe(config, host) {
+        client.list_tags_or_empty(&repo).await?;
+        said.push(format!("read ok (listed {repo})"));
+    }
+    if let Some(repo) = push_probe(config, host) {
+        match client.check_push(&repo).await {
+            Ok(()) => said.push(format!("write ok (opened and cancelled an upload to {repo})")),
+            // ECR answers a push to a repository that does not exist yet with NAME_UNKNOWN;
+            // ferry creates it before the first push, so that is not a credential failure.
+            Err(e) if creates_repositories && e.status() == Some(404) => said.push(format!(
+                "write not proven ({repo} does not exist yet; ferry creates it before the first push)"
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    if said.is_empty() {
+        said.push("answers (no repository of the config to read or write here)".to_owned());
+    }
+    Ok(said.join(", "))
+}
+
+/// A target repository on `host`, to check the credentials can push there.
+fn push_probe(config: &Config, host: &str) -> Option<String> {
+    config.mappings.iter().find_map(|m| {
+        m.targets.iter().find_map(|t| match t {
+            Target::Registry {
+                registry,
+                repository,
+            } if registry == host => Some(repository.clone()),
+            _ => None,
+        })
+    })
 }
 
 /// Every host: the registries listed, then each mapping's source and registry targets.

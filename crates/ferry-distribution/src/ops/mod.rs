@@ -5,6 +5,7 @@ pub mod blob;
 pub mod catalog;
 pub mod manifest;
 pub mod pages;
+mod probe;
 pub mod referrers;
 pub mod tags;
 pub mod upload;
