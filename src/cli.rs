@@ -189,7 +189,8 @@ fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Debug, Args)]
 pub struct RegistryAccess {
-    /// A config whose registries section supplies endpoints and credentials.
+    /// A config whose registries section supplies endpoints and credentials (it may hold only
+    /// `registries:`; its mappings, if any, are not run).
     #[arg(short, long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Talk plain HTTP (or unverified TLS) to the registries named on the command line.

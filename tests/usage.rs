@@ -58,3 +58,68 @@ async fn a_command_line_ferry_cannot_read_exits_64_and_help_exits_0() {
     let help = text(&ferry(&["--help"]).await.stdout);
     assert!(help.contains("64 the command line is wrong"), "{help}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v_logs_each_request_with_its_status_and_no_secret() {
+    use ferry_testkit::registry::{TestRegistry, TokenAuthConfig};
+    let password = "request-log-Pa55-41";
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![("alice".into(), password.into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::write_config(
+        dir.path(),
+        &format!(
+            "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    auth: {{ type: basic, username: alice, password: \"{password}\" }}\n",
+            reg.host(),
+            reg.url()
+        ),
+        "",
+    );
+    let (source, target) = (
+        format!("{}/src/app:v1", reg.host()),
+        format!("{}/dst/app", reg.host()),
+    );
+    let args = |v: bool| {
+        let mut a = vec!["copy", &source, &target, "-c", config.to_str().unwrap()];
+        if v {
+            a.push("-v");
+        }
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| async move {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        ferry(&a).await
+    };
+    let out = run(args(true)).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    assert!(
+        stderr.contains("GET /v2/src/app/manifests/v1 200"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("PUT /v2/dst/app/manifests/v1 201"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(password) && !text(&out.stdout).contains(password));
+    assert!(
+        !stderr.to_ascii_lowercase().contains("authorization"),
+        "{stderr}"
+    );
+    // Without -v there is no request log.
+    reg.seed_image("src/app", "v2", &[b"other"]);
+    let quiet = run(args(false)).await;
+    assert!(
+        !text(&quiet.stderr).contains("/manifests/"),
+        "{}",
+        text(&quiet.stderr)
+    );
+}

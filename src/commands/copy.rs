@@ -15,7 +15,7 @@ use crate::progress::Progress;
 
 pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
     let mut config = match &args.access.config {
-        Some(path) => match super::load_config(path, progress) {
+        Some(path) => match super::load_registries(path, progress) {
             Ok(c) => c,
             Err(code) => return code,
         },

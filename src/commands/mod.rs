@@ -24,6 +24,15 @@ pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     })
 }
 
+/// Loads a config that may hold only `registries:` (for `copy -c` and `tags -c`); on failure
+/// prints every problem and returns exit code 3.
+pub fn load_registries(path: &Path, progress: &Progress) -> Result<Config, Exit> {
+    config::load_registries(path).map_err(|e| {
+        print_config_error(&e, progress);
+        Exit::Config
+    })
+}
+
 pub fn print_config_error(e: &ConfigError, progress: &Progress) {
     match e {
         ConfigError::Read { .. } => progress.eprint(&format!("error: {e}")),

@@ -52,7 +52,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         }
     };
     let mut config = match &args.access.config {
-        Some(path) => match super::load_config(path, progress) {
+        Some(path) => match super::load_registries(path, progress) {
             Ok(c) => c,
             Err(code) => return code,
         },

@@ -448,11 +448,25 @@ impl RegistryClient {
         if let Some(header) = self.inner.auth.header(self, scopes).await? {
             request = request.header(AUTHORIZATION, header);
         }
+        // Split so the request goes out on the client that built it (verified or not).
+        let (http, request) = request.build_split();
+        let request = request.map_err(|e| Failure::from_transport(&e))?;
+        // The request log of `-v`: method, path and status, never the query (a session URL's
+        // query can carry signed state) nor a header.
+        let (method, path) = (request.method().clone(), request.url().path().to_owned());
+        let started = Instant::now();
         self.inner.gate.stats.http_request();
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Failure::from_transport(&e))?;
+        let response = http.execute(request).await;
+        let ms = started.elapsed().as_millis();
+        let response = match response {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::debug!(target: "ferry::http", registry = %self.host(), "{method} {path} failed after {ms}ms");
+                return Err(Failure::from_transport(&e));
+            }
+        };
+        let status = response.status().as_u16();
+        tracing::debug!(target: "ferry::http", registry = %self.host(), "{method} {path} {status} {ms}ms");
         self.observe(&response);
         Ok(response)
     }

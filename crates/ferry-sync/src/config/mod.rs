@@ -440,11 +440,44 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     parse(&text, path, &|name| std::env::var(name).ok())
 }
 
+/// Reads and resolves a config that may hold only `registries:` (endpoints, credentials,
+/// limits): what `ferry copy -c` and `ferry tags -c` take, which bring their own mapping.
+pub fn load_registries(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_as(
+        &text,
+        path,
+        &|name| std::env::var(name).ok(),
+        Needs::Registries,
+    )
+}
+
 /// Resolves config text; `origin` names the file in errors and `env` supplies variables.
 pub fn parse(
     text: &str,
     origin: &Path,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    parse_as(text, origin, env, Needs::Mappings)
+}
+
+/// What a config must hold for the command that reads it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// At least one mapping (sync, watch, validate, auth check).
+    Mappings,
+    /// Registries only; mappings are allowed and ignored by the caller.
+    Registries,
+}
+
+fn parse_as(
+    text: &str,
+    origin: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    needs: Needs,
 ) -> Result<Config, ConfigError> {
     let interpolated = interpolate::interpolate(text, env).map_err(|errors| {
         // The field is found in the text as written (it parses with its `${…}` unreplaced,
@@ -522,6 +555,12 @@ pub fn parse(
             return Err(checker.finish());
         }
     };
+    if needs == Needs::Mappings && raw.mappings.is_empty() {
+        checker.fail(
+            &FieldPath::root().key("mappings"),
+            "no mappings: nothing to mirror",
+        );
+    }
     let config = checker.resolve(raw);
     match config {
         Some(config) if checker.problems.is_empty() => Ok(config),

@@ -62,9 +62,6 @@ impl Checker<'_> {
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
         };
 
-        if raw.mappings.is_empty() {
-            self.fail(&root.key("mappings"), "no mappings: nothing to mirror");
-        }
         let mut mappings = Vec::new();
         let mut writers: HashMap<Target, (usize, String)> = HashMap::new();
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
