@@ -89,7 +89,7 @@ pub enum Command {
     Tags(TagsArgs),
     /// Copy one image (a tag or a digest) through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
     /// Credentials and reachability checks.
@@ -245,7 +245,8 @@ pub struct CopyArgs {
     pub source: String,
     /// Target repository (`registry.local:5000/mirror/alpine`, `docker://` accepted), with a
     /// tag to push the image under another tag than the source's (`…/alpine:stable`), or
-    /// `oci:<dir>` (which keeps the source's tag).
+    /// `oci:<dir>` (which keeps the source's tag), or `oci:<dir>:<tag>` to write it under
+    /// another tag, as skopeo writes it.
     pub target: String,
     /// Copy only this platform of a multi-platform image (`os/arch[/variant]`, repeatable); the
     /// index is rewritten to list only those, so its digest changes.

@@ -123,3 +123,31 @@ async fn v_logs_each_request_with_its_status_and_no_secret() {
         text(&quiet.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_into_oci_dir_colon_tag_writes_that_tag_into_that_directory() {
+    let reg = ferry_testkit::registry::TestRegistry::builder()
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("src/app", "3.21", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("lay");
+    let source = format!("{}/src/app:3.21", reg.host());
+    let target = format!("oci:{}:stable", layout.display());
+    let out = ferry(&["copy", &source, &target, "--insecure"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        !dir.path().join("lay:stable").exists(),
+        "no directory named lay:stable"
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    let names: Vec<&str> = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["annotations"]["org.opencontainers.image.ref.name"].as_str())
+        .collect();
+    assert_eq!(names, ["stable"], "{index}");
+}

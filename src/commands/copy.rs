@@ -77,10 +77,19 @@ fn one_mapping(
     };
     let mut retag = None;
     let target = match target.strip_prefix("oci:") {
-        Some(dir) if !dir.is_empty() => Target::OciLayout {
-            path: PathBuf::from(dir),
-        },
-        Some(_) => return Err("oci: names no directory".into()),
+        Some(rest) => {
+            // `oci:DIR:TAG`, as skopeo writes it: the image goes in under TAG.
+            let (dir, to) = split_layout_tag(rest);
+            if dir.is_empty() {
+                return Err("oci: names no directory".into());
+            }
+            if let Some(to) = to.filter(|to| Some(*to) != tag.as_deref()) {
+                retag = Some(Tag::parse(to).map_err(|e| format!("{target}: {e}"))?);
+            }
+            Target::OciLayout {
+                path: PathBuf::from(dir),
+            }
+        }
         None => {
             let dst = Reference::parse(target).map_err(|e| e.to_string())?;
             if dst.digest.is_some() {
@@ -148,13 +157,19 @@ fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>)
         let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
         return Ok((layout(dir), None, Some(digest.to_string())));
     }
+    match split_layout_tag(rest) {
+        ("", _) => Err("oci: names no directory".into()),
+        (dir, tag) => Ok((layout(dir), tag.map(str::to_owned), None)),
+    }
+}
+
+/// `DIR:TAG` → (`DIR`, `TAG`), as skopeo splits `oci:` references: the text after the last
+/// colon is a tag when it is not empty and holds no `/` (a colon before a path separator belongs
+/// to the directory, `C:/x` or `./a:b/c`); otherwise the whole text is the directory.
+fn split_layout_tag(rest: &str) -> (&str, Option<&str>) {
     match rest.rsplit_once(':') {
-        // A tag holds no `/`; a colon before a path separator belongs to the directory.
-        Some((dir, tag)) if !dir.is_empty() && !tag.is_empty() && !tag.contains('/') => {
-            Ok((layout(dir), Some(tag.to_owned()), None))
-        }
-        _ if rest.is_empty() => Err("oci: names no directory".into()),
-        _ => Ok((layout(rest), None, None)),
+        Some((dir, tag)) if !tag.is_empty() && !tag.contains('/') => (dir, Some(tag)),
+        _ => (rest, None),
     }
 }
 
@@ -210,5 +225,51 @@ mod tests {
         );
         let (_, tag, _) = parse_source("docker.io/library/alpine:3.20").unwrap();
         assert_eq!(tag.as_deref(), Some("3.20"));
+    }
+
+    #[test]
+    fn a_layout_target_takes_a_tag_as_skopeo_writes_it() {
+        let mut config = super::super::empty_config();
+        let m = one_mapping(
+            "registry.example/app:1.0",
+            "oci:./lay:stable",
+            &[],
+            &mut config,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            m.targets,
+            vec![Target::OciLayout {
+                path: PathBuf::from("./lay")
+            }]
+        );
+        assert_eq!(m.retag.as_ref().map(Tag::as_str), Some("stable"));
+        // The source's own tag, or none, keeps the image's tag.
+        for target in ["oci:./lay:1.0", "oci:./lay", "oci:./a:b/lay"] {
+            let m =
+                one_mapping("registry.example/app:1.0", target, &[], &mut config, false).unwrap();
+            assert_eq!(m.retag, None, "{target}");
+        }
+        assert!(
+            one_mapping(
+                "registry.example/app:1.0",
+                "oci::x",
+                &[],
+                &mut config,
+                false
+            )
+            .is_err()
+        );
+        assert!(
+            one_mapping(
+                "registry.example/app:1.0",
+                "oci:./lay:bad..tag!",
+                &[],
+                &mut config,
+                false
+            )
+            .is_err()
+        );
     }
 }
