@@ -187,6 +187,38 @@ fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// `USERNAME:PASSWORD` from the command line, held as a [`ferry_distribution::Secret`] from
+/// the moment it is parsed, so no `Debug` of the arguments can show it.
+#[derive(Clone, Debug)]
+pub struct Creds {
+    pub username: String,
+    pub password: ferry_distribution::Secret,
+}
+
+fn parse_creds(text: &str) -> Result<Creds, String> {
+    match text.split_once(':') {
+        Some((user, password)) if !user.is_empty() => Ok(Creds {
+            username: user.to_owned(),
+            password: ferry_distribution::Secret::new(password),
+        }),
+        _ => Err(
+            "expected USERNAME:PASSWORD (ferry does not prompt for a password; to keep it \
+             off the command line, put it in a config's registries entry as ${VAR} and pass -c)"
+                .into(),
+        ),
+    }
+}
+
+/// `--tls-verify[=BOOL]` as skopeo takes it: `--x-tls-verify=false` allows plain HTTP and
+/// unverified TLS for that side's registry.
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("expected true or false, not {text:?}")),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RegistryAccess {
     /// A config whose registries section supplies endpoints and credentials (it may hold only
@@ -196,6 +228,10 @@ pub struct RegistryAccess {
     /// Talk plain HTTP (or unverified TLS) to the registries named on the command line.
     #[arg(long)]
     pub insecure: bool,
+    /// A login file (containers `auth.json` or docker `config.json`) for the registries named
+    /// on the command line, in place of the logins found by default.
+    #[arg(long, value_name = "FILE")]
+    pub authfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -227,6 +263,12 @@ pub struct TagsArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub creds: Option<Creds>,
+    /// `--tls-verify=false`: plain HTTP or unverified TLS to the registry (as --insecure).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub tls_verify: Option<bool>,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
@@ -262,6 +304,18 @@ pub struct CopyArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Credentials for the source registry (`USERNAME:PASSWORD`), as skopeo's `--src-creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub src_creds: Option<Creds>,
+    /// Credentials for the target registry (`USERNAME:PASSWORD`), as skopeo's `--dest-creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub dest_creds: Option<Creds>,
+    /// `--src-tls-verify=false`: plain HTTP or unverified TLS to the source registry only.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub src_tls_verify: Option<bool>,
+    /// `--dest-tls-verify=false`: plain HTTP or unverified TLS to the target registry only.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub dest_tls_verify: Option<bool>,
     #[command(flatten)]
     pub access: RegistryAccess,
 }

@@ -151,3 +151,95 @@ async fn copy_into_oci_dir_colon_tag_writes_that_tag_into_that_directory() {
         .collect();
     assert_eq!(names, ["stable"], "{index}");
 }
+
+/// A registry that needs `user`'s `password` for everything (token auth, no anonymous pull).
+async fn locked(user: &str, password: &str) -> ferry_testkit::registry::TestRegistry {
+    ferry_testkit::registry::TestRegistry::builder()
+        .token_auth(ferry_testkit::registry::TokenAuthConfig {
+            users: vec![(user.into(), password.into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_takes_each_sides_credentials_and_tls_choice_as_skopeo_does() {
+    let (src_pass, dst_pass) = ("src-Pa55-side-61", "dst-Pa55-side-62");
+    let src = locked("reader", src_pass).await;
+    let dst = locked("writer", dst_pass).await;
+    src.seed_image("src/app", "v1", &[b"layer"]);
+    let source = format!("docker://{}/src/app:v1", src.host());
+    let target = format!("docker://{}/dst/app", dst.host());
+    let src_creds = format!("reader:{src_pass}");
+    let dst_creds = format!("writer:{dst_pass}");
+    let no = "--src-tls-verify=false";
+    let run = |args: Vec<&str>| {
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        async move {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            ferry(&a).await
+        }
+    };
+    // Each side's password swapped: refused (exit 4), nothing said of either password.
+    let out = run(vec![
+        "copy",
+        &source,
+        &target,
+        no,
+        "--dest-tls-verify=false",
+        "--src-creds",
+        &dst_creds,
+        "--dest-creds",
+        &src_creds,
+    ])
+    .await;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 4, "{all}");
+    assert!(!all.contains(src_pass) && !all.contains(dst_pass), "{all}");
+    // Only the source allowed plain HTTP: the target (plain HTTP) is not reached.
+    let out = run(vec![
+        "copy",
+        &source,
+        &target,
+        no,
+        "--src-creds",
+        &src_creds,
+        "--dest-creds",
+        &dst_creds,
+    ])
+    .await;
+    assert_ne!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(dst.manifest("dst/app", "v1").is_none());
+    // Each side its own: copied.
+    let out = run(vec![
+        "copy",
+        &source,
+        &target,
+        no,
+        "--dest-tls-verify=false",
+        "--src-creds",
+        &src_creds,
+        "--dest-creds",
+        &dst_creds,
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        dst.manifest("dst/app", "v1").is_some(),
+        "the image is on the target"
+    );
+    // tags takes --creds and --tls-verify the same way.
+    let creds = format!("--creds={src_creds}");
+    let out = run(vec![
+        "tags",
+        &format!("{}/src/app", src.host()),
+        &creds,
+        "--tls-verify=false",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("v1"), "{}", text(&out.stdout));
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Reference};
-use ferry_sync::config::{Config, Mapping, Origin, Target};
+use ferry_sync::config::{Mapping, Origin, Target};
 use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
 use ferry_sync::platform::Platform;
 
@@ -25,10 +25,29 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         super::without_docker_transport(&args.source),
         super::without_docker_transport(&args.target),
         &args.platforms,
-        &mut config,
-        args.access.insecure,
     ) {
-        Ok(mapping) => config.mappings = vec![mapping],
+        Ok(mapping) => {
+            let authfile = args.access.authfile.as_deref();
+            if let Origin::Registry { registry, .. } = &mapping.origin {
+                let side = super::SideAccess {
+                    insecure: super::insecure_side(args.src_tls_verify, args.access.insecure),
+                    creds: args.src_creds.as_ref(),
+                    authfile,
+                };
+                super::apply_access(&mut config, registry, &side);
+            }
+            for target in &mapping.targets {
+                if let Target::Registry { registry, .. } = target {
+                    let side = super::SideAccess {
+                        insecure: super::insecure_side(args.dest_tls_verify, args.access.insecure),
+                        creds: args.dest_creds.as_ref(),
+                        authfile,
+                    };
+                    super::apply_access(&mut config, registry, &side);
+                }
+            }
+            config.mappings = vec![mapping];
+        }
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
             return Exit::Failed;
@@ -44,13 +63,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
 }
 
 /// The mapping that copies `source` (with its tag or digest) to `target`.
-fn one_mapping(
-    source: &str,
-    target: &str,
-    platforms: &[String],
-    config: &mut Config,
-    insecure: bool,
-) -> Result<Mapping, String> {
+fn one_mapping(source: &str, target: &str, platforms: &[String]) -> Result<Mapping, String> {
     let (origin, tag, digest) = parse_source(source)?;
     let platforms = platforms
         .iter()
@@ -102,18 +115,12 @@ fn one_mapping(
             if let Some(to) = dst.tag.as_deref().filter(|to| Some(*to) != tag.as_deref()) {
                 retag = Some(Tag::parse(to).map_err(|e| format!("{target}: {e}"))?);
             }
-            if insecure {
-                super::allow_insecure(config, &dst.registry);
-            }
             Target::Registry {
                 registry: dst.registry,
                 repository: dst.repository,
             }
         }
     };
-    if let (true, Origin::Registry { registry, .. }) = (insecure, &origin) {
-        super::allow_insecure(config, registry);
-    }
     Ok(Mapping {
         index: 0,
         source: origin.to_string(),
@@ -184,9 +191,7 @@ mod tests {
             "registry.example/lib/app:1.0".to_owned(),
             format!("registry.example/lib/app@sha256:{hex}"),
         ] {
-            let mut config = super::super::empty_config();
-            let m =
-                one_mapping(&source, "other.example/mirror/app", &[], &mut config, false).unwrap();
+            let m = one_mapping(&source, "other.example/mirror/app", &[]).unwrap();
             assert!(m.tags.names_its_tags(), "{source}");
             assert!(!m.prune && !m.referrers, "{source}");
         }
@@ -229,15 +234,7 @@ mod tests {
 
     #[test]
     fn a_layout_target_takes_a_tag_as_skopeo_writes_it() {
-        let mut config = super::super::empty_config();
-        let m = one_mapping(
-            "registry.example/app:1.0",
-            "oci:./lay:stable",
-            &[],
-            &mut config,
-            false,
-        )
-        .unwrap();
+        let m = one_mapping("registry.example/app:1.0", "oci:./lay:stable", &[]).unwrap();
         assert_eq!(
             m.targets,
             vec![Target::OciLayout {
@@ -247,29 +244,10 @@ mod tests {
         assert_eq!(m.retag.as_ref().map(Tag::as_str), Some("stable"));
         // The source's own tag, or none, keeps the image's tag.
         for target in ["oci:./lay:1.0", "oci:./lay", "oci:./a:b/lay"] {
-            let m =
-                one_mapping("registry.example/app:1.0", target, &[], &mut config, false).unwrap();
+            let m = one_mapping("registry.example/app:1.0", target, &[]).unwrap();
             assert_eq!(m.retag, None, "{target}");
         }
-        assert!(
-            one_mapping(
-                "registry.example/app:1.0",
-                "oci::x",
-                &[],
-                &mut config,
-                false
-            )
-            .is_err()
-        );
-        assert!(
-            one_mapping(
-                "registry.example/app:1.0",
-                "oci:./lay:bad..tag!",
-                &[],
-                &mut config,
-                false
-            )
-            .is_err()
-        );
+        assert!(one_mapping("registry.example/app:1.0", "oci::x", &[]).is_err());
+        assert!(one_mapping("registry.example/app:1.0", "oci:./lay:bad..tag!", &[]).is_err());
     }
 }

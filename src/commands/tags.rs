@@ -58,8 +58,13 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         },
         None => super::empty_config(),
     };
-    if let (true, Origin::Registry { registry, .. }) = (args.access.insecure, &origin) {
-        super::allow_insecure(&mut config, registry);
+    if let Origin::Registry { registry, .. } = &origin {
+        let side = super::SideAccess {
+            insecure: super::insecure_side(args.tls_verify, args.access.insecure),
+            creds: args.creds.as_ref(),
+            authfile: args.access.authfile.as_deref(),
+        };
+        super::apply_access(&mut config, registry, &side);
     }
     let registries = Registries::new(&config);
     let listed = match Source::open(&origin, &registries).await {
