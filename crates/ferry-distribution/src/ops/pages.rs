@@ -23,6 +23,9 @@ const MAX_PAGE_BYTES: u64 = 16 * 1024 * 1024;
 /// believes (200,000 tags of 128 characters) is about 26 MiB.
 pub const MAX_LISTING_BYTES: u64 = 32 * 1024 * 1024;
 
+/// Stands for "no deadline" where the configured one does not fit the clock (30 years).
+const FOREVER: std::time::Duration = std::time::Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// What every page of one walk draws from: the retry budget, the deadline (the policy's, once
 /// for the walk, not once per page) and the bytes left to read.
 pub(crate) struct Walk {
@@ -37,7 +40,10 @@ impl Walk {
     pub(crate) fn new(policy: &RetryPolicy, max_bytes: u64) -> Self {
         Walk {
             budget: policy.budget(),
-            deadline: Instant::now() + policy.deadline,
+            // Checked: a configured deadline too far ahead for the clock is no deadline at all.
+            deadline: Instant::now()
+                .checked_add(policy.deadline)
+                .unwrap_or_else(|| Instant::now() + FOREVER),
             bytes_left: max_bytes,
             max_bytes,
         }
@@ -281,6 +287,15 @@ impl<'de> Visitor<'de> for Names<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_configured_deadline_past_the_clock_is_no_deadline() {
+        let mut policy = RetryPolicy::default();
+        policy.deadline = std::time::Duration::MAX;
+        let walk = Walk::new(&policy, 1);
+        let deadline = walk.call(Operation::TagList, None).deadline.unwrap();
+        assert!(deadline > Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600));
+    }
 
     #[test]
     fn a_page_is_parsed_within_its_room() {
