@@ -107,6 +107,9 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
     }
     for r in &rejected {
         println!("invalid {:?}  left out: {}", r.name, r.reason);
+        if let Some(more) = r.more_line() {
+            println!("invalid {more}");
+        }
     }
     println!(
         "{} listed, {} selected, {} filtered out{}",

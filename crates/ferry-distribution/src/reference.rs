@@ -28,6 +28,12 @@ pub struct Reference {
     pub digest: Option<Digest>,
 }
 
+/// Outside text as an error quotes it: at most [`crate::text::SHOWN_BYTES`] of it, so a listed
+/// name of a megabyte does not become a megabyte in every error and report line naming it.
+fn shown(text: &str) -> String {
+    crate::text::shorten(text, crate::text::SHOWN_BYTES).into_owned()
+}
+
 /// An image reference or tag that could not be parsed, with the input and what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid image reference {input:?}: {problem}")]
@@ -87,7 +93,7 @@ impl Reference {
     /// `[::1]:5000/x@sha256:…`.
     pub fn parse(input: &str) -> Result<Reference, ReferenceError> {
         let fail = |problem| ReferenceError {
-            input: input.to_owned(),
+            input: shown(input),
             problem,
         };
         if input.is_empty() {
@@ -111,9 +117,7 @@ impl Reference {
                 let colon = last_slash + i;
                 let tag = &rest[colon + 1..];
                 if !is_valid_tag(tag) {
-                    return Err(fail(ReferenceProblem::InvalidTag {
-                        tag: tag.to_owned(),
-                    }));
+                    return Err(fail(ReferenceProblem::InvalidTag { tag: shown(tag) }));
                 }
                 (&rest[..colon], Some(tag.to_owned()))
             }
@@ -127,7 +131,7 @@ impl Reference {
             Some((first, remainder)) if is_registry_component(first) => {
                 if !is_valid_registry(first) {
                     return Err(fail(ReferenceProblem::InvalidRegistry {
-                        registry: first.to_owned(),
+                        registry: shown(first),
                     }));
                 }
                 (first.to_ascii_lowercase(), remainder)
@@ -152,7 +156,7 @@ impl Reference {
         for component in repository.split('/') {
             if !is_valid_path_component(component) {
                 return Err(fail(ReferenceProblem::InvalidRepositoryComponent {
-                    component: component.to_owned(),
+                    component: shown(component),
                 }));
             }
         }
@@ -213,10 +217,8 @@ pub fn validate_tag(tag: &str) -> Result<(), ReferenceError> {
         Ok(())
     } else {
         Err(ReferenceError {
-            input: tag.to_owned(),
-            problem: ReferenceProblem::InvalidTag {
-                tag: tag.to_owned(),
-            },
+            input: shown(tag),
+            problem: ReferenceProblem::InvalidTag { tag: shown(tag) },
         })
     }
 }
@@ -277,7 +279,7 @@ impl RepositoryName {
     /// Validates `text` as a repository name (no registry host, tag or digest).
     pub fn parse(text: &str) -> Result<RepositoryName, ReferenceError> {
         let fail = |problem| ReferenceError {
-            input: text.to_owned(),
+            input: shown(text),
             problem,
         };
         if text.is_empty() {
@@ -285,7 +287,7 @@ impl RepositoryName {
         }
         if let Some(component) = text.split('/').find(|c| !is_valid_path_component(c)) {
             return Err(fail(ReferenceProblem::InvalidRepositoryComponent {
-                component: component.to_owned(),
+                component: shown(component),
             }));
         }
         if text.len() > REPOSITORY_MAX_LEN {
@@ -323,7 +325,7 @@ impl ManifestReference {
             Digest::parse(text)
                 .map(ManifestReference::Digest)
                 .map_err(|e| ReferenceError {
-                    input: text.to_owned(),
+                    input: shown(text),
                     problem: ReferenceProblem::InvalidDigest(e),
                 })
         } else {

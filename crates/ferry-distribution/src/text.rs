@@ -1,5 +1,5 @@
 //! Text from outside made safe for a terminal: the one escaping function for every name, error
-//! text or value from a registry or layout that ferry prints (control characters made visible).
+//! text or value from a registry or layout that ferry prints, and the one bound on its length.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -16,6 +16,29 @@ pub fn escape_terminal(text: &str) -> Cow<'_, str> {
 /// report): the same escapes, except that `\n` is kept as the line break it is.
 pub fn escape_terminal_lines(text: &str) -> Cow<'_, str> {
     escape(text, true)
+}
+
+/// The most bytes of one outside string (a listed name, a registry's error code or message, a
+/// parser's complaint about a body) that ferry keeps in an error or a report line.
+pub const SHOWN_BYTES: usize = 300;
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…` marking a cut. Text that
+/// fits is borrowed.
+pub fn shorten(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &text[..end]))
+}
+
+/// Outside text as it enters an error: cut to [`SHOWN_BYTES`], then escaped, so a registry can
+/// neither grow an error without bound nor start a line of its own in a report.
+pub fn for_error(text: &str) -> String {
+    escape_terminal(&shorten(text, SHOWN_BYTES)).into_owned()
 }
 
 fn escape(text: &str, keep_newlines: bool) -> Cow<'_, str> {
@@ -75,6 +98,21 @@ mod tests {
                 "{c:?} -> {escaped:?}"
             );
         }
+    }
+
+    #[test]
+    fn outside_text_is_cut_on_a_character_boundary_then_escaped() {
+        assert!(matches!(shorten("short", 300), Cow::Borrowed("short")));
+        assert_eq!(
+            shorten(&"x".repeat(400), 300),
+            format!("{}…", "x".repeat(300))
+        );
+        let odd = format!("x{}", "é".repeat(200));
+        assert_eq!(shorten(&odd, 300), format!("x{}…", "é".repeat(149)));
+        let forged = format!("{}\nFORGED line", "C".repeat(15 * 1024));
+        let shown = for_error(&forged);
+        assert!(shown.len() <= SHOWN_BYTES + "…".len(), "{}", shown.len());
+        assert_eq!(for_error("BAD\nFORGED"), "BAD\\nFORGED");
     }
 
     #[test]

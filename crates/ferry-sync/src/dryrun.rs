@@ -399,6 +399,9 @@ impl DryRun {
             }
             for r in &m.rejected_names {
                 let _ = writeln!(out, "  invalid {:?}  left out: {}", r.name, r.reason);
+                if let Some(more) = r.more_line() {
+                    let _ = writeln!(out, "  invalid {more}");
+                }
             }
             for u in &m.unfetched {
                 let _ = writeln!(

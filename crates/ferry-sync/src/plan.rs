@@ -49,7 +49,8 @@ pub struct ResolvedMapping {
     pub filtered_out: Vec<(Tag, Reason)>,
     /// `exact` tags the source does not have.
     pub missing_exact: Vec<String>,
-    /// Listed names that are not valid tags: left out, each with why (they count as failures).
+    /// Listed names that are not valid tags: left out, each with why (they count as failures);
+    /// past [`MAX_REJECTED_SHOWN`], the last entry counts the rest (`RejectedName::more`).
     pub rejected_names: Vec<RejectedName>,
     /// Tags the source listed whose manifest could not be fetched (a 404 after the listing:
     /// replica lag, a tag being re-pushed), each with the error: reported failed, never
@@ -72,12 +73,24 @@ pub struct ResolvedMapping {
 /// never put into a request or a path, and the run's exit code says something was left out.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RejectedName {
-    /// The name as listed (rendered escaped wherever it is printed).
+    /// The name as listed, cut to `text::SHOWN_BYTES` (rendered escaped wherever it is printed).
     pub name: String,
     /// Why it is not a valid tag.
     pub reason: String,
     /// Where it was listed: a tag list, or a registry's catalog (a whole-registry mapping).
     pub listed_in: ListedIn,
+    /// Names left out after this one that are not reported one by one: 0 except on the last
+    /// entry of a listing that rejected more than [`MAX_REJECTED_SHOWN`] names.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+/// Rejected names of one listing reported one by one; the rest are a count on the last one, so a
+/// listing of a million bad names is not a million report lines.
+pub const MAX_REJECTED_SHOWN: usize = 50;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Where a rejected name was listed.
@@ -91,22 +104,69 @@ pub enum ListedIn {
 }
 
 impl RejectedName {
+    /// A rejection of `name`, which is cut (like `reason`) to `text::SHOWN_BYTES`.
+    pub fn new(name: &str, reason: &str, listed_in: ListedIn) -> Self {
+        use ferry_distribution::text::{SHOWN_BYTES, shorten};
+        RejectedName {
+            name: shorten(name, SHOWN_BYTES).into_owned(),
+            reason: shorten(reason, SHOWN_BYTES).into_owned(),
+            listed_in,
+            more: 0,
+        }
+    }
+
     /// The one point where names a source lists (a registry's tag list, a layout's `ref.name`)
-    /// become tags: the valid ones, in order, and the others with why.
+    /// become tags: the valid ones, in order, and the others with why (at most
+    /// [`MAX_REJECTED_SHOWN`] of them one by one, see [`RejectedName::bounded`]).
     pub fn split(names: Vec<String>) -> (Vec<Tag>, Vec<RejectedName>) {
         let mut tags = Vec::with_capacity(names.len());
         let mut rejected = Vec::new();
+        let mut more = 0;
         for name in names {
             match Tag::parse(&name) {
                 Ok(tag) => tags.push(tag),
-                Err(e) => rejected.push(RejectedName {
-                    reason: e.problem.to_string(),
-                    name,
-                    listed_in: ListedIn::TagList,
-                }),
+                Err(_) if rejected.len() == MAX_REJECTED_SHOWN => more += 1,
+                Err(e) => rejected.push(RejectedName::new(
+                    &name,
+                    &e.problem.to_string(),
+                    ListedIn::TagList,
+                )),
             }
         }
+        if let Some(last) = rejected.last_mut() {
+            last.more += more;
+        }
         (tags, rejected)
+    }
+
+    /// `rejected` with at most [`MAX_REJECTED_SHOWN`] entries: the count of the ones dropped
+    /// (and of those they stood for) goes onto the last one kept.
+    pub fn bounded(mut rejected: Vec<RejectedName>) -> Vec<RejectedName> {
+        if rejected.len() > MAX_REJECTED_SHOWN {
+            let dropped: usize = rejected
+                .drain(MAX_REJECTED_SHOWN..)
+                .map(|r| 1 + r.more)
+                .sum();
+            if let Some(last) = rejected.last_mut() {
+                last.more += dropped;
+            }
+        }
+        rejected
+    }
+
+    /// How many names `rejected` stands for: each entry and the ones counted on it.
+    pub fn count(rejected: &[RejectedName]) -> usize {
+        rejected.iter().map(|r| 1 + r.more).sum()
+    }
+
+    /// The line that follows the last entry shown when more were left out, or `None`.
+    pub fn more_line(&self) -> Option<String> {
+        (self.more > 0).then(|| {
+            format!(
+                "and {} more names left out, not reported one by one",
+                self.more
+            )
+        })
     }
 }
 

@@ -330,6 +330,13 @@ impl SyncReport {
                     r.mapping, r.source, r.rejected.name, r.rejected.reason
                 ),
             };
+            if let Some(more) = r.rejected.more_line() {
+                let _ = writeln!(
+                    out,
+                    "LEFT OUT  mapping {} ({}): {more}",
+                    r.mapping, r.source
+                );
+            }
         }
         for i in &self.images {
             match &i.status {

@@ -1,5 +1,5 @@
 //! The registry's catalog: every page of `/v2/_catalog` through the shared pager (one retry
-//! budget, `Link` on the registry's origin only, bounded), for whole-registry mappings.
+//! budget, deadline and byte budget, `Link` on the registry's origin only), for whole-registry mappings.
 
 use crate::auth::Scopes;
 use crate::client::RegistryClient;
@@ -27,6 +27,7 @@ impl RegistryClient {
             first,
             field: "repositories",
             what: "catalog",
+            whole: "catalog (all pages)",
             max_items: max,
         })
         .await

@@ -136,6 +136,10 @@ pub(crate) async fn read_page(
     Ok((body, next))
 }
 
+/// A response that breaks the protocol. The text usually quotes the body (a parser's complaint
+/// names the value it choked on), so it is cut and escaped here, where it enters the error.
 pub(crate) fn invalid(what: impl Into<String>) -> Failure {
-    Failure::Final(ErrorKind::InvalidResponse(what.into()))
+    Failure::Final(ErrorKind::InvalidResponse(crate::text::for_error(
+        &what.into(),
+    )))
 }

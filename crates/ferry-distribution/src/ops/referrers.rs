@@ -6,11 +6,16 @@ use crate::client::RegistryClient;
 use crate::digest::Digest;
 use crate::error::Error;
 use crate::operation::Operation;
-use crate::retry::{Call, Failure};
+use crate::retry::Failure;
 
+use super::pages::Walk;
 use super::{Segment, expect_status, invalid, read_page, repository_url};
 
 const MAX_PAGES: usize = 100;
+const MAX_PAGE_BYTES: u64 = 4 << 20;
+/// No referrers listing (every page of one manifest's referrers together) is read past this: two
+/// full pages, some 40,000 referrers.
+pub const MAX_REFERRERS_BYTES: u64 = 8 << 20;
 
 /// One entry of a referrers index.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -45,8 +50,9 @@ impl RegistryClient {
             return Ok(None);
         }
         let scopes = Scopes::pull(repository);
-        let budget = self.gate().policy.budget();
-        let call = Call::new(Operation::ReferrersList, Some(repository));
+        // One retry budget, one deadline and one byte budget for every page.
+        let mut walk = Walk::new(&self.gate().policy, MAX_REFERRERS_BYTES);
+        let call = walk.call(Operation::ReferrersList, Some(repository));
         let name = self.repository_for(Operation::ReferrersList, repository)?;
         let mut url = repository_url(
             self,
@@ -55,8 +61,10 @@ impl RegistryClient {
         );
         let mut all = Vec::new();
         for _ in 0..MAX_PAGES {
+            let page_max = walk.page_limit(MAX_PAGE_BYTES);
+            let walk_ref = &walk;
             let page = self
-                .run_with_budget(call, &budget, |_| {
+                .run_with_budget(call, walk.budget(), |_| {
                     let url = url.clone();
                     let scopes = &scopes;
                     async move {
@@ -65,10 +73,17 @@ impl RegistryClient {
                             return Ok(None);
                         }
                         let response = expect_status(response, &[200]).await?;
-                        let (body, next) = read_page(self, response, 4 << 20).await?;
+                        let (body, next) =
+                            read_page(self, response, page_max).await.map_err(|f| {
+                                walk_ref.over_budget(
+                                    f,
+                                    MAX_PAGE_BYTES,
+                                    "referrers list (all pages)",
+                                )
+                            })?;
                         let index: Index = serde_json::from_slice(&body)
                             .map_err(|e| invalid(format!("referrers index is not JSON: {e}")))?;
-                        Ok::<_, Failure>(Some((index.manifests, next)))
+                        Ok::<_, Failure>(Some((index.manifests, next, body.len())))
                     }
                 })
                 .await?;
@@ -77,7 +92,8 @@ impl RegistryClient {
                     self.learn_referrers_api(false);
                     return Ok(None);
                 }
-                Some((entries, next)) => {
+                Some((entries, next, read)) => {
+                    walk.spend(read);
                     self.learn_referrers_api(true);
                     all.extend(entries);
                     match next {

@@ -1,5 +1,5 @@
 //! Tag listing: every page of `/v2/<name>/tags/list` through the shared pager (`pages.rs`: one
-//! retry budget, `Link` on the registry's origin only, a `Link` back to a read page an error).
+//! retry budget, deadline and byte budget, `Link` on the registry's origin only).
 
 use crate::auth::Scopes;
 use crate::client::RegistryClient;
@@ -44,6 +44,7 @@ impl RegistryClient {
             first,
             field: "tags",
             what: "tag list",
+            whole: "tag list (all pages)",
             max_items: MAX_TAGS,
         })
         .await

@@ -301,3 +301,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_huge_name_is_quoted_cut_in_its_error() {
+    let huge = format!("{}\n", "B".repeat(1 << 20));
+    for e in [
+        Tag::parse(&huge).unwrap_err(),
+        RepositoryName::parse(&huge).unwrap_err(),
+        Reference::parse(&format!("ghcr.io/x:{huge}")).unwrap_err(),
+    ] {
+        let shown = e.to_string();
+        assert!(shown.len() < 1024, "{} bytes", shown.len());
+        assert!(!shown.contains('\n'), "{shown}");
+    }
+}

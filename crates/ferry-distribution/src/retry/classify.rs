@@ -334,22 +334,16 @@ pub fn parse_oci_error(body: &[u8]) -> (Option<String>, Option<String>) {
     }
     match serde_json::from_slice::<Body>(body) {
         Ok(b) => match b.errors.into_iter().next() {
-            Some(e) => (e.code, e.message.map(|m| truncate(&m, 300))),
+            // Both are the registry's text: cut and escaped here, where they enter an error, so
+            // a 15 KiB code or a newline in a message cannot forge a report line.
+            Some(e) => (
+                e.code.as_deref().map(crate::text::for_error),
+                e.message.as_deref().map(crate::text::for_error),
+            ),
             None => (None, None),
         },
         Err(_) => (None, None),
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]
@@ -535,15 +529,17 @@ mod tests {
     }
 
     #[test]
-    fn long_messages_are_cut_on_a_character_boundary() {
-        assert_eq!(truncate("short", 300), "short");
-        assert_eq!(
-            truncate(&"x".repeat(400), 300),
-            format!("{}…", "x".repeat(300))
-        );
-        // Byte 300 falls inside a two-byte character: the cut goes back to 299.
-        let odd = format!("x{}", "é".repeat(200));
-        assert_eq!(truncate(&odd, 300), format!("x{}…", "é".repeat(149)));
+    fn an_error_code_and_message_are_cut_and_escaped_where_they_enter_an_error() {
+        let code = format!("{}\nFORGED synced everything", "C".repeat(15 * 1024));
+        let body = serde_json::json!({"errors": [{"code": code, "message": "m\x1b[2J"}]});
+        let (code, message) = parse_oci_error(body.to_string().as_bytes());
+        let code = code.unwrap();
+        assert!(code.len() <= crate::text::SHOWN_BYTES + 3, "{}", code.len());
+        assert!(!code.contains('\n') && !code.contains("FORGED"), "{code}");
+        assert_eq!(message.as_deref(), Some("m\\x1b[2J"));
+        let long = serde_json::json!({"errors": [{"message": "x".repeat(400)}]});
+        let (_, message) = parse_oci_error(long.to_string().as_bytes());
+        assert_eq!(message.unwrap(), format!("{}…", "x".repeat(300)));
     }
 
     #[test]

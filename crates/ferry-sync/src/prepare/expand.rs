@@ -242,11 +242,7 @@ async fn list(glob: &RepositoryGlob, registries: &Registries) -> Result<Listed, 
 }
 
 fn catalog_rejection(name: String, reason: String) -> RejectedName {
-    RejectedName {
-        name,
-        reason,
-        listed_in: crate::plan::ListedIn::Catalog,
-    }
+    RejectedName::new(&name, &reason, crate::plan::ListedIn::Catalog)
 }
 
 /// The glob's own plan entry: what it expanded to, or why it could not.
@@ -261,7 +257,7 @@ fn glob_plan(m: &Mapping, outcome: Result<(Vec<String>, Vec<RejectedName>), Erro
             held_immutable: Vec::new(),
             filtered_out: Vec::new(),
             missing_exact: Vec::new(),
-            rejected_names,
+            rejected_names: RejectedName::bounded(rejected_names),
             unfetched: Vec::new(),
             platforms: m.platforms.clone(),
             referrers: m.referrers,

@@ -1,12 +1,15 @@
 //! Hostile answers of the test registry: rules that rewrite what it answers for one repository
-//! or operation (extreme and malformed headers, statuses and bodies, extra names in tag lists).
+//! or operation (extreme headers, statuses and bodies, extra names, bodies trickled out slowly).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::body::Body;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::Response;
 use bytes::Bytes;
 
-use super::metrics::OpKind;
+use super::metrics::{InFlightGuard, OpKind};
 use super::reply::Reply;
 
 /// One rewrite of an answer.
@@ -25,6 +28,24 @@ pub enum Hostility {
     ExtraTags(Vec<String>),
     /// Appends this many bytes to the body (a blob longer than its descriptor says).
     Overlong(usize),
+    /// Sends the body in `pieces` parts, waiting `every` (tokio clock) before each: an answer
+    /// that keeps its connection busy without ever stalling long enough to look dead.
+    Trickle {
+        /// How many parts the body is cut into (at least one).
+        pieces: usize,
+        /// The wait before each part.
+        every: Duration,
+    },
+    /// Replaces the answer with an OCI error of this status, code and message (a code need
+    /// not be the short word the spec lists: a hostile one is long and holds newlines).
+    OciError {
+        /// The status.
+        status: u16,
+        /// The `code` of the one error.
+        code: String,
+        /// Its `message`.
+        message: String,
+    },
 }
 
 /// Which answers a rule rewrites: all that match both the operation and the repository (a
@@ -139,6 +160,21 @@ fn rewrite(mut reply: Reply, hostility: &Hostility) -> Reply {
                 reply.headers.remove("content-length");
             }
         }
+        Hostility::Trickle { pieces, every } => reply.trickle = Some(((*pieces).max(1), *every)),
+        Hostility::OciError {
+            status,
+            code,
+            message,
+        } => {
+            let error = super::reply::oci_error(*status, code, message);
+            reply.status = error.status;
+            reply.body = error.body;
+            reply.headers.remove("content-length");
+            reply.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
         Hostility::Overlong(extra) => {
             let mut body = reply.body.to_vec();
             body.resize(body.len() + extra, 0x5a);
@@ -147,4 +183,37 @@ fn rewrite(mut reply: Reply, hostility: &Hostility) -> Reply {
         }
     }
     reply
+}
+
+/// The reply with its body sent in `pieces` parts, each after a wait of `every`.
+pub(crate) fn trickled(
+    reply: Reply,
+    pieces: usize,
+    every: Duration,
+    guard: InFlightGuard,
+) -> Response {
+    use futures::StreamExt as _;
+    guard.set_status(reply.status.as_u16());
+    let body = reply.body;
+    let size = body.len().div_ceil(pieces).max(1);
+    let parts: Vec<Bytes> = (0..body.len())
+        .step_by(size)
+        .map(|at| body.slice(at..(at + size).min(body.len())))
+        .collect();
+    let mut headers = reply.headers;
+    if let Ok(value) = HeaderValue::from_str(&body.len().to_string()) {
+        headers.insert(header::CONTENT_LENGTH, value);
+    }
+    let stream = futures::stream::iter(parts).then(move |part| async move {
+        tokio::time::sleep(every).await;
+        Ok::<_, std::io::Error>(part)
+    });
+    let stream = stream.chain(futures::stream::once(async move {
+        drop(guard);
+        Ok(Bytes::new())
+    }));
+    let mut response = Response::new(Body::from_stream(stream));
+    *response.status_mut() = reply.status;
+    *response.headers_mut() = headers;
+    response
 }

@@ -218,3 +218,56 @@ async fn random_lost_replies_on_writes_still_commit() {
         .unwrap();
     assert_eq!(read.status(), StatusCode::OK);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_trickled_answer_arrives_whole_one_piece_per_interval() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("slow/app", "v1", &[b"layer"]);
+    reg.hostile().add(HostileRule::new(
+        OpKind::TagList,
+        Some("slow/app"),
+        vec![Hostility::Trickle {
+            pieces: 4,
+            every: Duration::from_millis(500),
+        }],
+    ));
+    let start = tokio::time::Instant::now();
+    let answer = client()
+        .get(format!("{}/v2/slow/app/tags/list", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["tags"], serde_json::json!(["v1"]));
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_millis(2100),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_oci_error_knob_answers_any_code_and_message_as_given() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("odd/app", "v1", &[b"layer"]);
+    let code = format!("{}\nFORGED", "C".repeat(15 * 1024));
+    reg.hostile().add(HostileRule::new(
+        OpKind::TagList,
+        Some("odd/app"),
+        vec![Hostility::OciError {
+            status: 400,
+            code: code.clone(),
+            message: "m".into(),
+        }],
+    ));
+    let answer = client()
+        .get(format!("{}/v2/odd/app/tags/list", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(body["errors"][0]["code"], code.as_str());
+    assert_eq!(body["errors"][0]["message"], "m");
+}

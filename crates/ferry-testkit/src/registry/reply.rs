@@ -12,6 +12,8 @@ pub(crate) struct Reply {
     pub(crate) body: Bytes,
     /// Set for blob GETs: the digest whose served bytes are counted.
     pub(crate) blob_digest: Option<String>,
+    /// Set by a hostile rule: the body goes out in this many pieces, one per interval.
+    pub(crate) trickle: Option<(usize, std::time::Duration)>,
 }
 
 impl Reply {
@@ -21,6 +23,7 @@ impl Reply {
             headers: HeaderMap::new(),
             body: Bytes::new(),
             blob_digest: None,
+            trickle: None,
         }
     }
 

@@ -469,6 +469,9 @@ pub(crate) async fn handle(
     {
         return super::stall::stalled(reply, after_bytes, guard);
     }
+    if let Some((pieces, every)) = reply.trickle {
+        return super::hostile::trickled(reply, pieces, every, guard);
+    }
     finish(&shared, reply, guard, cut_response_after, &conn)
 }
 
@@ -544,6 +547,7 @@ fn finish(
         mut headers,
         body,
         blob_digest,
+        ..
     } = reply;
     if let Some(limit) = cut_after
         && body.len() <= limit
