@@ -397,3 +397,107 @@ async fn a_listing_that_fails_part_way_prunes_nothing() {
     assert_eq!(dry["prune"]["skipped"].as_array().map(Vec::len), Some(1));
     assert_eq!(dry["prune"]["would_delete"], 0);
 }
+
+/// The digest `index.json` of the layout at `dir` names for `tag`.
+fn layout_digest(dir: &Path, tag: &str) -> Option<String> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).ok()?).ok()?;
+    index["manifests"].as_array()?.iter().find_map(|m| {
+        (m["annotations"]["org.opencontainers.image.ref.name"].as_str() == Some(tag))
+            .then(|| m["digest"].as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+/// Issue 30 item 1: a hostile registry's catalog, mirrored whole under a shared layout prefix
+/// (`target_groups: local: [oci:./mirror]`), names repositories that land at another
+/// mapping's layout: `repo-0000` (the trusted layout spelled `oci:mirror/repo-0000`),
+/// `repo-0000/blobs/sha256/<hex>` (a directory at a blob path), `x/index.json` and
+/// `x/oci-layout` (directories at the index and marker of the catalog's own `x`). Each is left
+/// out with both targets named; the trusted layout keeps the trusted digest, run after run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_cannot_put_a_layout_inside_or_onto_another_mappings_layout() {
+    let trusted = TestRegistry::builder().start().await.unwrap();
+    let hostile = TestRegistry::builder().start().await.unwrap();
+    let good = trusted.seed_image("repo-0000", "v0", &[b"trusted layer"]);
+    let hex = "ab".repeat(32);
+    let planted = format!("repo-0000/blobs/sha256/{hex}");
+    for repo in [
+        "repo-0000",
+        planted.as_str(),
+        "x",
+        "x/index.json",
+        "x/oci-layout",
+    ] {
+        hostile.seed_image(repo, "v0", &[format!("hostile {repo}").as_bytes()]);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n{}{}target_groups:\n  local: [\"oci:./mirror\"]\n\
+             mappings:\n  - source: \"{}/repo-0000\"\n    targets: [\"oci:mirror/repo-0000\"]\n\
+             \x20 - source: \"{}/**\"\n    target_group: local\n",
+            registry_entry(&trusted),
+            registry_entry(&hostile),
+            trusted.host(),
+            hostile.host(),
+        ),
+    )
+    .unwrap();
+    let layout = tmp.path().join("mirror/repo-0000");
+    for run in 0..2 {
+        let mut c = command(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]);
+        c.current_dir(tmp.path());
+        let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+            .await
+            .expect("ferry finished within two minutes")
+            .expect("ferry ran");
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            layout_digest(&layout, "v0").as_deref(),
+            Some(good.as_str()),
+            "run {run}: the trusted layout names another digest\n{all}"
+        );
+        assert!(
+            !layout.join("blobs/sha256").join(&hex).is_dir(),
+            "run {run}: a directory sits at a blob path of the trusted layout\n{all}"
+        );
+        let x = tmp.path().join("mirror/x");
+        assert!(x.join("index.json").is_file(), "run {run}\n{all}");
+        assert!(x.join("oci-layout").is_file(), "run {run}\n{all}");
+        assert!(!all.contains("Is a directory"), "run {run}\n{all}");
+        assert!(
+            all.contains("lies inside the layout oci:mirror/repo-0000"),
+            "run {run}: the rejection names both layouts\n{all}"
+        );
+        assert!(
+            all.contains("is the same place as oci:mirror/repo-0000"),
+            "run {run}\n{all}"
+        );
+    }
+    // Written as a static mapping, the same nesting is refused when the config is checked.
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n{}mappings:\n  - source: \"{h}/repo-0000\"\n    \
+             targets: [\"oci:mirror/repo-0000\"]\n  - source: \"{h}/x\"\n    \
+             targets: [\"oci:./mirror/repo-0000/blobs/sha256/{hex}\"]\n",
+            registry_entry(&trusted),
+            h = trusted.host(),
+        ),
+    )
+    .unwrap();
+    let mut c = command(&["validate", "-c", config.to_str().unwrap()]);
+    c.current_dir(tmp.path());
+    let out = c.output().await.expect("ferry ran");
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{all}");
+    assert!(
+        all.contains(&format!(
+            "target oci:./mirror/repo-0000/blobs/sha256/{hex} lies inside the layout oci:mirror/repo-0000"
+        )),
+        "{all}"
+    );
+}
