@@ -501,3 +501,60 @@ async fn a_catalog_cannot_put_a_layout_inside_or_onto_another_mappings_layout() 
         "{all}"
     );
 }
+
+/// Issue 30 item 8: a layout directory a co-user can write (group- or world-writable, sticky
+/// or not) is refused with an error naming it, and nothing is written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_directory_other_users_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    for mode in [0o777, 0o1777, 0o775] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        let source = format!("{}/src/app:v1", reg.host());
+        let target = format!("oci:{}", dir.display());
+        let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_ne!(code(&out), 0, "{mode:o}: {all}");
+        assert!(
+            all.contains(&format!("layout directory {}", dir.display()))
+                && all.contains("group- or world-writable"),
+            "{mode:o}: {all}"
+        );
+        let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(written.is_empty(), "{mode:o}: {written:?}");
+    }
+}
+
+/// Issue 30 item 8: a symbolic link planted at the run lock's name is not followed (it would
+/// have had the run create, and lock, a file of the link's choosing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_at_the_run_lock_is_not_followed() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(
+        tmp.path(),
+        &registry_entry(&reg),
+        &format!(
+            "  - source: \"{}/src/app\"\n    targets: [\"oci:{}\"]\n",
+            reg.host(),
+            tmp.path().join("out").display()
+        ),
+    );
+    let victim = tmp.path().join("victim");
+    let lock = tmp.path().join("mirror.yaml.lock");
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "{all}");
+    assert!(
+        all.contains(&format!("cannot open lock file {}", lock.display())),
+        "{all}"
+    );
+    assert!(!victim.exists(), "the run created the link's target");
+    assert!(!tmp.path().join("out").exists(), "the run went on: {all}");
+}
