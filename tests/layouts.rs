@@ -558,3 +558,29 @@ async fn a_symlink_at_the_run_lock_is_not_followed() {
     assert!(!victim.exists(), "the run created the link's target");
     assert!(!tmp.path().join("out").exists(), "the run went on: {all}");
 }
+
+/// A layout directory ferry creates itself is accepted under a group umask (002), which would
+/// otherwise make it group-writable and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_ferry_creates_under_a_group_umask_is_accepted() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new/layout");
+    let source = format!("{}/src/app:v1", reg.host());
+    let target = format!("oci:{}", dir.display());
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", "umask 002 && exec \"$0\" \"$@\"", common::FERRY])
+        .args(["copy", &source, &target, "--insecure", "--progress", "none"])
+        .env_remove("RUST_LOG")
+        .env_remove("FERRY_CONFIG")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("ferry ran");
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(layout_tags(&dir), ["v1"]);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+}

@@ -148,7 +148,13 @@ pub async fn acquire(dir: &Path, kind: LockKind, wait: Duration) -> Result<Layou
         source,
     };
     check_not_nested(dir)?;
-    tokio::fs::create_dir_all(dir).await.map_err(io)?;
+    // Created `0755` whatever the umask (a group umask, 002, would make it group-writable and
+    // then refused below).
+    let mut create = tokio::fs::DirBuilder::new();
+    create.recursive(true);
+    #[cfg(unix)]
+    create.mode(0o755);
+    create.create(dir).await.map_err(io)?;
     check_layout_dir(dir)?;
     let timeout = || LockError::Timeout {
         path: path.clone(),
