@@ -254,3 +254,104 @@ async fn a_docker_credential_store_is_asked_when_the_config_has_no_auth_lines() 
     expected.sort_unstable();
     assert_eq!(hosts, expected, "{asked}");
 }
+
+/// A plain-http token service on `127.0.0.1` (the registry's own host, another port) that
+/// records each request's `Authorization` header and hands out a token.
+async fn realm_on_another_port() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let record = std::sync::Arc::clone(&record);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let authorization = String::from_utf8_lossy(&head).lines().find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("authorization")
+                        .then(|| value.trim().to_owned())
+                });
+                record.lock().unwrap().push(authorization);
+                let body = r#"{"token":"other-port-token","expires_in":300}"#;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tcp.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// Issue 30 item 6: a login stored for `127.0.0.1:<port>` went, as Basic over plain http, to
+/// a token realm the registry named on another port of the same host. Found credentials are
+/// keyed by host and port as the login file writes them: that realm is asked anonymously.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn found_credentials_never_go_to_a_realm_on_another_port_of_the_host() {
+    use ferry_testkit::registry::{HostileRule, Hostility, TokenAuthConfig};
+    let (realm_port, seen) = realm_on_another_port().await;
+    let source = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![(USER.into(), PASSWORD.into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    source.seed_image("src/app", "v1", &[b"layer"]);
+    source.hostile().add(HostileRule {
+        op: None,
+        repo: None,
+        answer: vec![Hostility::Header(
+            "www-authenticate",
+            format!("Bearer realm=\"http://127.0.0.1:{realm_port}/token\",service=\"testkit\"")
+                .into_bytes(),
+        )],
+        times: None,
+        skip: 0,
+    });
+    assert_ne!(source.host(), format!("127.0.0.1:{realm_port}"));
+    let target = TestRegistry::builder().start().await.unwrap();
+    let login = Login::new();
+    login.write(&login.docker_config(), &source.host(), USER, PASSWORD);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"{sh}\"\n    url: \"{su}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n\
+         \x20 - host: \"{th}\"\n    url: \"{tu}\"\n    insecure: true\n",
+        sh = source.host(),
+        su = source.url(),
+        th = target.host(),
+        tu = target.url(),
+    );
+    let mappings = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/mirror/app\"]\n",
+        source.host(),
+        target.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let out = login
+        .ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"])
+        .await;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    let asked: Vec<_> = seen.lock().unwrap().drain(..).collect();
+    assert!(
+        !asked.is_empty(),
+        "the realm on the other port was asked: {all}"
+    );
+    assert!(
+        asked.iter().all(Option::is_none),
+        "found credentials went to another port: {asked:?}\n{all}"
+    );
+    assert!(!all.contains(PASSWORD), "{all}");
+}

@@ -397,3 +397,190 @@ async fn a_listing_that_fails_part_way_prunes_nothing() {
     assert_eq!(dry["prune"]["skipped"].as_array().map(Vec::len), Some(1));
     assert_eq!(dry["prune"]["would_delete"], 0);
 }
+
+/// The digest `index.json` of the layout at `dir` names for `tag`.
+fn layout_digest(dir: &Path, tag: &str) -> Option<String> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).ok()?).ok()?;
+    index["manifests"].as_array()?.iter().find_map(|m| {
+        (m["annotations"]["org.opencontainers.image.ref.name"].as_str() == Some(tag))
+            .then(|| m["digest"].as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+/// Issue 30 item 1: a hostile registry's catalog, mirrored whole under a shared layout prefix
+/// (`target_groups: local: [oci:./mirror]`), names repositories that land at another
+/// mapping's layout: `repo-0000` (the trusted layout spelled `oci:mirror/repo-0000`),
+/// `repo-0000/blobs/sha256/<hex>` (a directory at a blob path), `x/index.json` and
+/// `x/oci-layout` (directories at the index and marker of the catalog's own `x`). Each is left
+/// out with both targets named; the trusted layout keeps the trusted digest, run after run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_cannot_put_a_layout_inside_or_onto_another_mappings_layout() {
+    let trusted = TestRegistry::builder().start().await.unwrap();
+    let hostile = TestRegistry::builder().start().await.unwrap();
+    let good = trusted.seed_image("repo-0000", "v0", &[b"trusted layer"]);
+    let hex = "ab".repeat(32);
+    let planted = format!("repo-0000/blobs/sha256/{hex}");
+    for repo in [
+        "repo-0000",
+        planted.as_str(),
+        "x",
+        "x/index.json",
+        "x/oci-layout",
+    ] {
+        hostile.seed_image(repo, "v0", &[format!("hostile {repo}").as_bytes()]);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n{}{}target_groups:\n  local: [\"oci:./mirror\"]\n\
+             mappings:\n  - source: \"{}/repo-0000\"\n    targets: [\"oci:mirror/repo-0000\"]\n\
+             \x20 - source: \"{}/**\"\n    target_group: local\n",
+            registry_entry(&trusted),
+            registry_entry(&hostile),
+            trusted.host(),
+            hostile.host(),
+        ),
+    )
+    .unwrap();
+    let layout = tmp.path().join("mirror/repo-0000");
+    for run in 0..2 {
+        let mut c = command(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]);
+        c.current_dir(tmp.path());
+        let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+            .await
+            .expect("ferry finished within two minutes")
+            .expect("ferry ran");
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            layout_digest(&layout, "v0").as_deref(),
+            Some(good.as_str()),
+            "run {run}: the trusted layout names another digest\n{all}"
+        );
+        assert!(
+            !layout.join("blobs/sha256").join(&hex).is_dir(),
+            "run {run}: a directory sits at a blob path of the trusted layout\n{all}"
+        );
+        let x = tmp.path().join("mirror/x");
+        assert!(x.join("index.json").is_file(), "run {run}\n{all}");
+        assert!(x.join("oci-layout").is_file(), "run {run}\n{all}");
+        assert!(!all.contains("Is a directory"), "run {run}\n{all}");
+        assert!(
+            all.contains("lies inside the layout oci:mirror/repo-0000"),
+            "run {run}: the rejection names both layouts\n{all}"
+        );
+        assert!(
+            all.contains("is the same place as oci:mirror/repo-0000"),
+            "run {run}\n{all}"
+        );
+    }
+    // Written as a static mapping, the same nesting is refused when the config is checked.
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n{}mappings:\n  - source: \"{h}/repo-0000\"\n    \
+             targets: [\"oci:mirror/repo-0000\"]\n  - source: \"{h}/x\"\n    \
+             targets: [\"oci:./mirror/repo-0000/blobs/sha256/{hex}\"]\n",
+            registry_entry(&trusted),
+            h = trusted.host(),
+        ),
+    )
+    .unwrap();
+    let mut c = command(&["validate", "-c", config.to_str().unwrap()]);
+    c.current_dir(tmp.path());
+    let out = c.output().await.expect("ferry ran");
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{all}");
+    assert!(
+        all.contains(&format!(
+            "target oci:./mirror/repo-0000/blobs/sha256/{hex} lies inside the layout oci:mirror/repo-0000"
+        )),
+        "{all}"
+    );
+}
+
+/// Issue 30 item 8: a layout directory a co-user can write (group- or world-writable, sticky
+/// or not) is refused with an error naming it, and nothing is written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_directory_other_users_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    for mode in [0o777, 0o1777, 0o775] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shared");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        let source = format!("{}/src/app:v1", reg.host());
+        let target = format!("oci:{}", dir.display());
+        let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_ne!(code(&out), 0, "{mode:o}: {all}");
+        assert!(
+            all.contains(&format!("layout directory {}", dir.display()))
+                && all.contains("group- or world-writable"),
+            "{mode:o}: {all}"
+        );
+        let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(written.is_empty(), "{mode:o}: {written:?}");
+    }
+}
+
+/// Issue 30 item 8: a symbolic link planted at the run lock's name is not followed (it would
+/// have had the run create, and lock, a file of the link's choosing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_at_the_run_lock_is_not_followed() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = write_config(
+        tmp.path(),
+        &registry_entry(&reg),
+        &format!(
+            "  - source: \"{}/src/app\"\n    targets: [\"oci:{}\"]\n",
+            reg.host(),
+            tmp.path().join("out").display()
+        ),
+    );
+    let victim = tmp.path().join("victim");
+    let lock = tmp.path().join("mirror.yaml.lock");
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "{all}");
+    assert!(
+        all.contains(&format!("cannot open lock file {}", lock.display())),
+        "{all}"
+    );
+    assert!(!victim.exists(), "the run created the link's target");
+    assert!(!tmp.path().join("out").exists(), "the run went on: {all}");
+}
+
+/// A layout directory ferry creates itself is accepted under a group umask (002), which would
+/// otherwise make it group-writable and refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_ferry_creates_under_a_group_umask_is_accepted() {
+    use std::os::unix::fs::PermissionsExt;
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new/layout");
+    let source = format!("{}/src/app:v1", reg.host());
+    let target = format!("oci:{}", dir.display());
+    let out = tokio::process::Command::new("sh")
+        .args(["-c", "umask 002 && exec \"$0\" \"$@\"", common::FERRY])
+        .args(["copy", &source, &target, "--insecure", "--progress", "none"])
+        .env_remove("RUST_LOG")
+        .env_remove("FERRY_CONFIG")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("ferry ran");
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(layout_tags(&dir), ["v1"]);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+}

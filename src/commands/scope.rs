@@ -6,7 +6,7 @@
 //! two runs of one config never overlap; the second exits with code 5.
 
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use ferry_sync::config::Config;
@@ -78,6 +78,13 @@ pub fn lock_path(config_path: &Path, scope: &RunScope, shard: Option<Shard>) -> 
     PathBuf::from(name)
 }
 
+/// Opens (creating, `0600`: a file anyone can open, anyone can `flock` for ever) the run lock,
+/// never through a symbolic link planted at its name (which would have a run create or lock a
+/// file of the link's choosing): the layout locks' opener.
+fn open_run_lock(path: &Path) -> std::io::Result<File> {
+    ferry_sync::layout::lock::open_lock_file(path)
+}
+
 /// An exclusive lock held until dropped (or the process ends).
 #[derive(Debug)]
 pub struct RunLock {
@@ -96,12 +103,7 @@ pub fn lock(
         return Ok(None);
     }
     let path = lock_path(config_path, scope, shard);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| {
+    let file = open_run_lock(&path).map_err(|e| {
             progress.eprint(&format!(
                 "error: cannot open lock file {}: {e} (choose a writable one with --lock FILE, or --no-lock)",
                 path.display()

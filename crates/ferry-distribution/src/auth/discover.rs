@@ -126,18 +126,31 @@ impl Discovered {
     }
 }
 
-/// Whether a token realm on `realm_host` may receive credentials stored for `registry` (a
-/// host, maybe with `:port`). Discovered credentials are the user's login for one host: they go
-/// to a realm on that host (any port), on a subdomain of it (`auth.docker.io` for `docker.io`),
-/// or on a parent domain of two labels or more (`gitlab.com` for `registry.gitlab.com`). An IP
-/// address matches only itself.
-pub fn realm_may_receive(registry: &str, realm_host: &str) -> bool {
-    let registry = host_without_port(registry);
-    let realm = host_without_port(realm_host);
-    if registry.is_empty() || realm.is_empty() {
+/// Whether the token realm `realm` may receive credentials stored for `registry` (a host, maybe
+/// with `:port`, as the login file's key names it). Discovered credentials are the user's login
+/// for one host and port, keyed as docker keys them: they go to a realm on that port (a registry
+/// written without a port: the realm scheme's default port) and on that host, a subdomain of it
+/// (`auth.docker.io` for `docker.io`) or a parent domain that is not a public suffix
+/// (`gitlab.com` for `registry.gitlab.com`, never `co.uk` or `github.io`: the Mozilla public
+/// suffix list, through the `psl` crate). An IP address matches only itself.
+pub fn realm_may_receive(registry: &str, realm: &url::Url) -> bool {
+    let Some(realm_host) = realm.host_str() else {
+        return false;
+    };
+    let (registry, port) = split_port(registry);
+    let realm_host = host_without_port(realm_host);
+    if registry.is_empty() || realm_host.is_empty() {
         return false;
     }
-    if registry == realm {
+    // A registry named with a port is that port only; without one, the realm's default port.
+    let same_port = match port {
+        Some(port) => realm.port_or_known_default() == Some(port),
+        None => realm.port().is_none(),
+    };
+    if !same_port {
+        return false;
+    }
+    if registry == realm_host {
         return true;
     }
     // Docker Hub is named `docker.io` but served (and its realm found) under its own names.
@@ -147,16 +160,29 @@ pub fn realm_may_receive(registry: &str, realm_host: &str) -> bool {
         registry
     };
     let is_ip = |h: &str| h.parse::<std::net::IpAddr>().is_ok() || h.starts_with('[');
-    if is_ip(&registry) || is_ip(&realm) {
+    if is_ip(&registry) || is_ip(&realm_host) {
         return false;
     }
+    // `parent` is a domain of its own (not a public suffix) that `child` lies under.
     let under = |child: &str, parent: &str| {
         parent.contains('.')
+            && psl::suffix_str(parent) != Some(parent)
             && child
                 .strip_suffix(parent)
                 .is_some_and(|rest| rest.ends_with('.'))
     };
-    registry == realm || under(&realm, &registry) || under(&registry, &realm)
+    registry == realm_host || under(&realm_host, &registry) || under(&registry, &realm_host)
+}
+
+/// `host[:port]` as the host (lowercase, no trailing dot) and the port, if one is written.
+fn split_port(registry: &str) -> (String, Option<u16>) {
+    let host = host_without_port(registry);
+    let written = registry.trim().trim_end_matches('.');
+    let port = written
+        .get(written.len().min(host.len())..)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .and_then(|p| p.parse::<u16>().ok());
+    (host, port)
 }
 
 fn host_without_port(host: &str) -> String {

@@ -87,8 +87,8 @@ impl Authenticator {
         }
     }
 
-    /// Limits the credentials to token realms on `host` and its domain (credentials found in a
-    /// user's login files rather than configured for this registry).
+    /// Limits the credentials to token realms on `host`'s port and on that host or its domain
+    /// (credentials found in a user's login files rather than configured for this registry).
     pub fn bound_to(mut self, host: Option<String>) -> Self {
         self.bound_to = host;
         self
@@ -98,16 +98,11 @@ impl Authenticator {
     /// a host the realm is not on.
     fn credentials_for(&self, realm: &Url) -> &Credentials {
         match &self.bound_to {
-            Some(host)
-                if !crate::auth::discover::realm_may_receive(
-                    host,
-                    realm.host_str().unwrap_or_default(),
-                ) =>
-            {
+            Some(host) if !crate::auth::discover::realm_may_receive(host, realm) => {
                 tracing::warn!(
                     registry = %self.registry,
                     realm = %redact_url(realm.as_str()),
-                    "token realm is on another host than the one the found credentials are stored for: asking it anonymously"
+                    "token realm is on another host or port than the one the found credentials are stored for: asking it anonymously"
                 );
                 &Credentials::Anonymous
             }

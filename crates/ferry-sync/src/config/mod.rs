@@ -12,6 +12,7 @@ pub mod glob;
 mod interpolate;
 mod locate;
 mod mapping_checks;
+pub mod overlap;
 pub mod raw;
 mod resolve;
 mod units;

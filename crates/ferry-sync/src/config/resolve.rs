@@ -1,7 +1,7 @@
 //! Resolution of the checked raw config into `Config`: engine limits, registries, target groups
 //! expanded into targets, mappings with their defaults; and the reference parsers it uses.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ferry_distribution::Secret;
@@ -13,6 +13,7 @@ use ferry_distribution::reference::Reference;
 use super::check::Checker;
 use super::glob::{RepositoryGlob, TargetPrefix};
 use super::locate::FieldPath;
+use super::overlap::{Clash, Writers};
 use super::raw::{self, RawAuth, RawConfig, RawRegistry};
 use super::{
     AuthSettings, Budget, Config, DEFAULT_CONCURRENCY, DEFAULT_MAX_CONCURRENT, EngineSettings,
@@ -63,7 +64,7 @@ impl Checker<'_> {
         };
 
         let mut mappings = Vec::new();
-        let mut writers: HashMap<Target, (usize, String)> = HashMap::new();
+        let mut writers = Writers::new();
         for (index, mapping) in raw.mappings.into_iter().enumerate() {
             let path = root.key("mappings").index(index);
             let line = self.locator.value(&path).line;
@@ -166,28 +167,48 @@ impl Checker<'_> {
             };
             let origin = source;
             let source = origin.to_string();
-            if let Origin::OciLayout { path: dir } = &origin
-                && targets
-                    .iter()
-                    .any(|(t, _)| *t == Target::OciLayout { path: dir.clone() })
             {
-                self.fail(
-                    &path.key("source"),
-                    format!("{source} is both the source and a target"),
-                );
+                // The source as a claim of its own: a target at it (a repository mirrored
+                // onto itself), or a layout inside or above the source layout, would write
+                // into what is being read.
+                let read_from = match &origin {
+                    Origin::OciLayout { path: dir } => Target::OciLayout { path: dir.clone() },
+                    Origin::Registry {
+                        registry,
+                        repository,
+                    } => Target::Registry {
+                        registry: registry.clone(),
+                        repository: repository.clone(),
+                    },
+                };
+                let mut read = Writers::new();
+                read.claim(&read_from, index, &source);
+                for (target, _) in &targets {
+                    match read.clash(target) {
+                        Some(Clash::Same(_)) => self.fail(
+                            &path.key("source"),
+                            format!("{source} is both the source and a target"),
+                        ),
+                        Some(Clash::Inside(_) | Clash::Above(_)) => self.fail(
+                            &path.key("source"),
+                            format!(
+                                "{source} and its target {target} are nested (a layout never \
+                                 holds another layout)"
+                            ),
+                        ),
+                        None => {}
+                    }
+                }
             }
             for (target, target_path) in &targets {
-                match writers.get(target) {
-                    Some((other, other_source)) if *other_source != source => {
-                        let message = format!(
-                            "target {target} is also written by mappings[{other}] (source {other_source})"
-                        );
+                match writers.clash(target) {
+                    // Two mappings of one source may write one target (different tags, say).
+                    Some(Clash::Same(w)) if w.source == source && w.index != index => {}
+                    Some(clash) => {
+                        let message = clash.describe(target);
                         self.fail(target_path, message);
                     }
-                    Some(_) => {}
-                    None => {
-                        writers.insert(target.clone(), (index, source.clone()));
-                    }
+                    None => writers.claim(target, index, &source),
                 }
             }
             mappings.push(Mapping {

@@ -4,8 +4,10 @@
 //!
 //! Catalog names come from outside: each is validated as a repository name (`RepositoryName`)
 //! and matched by path components against the prefix; a name under the prefix that is not a
-//! valid name, or whose target another mapping already writes, or that is itself a mirror
-//! target, is left out and reported like a rejected tag. Names elsewhere in the registry are
+//! valid name, or whose target another mapping already writes (the same place however spelled,
+//! or a layout inside or above another mapping's layout: `app/blobs/sha256/<hex>`,
+//! `x/index.json`), or that is itself a mirror target, is left out and reported like a rejected
+//! tag. Names elsewhere in the registry are
 //! not the mapping's and are passed over silently.
 
 use std::collections::HashMap;
@@ -14,6 +16,7 @@ use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
 use crate::config::glob::Match;
+use crate::config::overlap::Writers;
 use crate::config::{Config, Mapping, Origin, RepositoryGlob, Target};
 use crate::in_window::in_window;
 use crate::plan::{MappingPlan, RejectedName, ResolvedMapping};
@@ -72,12 +75,14 @@ pub async fn expand_all(
 
     // Who writes each target: the ordinary mappings first, then each glob's matches in config
     // order (the first to claim a target keeps it).
-    let mut writers: HashMap<Target, (usize, String)> = HashMap::new();
+    // Compared as places: a layout inside or above a claimed one clashes as much as the same
+    // directory spelled otherwise (`oci:./mirror/x` and `oci:mirror/x`).
+    let mut writers = Writers::new();
     for m in config.mappings.iter().filter(|m| m.repositories.is_none()) {
         for t in &m.targets {
-            writers
-                .entry(t.clone())
-                .or_insert((m.index, m.source.clone()));
+            if writers.clash(t).is_none() {
+                writers.claim(t, m.index, &m.source);
+            }
         }
     }
     let mut candidates: Vec<(usize, Vec<Mapping>)> = Vec::new();
@@ -126,19 +131,15 @@ pub async fn expand_all(
                 continue;
             }
             let source = format!("{}/{repository}", g.registry);
-            if let Some((t, (other, other_source))) =
-                targets.iter().find_map(|t| writers.get(t).map(|w| (t, w)))
+            if let Some(reason) = targets
+                .iter()
+                .find_map(|t| writers.clash(t).map(|c| c.describe(t)))
             {
-                rejected.push(catalog_rejection(
-                    repository,
-                    format!(
-                        "target {t} is also written by mappings[{other}] (source {other_source})"
-                    ),
-                ));
+                rejected.push(catalog_rejection(repository, reason));
                 continue;
             }
             for t in &targets {
-                writers.insert(t.clone(), (m.index, source.clone()));
+                writers.claim(t, m.index, &source);
             }
             let mapping = Mapping {
                 source,
@@ -174,15 +175,17 @@ pub async fn expand_all(
                 },
                 Origin::OciLayout { path } => Target::OciLayout { path: path.clone() },
             };
-            if let Some((other, other_source)) = writers.get(&as_target) {
+            if let Some(clash) = writers.clash(&as_target) {
                 let repository = match &mapping.origin {
                     Origin::Registry { repository, .. } => repository.clone(),
                     Origin::OciLayout { .. } => mapping.source.clone(),
                 };
+                let w = clash.writer();
                 rejected.push(catalog_rejection(
                     repository,
                     format!(
-                        "it is a mirror target itself (of mappings[{other}], source {other_source})"
+                        "it is a mirror target itself (of mappings[{}], source {})",
+                        w.index, w.source
                     ),
                 ));
                 continue;

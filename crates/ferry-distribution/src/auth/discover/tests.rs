@@ -163,26 +163,58 @@ async fn a_malformed_file_is_an_error_naming_it_and_no_secret() {
 #[test]
 fn realms_that_may_receive_discovered_credentials() {
     for (registry, realm, allowed) in [
-        ("docker.io", "auth.docker.io", true),
-        ("registry-1.docker.io", "auth.docker.io", true),
-        ("ghcr.io", "ghcr.io", true),
-        ("registry.gitlab.com", "gitlab.com", true),
-        ("registry.example.com:5000", "registry.example.com", true),
-        ("REGISTRY.example.com", "registry.example.com.", true),
-        ("127.0.0.1:5000", "127.0.0.1", true),
-        ("127.0.0.1:5000", "localhost", false),
-        ("localhost:5000", "127.0.0.1", false),
-        ("docker.io", "evil.io", false),
-        ("docker.io", "notdocker.io", false),
-        ("ghcr.io", "ghcr.io.evil.com", false),
-        ("team.example.co.uk", "other.example.co.uk", false),
-        ("registry.example.com", "com", false),
-        ("10.0.0.1", "0.1", false),
-        ("[::1]:5000", "[::1]", true),
-        ("", "", false),
+        ("docker.io", "https://auth.docker.io/token", true),
+        ("registry-1.docker.io", "https://auth.docker.io/token", true),
+        ("ghcr.io", "https://ghcr.io/token", true),
+        ("ghcr.io", "https://ghcr.io:443/token", true),
+        ("registry.gitlab.com", "https://gitlab.com/jwt/auth", true),
+        (
+            "registry.example.com:5000",
+            "https://registry.example.com:5000/t",
+            true,
+        ),
+        (
+            "REGISTRY.example.com",
+            "https://registry.example.com./t",
+            true,
+        ),
+        ("127.0.0.1:5000", "http://127.0.0.1:5000/token", true),
+        ("[::1]:5000", "https://[::1]:5000/t", true),
+        ("localhost", "http://localhost/token", true),
+        // Another port of the same host is another login (docker keys them so).
+        ("127.0.0.1:5977", "http://127.0.0.1:5978/token", false),
+        (
+            "registry.example.com:5000",
+            "https://registry.example.com/t",
+            false,
+        ),
+        (
+            "registry.example.com",
+            "https://registry.example.com:8443/t",
+            false,
+        ),
+        ("127.0.0.1:5000", "https://127.0.0.1/t", false),
+        ("[::1]:5000", "https://[::1]/t", false),
+        ("127.0.0.1:5000", "http://localhost:5000/t", false),
+        ("localhost:5000", "http://127.0.0.1:5000/t", false),
+        ("docker.io", "https://evil.io/t", false),
+        ("docker.io", "https://notdocker.io/t", false),
+        ("ghcr.io", "https://ghcr.io.evil.com/t", false),
+        ("team.example.co.uk", "https://other.example.co.uk/t", false),
+        ("registry.example.com", "https://com/t", false),
+        ("10.0.0.1", "https://0.1/t", false),
+        // A parent domain that is a public suffix is everyone's.
+        ("team.example.co.uk", "https://example.co.uk/t", true),
+        ("registry.example.co.uk", "https://co.uk/t", false),
+        ("mirror.github.io", "https://github.io/t", false),
+        ("a.b.s3.amazonaws.com", "https://s3.amazonaws.com/t", false),
+        ("co.uk", "https://evil.co.uk/t", false),
+        ("github.io", "https://attacker.github.io/t", false),
+        ("", "https://x.io/t", false),
     ] {
+        let url = url::Url::parse(realm).unwrap();
         assert_eq!(
-            realm_may_receive(registry, realm),
+            realm_may_receive(registry, &url),
             allowed,
             "{registry} -> {realm}"
         );
