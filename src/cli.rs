@@ -150,9 +150,14 @@ pub struct WatchArgs {
     /// Time from one run's start to the next (`30s`, `15m`, `1h`); a run never overlaps another.
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub interval: std::time::Duration,
-    /// Address for /healthz and /readyz.
+    /// Address for /healthz, /readyz and /metrics (HTTP, no TLS; loopback unless you say so).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
     pub listen: std::net::SocketAddr,
+    /// Longest one run may take (`30m`, `2h`): past it no new work starts, work in flight gets
+    /// 30s (at most this), then the run is cancelled and the next starts on schedule.
+    /// [default: 4 x --interval, at least 10m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_run_timeout)]
+    pub run_timeout: Option<std::time::Duration>,
     /// Also write each run's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -163,6 +168,13 @@ pub struct WatchArgs {
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     match ferry_sync::config::parse_duration(text)? {
         d if d.is_zero() => Err("the interval must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
+fn parse_run_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match ferry_sync::config::parse_duration(text)? {
+        d if d.is_zero() => Err("the run timeout must be longer than 0".into()),
         d => Ok(d),
     }
 }

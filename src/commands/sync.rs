@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub report: Option<PathBuf>,
     /// `ferry watch`'s metrics, given each real run's report and exit code.
     pub metrics: Option<Arc<crate::metrics::WatchMetrics>>,
+    /// `ferry watch`'s stop for this run (set when the run passes its bound); else a fresh one.
+    pub stop: Option<StopSignal>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -52,6 +54,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         json: args.json,
         report: args.report.clone(),
         metrics: None,
+        stop: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -88,7 +91,7 @@ impl Known {
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
     let registries = Registries::new(config);
-    let stop = StopSignal::default();
+    let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
     let signals = match Signals::new() {
