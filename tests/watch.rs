@@ -255,3 +255,83 @@ async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
         "{metrics}"
     );
 }
+
+/// The bound stops a long run gently first: past `--run-timeout` no new image starts, the ones
+/// in flight finish within the grace, and the run's own report (written, interrupted) ends it,
+/// not a cancellation. A slow but honest source: 10 images of 10 layers, 200 ms per request, one
+/// image and one blob at a time (about 2.4 s an image, so some finish before the bound and most
+/// are never started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_is_stopped_at_the_bound_and_writes_its_report() {
+    let reg = TestRegistry::builder()
+        .repo_latency("src/slow", Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let layers: Vec<Vec<u8>> = (0..10)
+            .map(|l| format!("image{i} layer{l}").into())
+            .collect();
+        let layers: Vec<&[u8]> = layers.iter().map(Vec::as_slice).collect();
+        reg.seed_image("src/slow", &format!("v{i}"), &layers);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url(), "");
+    let mappings = format!(
+        "  - source: \"{0}/src/slow\"\n    targets: [\"{0}/dst/slow\"]\n",
+        reg.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "version: 1\n",
+            "version: 1\nengine: { images_in_flight: 1, blobs_in_flight: 1 }\n",
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let args = [
+        "-c",
+        config.to_str().unwrap(),
+        "--interval",
+        "1h",
+        "--run-timeout",
+        "6s",
+        "--report",
+        report.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let mut watch = Watch::start(&args, None);
+    watch
+        .until(1, |l| l.contains("the run passed its bound of 6s"))
+        .await;
+    let finished = watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert_eq!(
+        finished,
+        ["watch: run finished with exit code 1"],
+        "{:#?}",
+        watch.seen
+    );
+    assert!(
+        !watch.seen.iter().any(|l| l.contains("cancelled")),
+        "{:#?}",
+        watch.seen
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["interrupted"], true, "{json:#}");
+    let totals = &json["totals"];
+    let (synced, interrupted) = (
+        totals["images_synced"].as_u64().unwrap(),
+        totals["images_interrupted"].as_u64().unwrap(),
+    );
+    // Floors both ways: some images were copied before the bound, and many were never started.
+    assert!(synced >= 1 && interrupted >= 4, "{totals:#}");
+    let copied = reg.tags("dst/slow").len() as u64;
+    assert_eq!(copied, synced, "{totals:#}");
+}

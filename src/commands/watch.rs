@@ -243,6 +243,79 @@ mod tests {
 
     const MINUTE: Duration = Duration::from_secs(60);
 
+    /// A run that honours its stop, and says when it saw it.
+    async fn stops_when_told(stop: StopSignal) -> Exit {
+        while !stop.is_stopped() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Exit::Clean
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_within_its_bound_keeps_its_code() {
+        let (stop, progress) = (
+            StopSignal::default(),
+            Progress::new(crate::cli::ProgressMode::None),
+        );
+        let quick = async {
+            tokio::time::sleep(Duration::from_secs(59)).await;
+            Exit::Auth
+        };
+        let out = bounded(quick, MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Auth,
+                cancelled: false
+            }
+        );
+        assert!(!stop.is_stopped());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_past_its_bound_is_stopped_then_cancelled_after_the_grace() {
+        let progress = Progress::new(crate::cli::ProgressMode::None);
+        // One that stops when told ends within the grace: at least partial, not cancelled.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let out = bounded(stops_when_told(stop.clone()), MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Partial,
+                cancelled: false
+            }
+        );
+        assert!(start.elapsed() >= MINUTE && start.elapsed() < MINUTE + GRACE);
+        // One that never ends is dropped when the grace is over.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let out = bounded(std::future::pending(), MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Failed,
+                cancelled: true
+            }
+        );
+        assert!(stop.is_stopped());
+        assert_eq!(start.elapsed(), MINUTE + GRACE);
+        // The grace is at most the bound.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let bound = Duration::from_secs(2);
+        let out = bounded(std::future::pending(), bound, &stop, &progress).await;
+        assert!(out.cancelled);
+        assert_eq!(start.elapsed(), 2 * bound);
+    }
+
+    #[test]
+    fn the_default_bound_is_four_intervals_and_at_least_ten_minutes() {
+        assert_eq!(run_bound(15 * MINUTE, None), 60 * MINUTE);
+        assert_eq!(run_bound(Duration::from_secs(30), None), 10 * MINUTE);
+        assert_eq!(run_bound(Duration::from_secs(30), Some(MINUTE)), MINUTE);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn ready_only_while_the_last_run_is_within_twice_the_interval() {
         let health = Health::new(15 * MINUTE);
