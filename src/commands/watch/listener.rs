@@ -210,6 +210,106 @@ fn with_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::TcpStream;
+
+    /// A listener on a free loopback port, serving until the handle is dropped.
+    async fn listening(limits: Limits) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let health = Arc::new(Health::new(Duration::from_secs(60)));
+        let metrics = Arc::new(WatchMetrics::new());
+        (addr, tokio::spawn(serve(listener, limits, health, metrics)))
+    }
+
+    /// Whatever the server sends until it closes (a reset counts as closed).
+    async fn read_all(s: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    // A slowloris: request headers that never end are cut off by the header timeout (5 s of
+    // the paused clock), well before the connection's own bound (10 s).
+    #[tokio::test(start_paused = true)]
+    async fn headers_that_never_end_are_cut_off_at_the_header_timeout() {
+        let limits = Limits::for_open_files(Some(1024));
+        let (addr, server) = listening(limits).await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let start = Instant::now();
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+            .await
+            .unwrap();
+        let out = read_all(&mut s).await;
+        let took = start.elapsed();
+        assert!(!out.contains("200 OK"), "{out}");
+        assert!(
+            took >= limits.header_timeout && took < limits.connection_timeout,
+            "closed after {took:?}"
+        );
+        server.abort();
+    }
+
+    // On the real clock (a paused one would fire the header timer while loopback I/O is in
+    // flight); nothing here is about time.
+    #[tokio::test]
+    async fn a_header_block_over_the_limit_is_refused_unanswered_by_the_routes() {
+        let limits = Limits::for_open_files(Some(1024));
+        let (addr, server) = listening(limits).await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let big = format!(
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 * 1024)
+        );
+        // The server may close before it has read everything: a failed write is fine.
+        let _ = s.write_all(big.as_bytes()).await;
+        let out = read_all(&mut s).await;
+        assert!(
+            out.is_empty() || out.starts_with("HTTP/1.1 431 "),
+            "{}",
+            &out[..out.len().min(200)]
+        );
+        // Too many headers, each small: refused as well.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let many: String = (0..100).map(|i| format!("X-{i}: v\r\n")).collect();
+        let _ = s
+            .write_all(format!("GET /healthz HTTP/1.1\r\n{many}\r\n").as_bytes())
+            .await;
+        let out = read_all(&mut s).await;
+        assert!(!out.contains("200 OK"), "{out}");
+        // And the listener still answers a plain request.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").await.unwrap();
+        assert!(read_all(&mut s).await.starts_with("HTTP/1.1 200 OK\r\n"));
+        server.abort();
+    }
+
+    // At the cap, a further connection is not accepted (so holds no descriptor) until one of
+    // the held ones closes; then it is answered.
+    #[tokio::test]
+    async fn past_the_cap_a_connection_waits_until_one_closes() {
+        let limits = Limits {
+            connections: 2,
+            ..Limits::for_open_files(Some(1024))
+        };
+        let (addr, server) = listening(limits).await;
+        let first = TcpStream::connect(addr).await.unwrap();
+        let _second = TcpStream::connect(addr).await.unwrap();
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        third
+            .write_all(b"GET /healthz HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let early = tokio::time::timeout(Duration::from_millis(300), third.read(&mut byte)).await;
+        assert!(early.is_err(), "answered past the cap: {early:?}");
+        drop(first);
+        let out = tokio::time::timeout(limits.connection_timeout, read_all(&mut third))
+            .await
+            .expect("answered once a slot was free");
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        server.abort();
+    }
 
     #[test]
     fn the_cap_is_a_quarter_of_the_open_files_within_one_and_the_maximum() {
