@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -89,9 +89,20 @@ impl Drop for Slot {
     }
 }
 
+/// Where connections come from: a [`TcpListener`] (or, in tests, one that fails on cue).
+pub trait Connections {
+    fn next(&self) -> impl Future<Output = std::io::Result<TcpStream>> + Send;
+}
+
+impl Connections for TcpListener {
+    async fn next(&self) -> std::io::Result<TcpStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
 /// Accepts connections until aborted; each gets one answer and is closed.
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Connections,
     limits: Limits,
     health: Arc<Health>,
     metrics: Arc<WatchMetrics>,
@@ -112,12 +123,12 @@ pub async fn serve(
         let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        let slot = Slot {
-            _permit: permit,
-            closed: Arc::clone(&closed),
-        };
-        match listener.accept().await {
-            Ok((stream, _)) => {
+        match listener.next().await {
+            Ok(stream) => {
+                let slot = Slot {
+                    _permit: permit,
+                    closed: Arc::clone(&closed),
+                };
                 failures = 0;
                 pause = FIRST_PAUSE;
                 let (health, metrics) = (Arc::clone(&health), Arc::clone(&metrics));
@@ -138,7 +149,8 @@ pub async fn serve(
                 });
             }
             Err(e) => {
-                drop(slot);
+                // Given back without a word: only a closing connection cuts a pause short.
+                drop(permit);
                 failures += 1;
                 if failures.is_power_of_two() {
                     tracing::warn!(
@@ -227,6 +239,61 @@ mod tests {
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out).await;
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Fails every accept with EMFILE, `failures` times, then waits forever; notes when.
+    struct Exhausted {
+        failures: u32,
+        calls: std::sync::atomic::AtomicU32,
+        done: Notify,
+    }
+
+    impl Connections for Exhausted {
+        async fn next(&self) -> std::io::Result<TcpStream> {
+            let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n < self.failures {
+                return Err(std::io::Error::from_raw_os_error(24));
+            }
+            self.done.notify_one();
+            std::future::pending().await
+        }
+    }
+
+    // Out of descriptors, accept fails at once, again and again: the loop pauses between
+    // tries (10 ms doubling to 1 s), so 20 failures take over 10 s instead of no time at all.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_accept_pauses_doubling_up_to_a_second() {
+        let exhausted = Arc::new(Exhausted {
+            failures: 20,
+            calls: Default::default(),
+            done: Notify::new(),
+        });
+        struct Shared(Arc<Exhausted>);
+        impl Connections for Shared {
+            fn next(&self) -> impl Future<Output = std::io::Result<TcpStream>> + Send {
+                let inner = Arc::clone(&self.0);
+                async move { inner.next().await }
+            }
+        }
+        let start = Instant::now();
+        let health = Arc::new(Health::new(Duration::from_secs(60)));
+        let metrics = Arc::new(WatchMetrics::new());
+        let limits = Limits::for_open_files(Some(1024));
+        let server = tokio::spawn(serve(
+            Shared(Arc::clone(&exhausted)),
+            limits,
+            health,
+            metrics,
+        ));
+        exhausted.done.notified().await;
+        let took = start.elapsed();
+        // 10+20+…+640 ms, then 1 s for each of the other 13 pauses.
+        let expected: Duration = (0..20)
+            .map(|i| (FIRST_PAUSE * 2u32.pow(i.min(7))).min(LAST_PAUSE))
+            .sum();
+        assert_eq!(took, expected, "20 failed accepts took {took:?}");
+        assert!(took > Duration::from_secs(10));
+        server.abort();
     }
 
     // A slowloris: request headers that never end are cut off by the header timeout (5 s of
