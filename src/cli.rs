@@ -72,9 +72,9 @@ pub enum Command {
     /// Mirror every mapping of a config.
     #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
     Sync(SyncArgs),
-    /// Sync again and again on an interval, with /healthz and /readyz for an orchestrator.
+    /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
-        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503. SIGINT/SIGTERM: stop after the run in flight."
+        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503; /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nSIGINT/SIGTERM: stop after the run in flight."
     )]
     Watch(WatchArgs),
     /// Check a config and print every problem with file:line:col.
