@@ -26,7 +26,7 @@ fn registry_entry(host: &str, url: &str, retry: &str) -> String {
 
 /// A running `ferry watch` and its stderr, line by line.
 struct Watch {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     lines: mpsc::UnboundedReceiver<String>,
     seen: Vec<String>,
     total: Arc<AtomicU64>,
@@ -70,7 +70,7 @@ impl Watch {
             }
         });
         Watch {
-            _child: child,
+            child,
             lines,
             seen: Vec::new(),
             total,
@@ -253,6 +253,36 @@ async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
     assert!(
         metrics.contains("ferry_runs_total{code=\"2\"} 2"),
         "{metrics}"
+    );
+    // A cancelled run leaves nothing behind: one SIGTERM is seen by the run in flight alone
+    // (not also by the signal watchers of the two runs dropped before), and watch stops.
+    let pid = watch.child.id().unwrap().to_string();
+    let kill = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(kill.success());
+    watch
+        .until(1, |l| l == "watch: signal received, stopping")
+        .await;
+    let status = tokio::time::timeout(EVENTUALLY, watch.child.wait())
+        .await
+        .expect("watch exited after SIGTERM")
+        .unwrap();
+    while let Some(line) = watch.lines.recv().await {
+        watch.seen.push(line);
+    }
+    assert_eq!(status.code(), Some(0), "{:#?}", watch.seen);
+    let watchers = watch
+        .seen
+        .iter()
+        .filter(|l| l.contains("signal received: starting no new work"))
+        .count();
+    assert!(
+        watchers <= 1,
+        "{watchers} signal watchers: {:#?}",
+        watch.seen
     );
 }
 

@@ -94,13 +94,14 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
     let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
-    let signals = match Signals::new() {
-        Ok(signals) => Some(tokio::spawn(watch_signals(
+    // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
+    let _signals = match Signals::new() {
+        Ok(signals) => Some(AbortOnDrop(tokio::spawn(watch_signals(
             signals,
             stop.clone(),
             Arc::clone(&known),
             progress.clone(),
-        ))),
+        )))),
         Err(e) => {
             tracing::warn!("cannot watch for SIGINT/SIGTERM: {e}");
             None
@@ -117,7 +118,7 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         options: prepare,
         tracker,
     };
-    let code = if options.dry_run {
+    if options.dry_run {
         dry_run(config, &registries, prepared, options, progress).await
     } else {
         sync(
@@ -130,11 +131,16 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
             progress,
         )
         .await
-    };
-    if let Some(task) = signals {
-        task.abort();
     }
-    code
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The prepare phase, set up but not started: its options, its tracker and the display of it.
