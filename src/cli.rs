@@ -74,9 +74,9 @@ pub enum Command {
     /// Mirror every mapping of a config.
     #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
     Sync(SyncArgs),
-    /// Sync again and again on an interval, with /healthz and /readyz for an orchestrator.
+    /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
-        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503. SIGINT/SIGTERM: stop after the run in flight."
+        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503; /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nSIGINT/SIGTERM: stop after the run in flight."
     )]
     Watch(WatchArgs),
     /// Check a config and print every problem with file:line:col.
@@ -170,9 +170,14 @@ pub struct WatchArgs {
     /// Time from one run's start to the next (`30s`, `15m`, `1h`); a run never overlaps another.
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub interval: std::time::Duration,
-    /// Address for /healthz and /readyz.
+    /// Address for /healthz, /readyz and /metrics (HTTP, no TLS; loopback unless you say so).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
     pub listen: std::net::SocketAddr,
+    /// Longest one run may take (`30m`, `2h`): past it no new work starts, work in flight gets
+    /// 30s (at most this), then the run is cancelled and the next starts on schedule.
+    /// [default: 4 x --interval, at least 10m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_run_timeout)]
+    pub run_timeout: Option<std::time::Duration>,
     /// Also write each run's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -183,6 +188,13 @@ pub struct WatchArgs {
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     match ferry_sync::config::parse_duration(text)? {
         d if d.is_zero() => Err("the interval must be longer than 0".into()),
+        d => Ok(d),
+    }
+}
+
+fn parse_run_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match ferry_sync::config::parse_duration(text)? {
+        d if d.is_zero() => Err("the run timeout must be longer than 0".into()),
         d => Ok(d),
     }
 }

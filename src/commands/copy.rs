@@ -58,6 +58,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         json: args.json,
         report: None,
         metrics: None,
+        stop: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }

@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub report: Option<PathBuf>,
     /// `ferry watch`'s metrics, given each real run's report and exit code.
     pub metrics: Option<Arc<crate::metrics::WatchMetrics>>,
+    /// `ferry watch`'s stop for this run (set when the run passes its bound); else a fresh one.
+    pub stop: Option<StopSignal>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -52,6 +54,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         json: args.json,
         report: args.report.clone(),
         metrics: None,
+        stop: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -88,16 +91,17 @@ impl Known {
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
     let registries = Registries::new(config);
-    let stop = StopSignal::default();
+    let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
-    let signals = match Signals::new() {
-        Ok(signals) => Some(tokio::spawn(watch_signals(
+    // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
+    let _signals = match Signals::new() {
+        Ok(signals) => Some(AbortOnDrop(tokio::spawn(watch_signals(
             signals,
             stop.clone(),
             Arc::clone(&known),
             progress.clone(),
-        ))),
+        )))),
         Err(e) => {
             tracing::warn!("cannot watch for SIGINT/SIGTERM: {e}");
             None
@@ -114,7 +118,7 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         options: prepare,
         tracker,
     };
-    let code = if options.dry_run {
+    if options.dry_run {
         dry_run(config, &registries, prepared, options, progress).await
     } else {
         sync(
@@ -127,11 +131,16 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
             progress,
         )
         .await
-    };
-    if let Some(task) = signals {
-        task.abort();
     }
-    code
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The prepare phase, set up but not started: its options, its tracker and the display of it.

@@ -1,16 +1,20 @@
-//! `ferry watch`: syncs a config every interval, one run at a time, re-reading the config before
-//! each run, and answers /healthz and /readyz on a minimal HTTP listener until SIGINT/SIGTERM.
+//! `ferry watch`: syncs a config every interval, one run at a time and each within a bound,
+//! re-reading the config before each run, and serves /healthz, /readyz and /metrics until a signal.
 //!
-//! /metrics serves the Prometheus metrics (`crate::metrics`).
+//! /metrics serves the Prometheus metrics (`crate::metrics`). /healthz is 200 while the process
+//! runs. /readyz is 200 when the last run finished within twice the interval, else 503 (before
+//! the first run ends, or when runs stall or stop). The listener is in `listener`.
 //!
-//! /healthz is 200 while the process runs. /readyz is 200 when the last run finished within
-//! twice the interval, else 503 (before the first run ends, or when runs stall or stop).
+//! A run that passes its bound (`--run-timeout`) is stopped as a signal stops one: no new work
+//! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
+
+mod listener;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpListener, TcpStream};
+use ferry_sync::engine::StopSignal;
+use tokio::net::TcpListener;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::cli::WatchArgs;
@@ -20,12 +24,22 @@ use crate::exit::Exit;
 use crate::metrics::WatchMetrics;
 use crate::progress::Progress;
 
-/// What /metrics answers: prometheus-client writes OpenMetrics text, which Prometheus reads.
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-/// Requests larger than this (request line and headers) are answered from what was read.
-const MAX_REQUEST: usize = 8 * 1024;
-/// A client gets this long to send its request and read the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long work in flight may go on after a run passed its bound (at most the bound itself).
+pub const GRACE: Duration = Duration::from_secs(30);
+/// The default bound is this many intervals…
+pub const RUN_BOUND_INTERVALS: u32 = 4;
+/// …and at least this (the default retry deadline of one request).
+pub const RUN_BOUND_FLOOR: Duration = Duration::from_secs(600);
+
+/// The bound on one run: `--run-timeout`, else [`RUN_BOUND_INTERVALS`] intervals, at least
+/// [`RUN_BOUND_FLOOR`].
+pub fn run_bound(interval: Duration, flag: Option<Duration>) -> Duration {
+    flag.unwrap_or_else(|| {
+        interval
+            .saturating_mul(RUN_BOUND_INTERVALS)
+            .max(RUN_BOUND_FLOOR)
+    })
+}
 
 pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let shard = match scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
@@ -61,19 +75,29 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         }
     };
     let local = listener.local_addr().unwrap_or(args.listen);
+    let bound = run_bound(args.interval, args.run_timeout);
+    let limits = listener::Limits::for_open_files(listener::open_file_limit());
     progress.eprint(&format!(
-        "watch: listening on {local} (/healthz, /readyz, /metrics); a sync every {}s",
-        args.interval.as_secs_f64()
+        "watch: listening on {local} (/healthz, /readyz, /metrics; at most {} connections); a sync every {}s, each stopped after {}s",
+        limits.connections,
+        args.interval.as_secs_f64(),
+        bound.as_secs_f64()
     ));
     let health = Arc::new(Health::new(args.interval));
     let metrics = Arc::new(WatchMetrics::new());
-    let server = tokio::spawn(serve(listener, Arc::clone(&health), Arc::clone(&metrics)));
+    let server = tokio::spawn(listener::serve(
+        listener,
+        limits,
+        Arc::clone(&health),
+        Arc::clone(&metrics),
+    ));
 
-    let options = RunOptions {
+    let mut options = RunOptions {
         dry_run: false,
         json: false,
         report: args.report.clone(),
-        metrics: Some(metrics),
+        metrics: Some(Arc::clone(&metrics)),
+        stop: None,
     };
     let mut ticker = tokio::time::interval(args.interval);
     // A run longer than the interval delays the next; runs never overlap and never bunch up.
@@ -94,13 +118,75 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
                 }
             },
         };
-        let code = run_config(&config, &options, progress).await;
+        let stop = StopSignal::default();
+        options.stop = Some(stop.clone());
+        let code = bounded(
+            run_config(&config, &options, progress),
+            bound,
+            &stop,
+            progress,
+        )
+        .await;
+        if code.cancelled {
+            // The run never reached its report, so its metrics are recorded here.
+            metrics.record(None, code.exit, std::time::SystemTime::now());
+        }
+        let code = code.exit;
         health.finished(code.code(), Instant::now());
         progress.eprint(&format!("watch: run finished with exit code {code}"));
     }
     progress.eprint("watch: signal received, stopping");
     server.abort();
     Exit::Clean
+}
+
+/// How a bounded run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bounded {
+    exit: Exit,
+    /// Whether the run was dropped before it finished (and wrote its report).
+    cancelled: bool,
+}
+
+/// Runs `run` for at most `bound`: past it, `stop` is set (no new work starts) and work in
+/// flight gets [`GRACE`] (at most `bound`) to finish before the run is dropped. A run stopped
+/// at its bound ends with at least [`Exit::Partial`]; one dropped, with [`Exit::Failed`].
+async fn bounded(
+    run: impl Future<Output = Exit>,
+    bound: Duration,
+    stop: &StopSignal,
+    progress: &Progress,
+) -> Bounded {
+    tokio::pin!(run);
+    if let Ok(exit) = tokio::time::timeout(bound, &mut run).await {
+        return Bounded {
+            exit,
+            cancelled: false,
+        };
+    }
+    let grace = GRACE.min(bound);
+    stop.stop();
+    progress.eprint(&format!(
+        "watch: the run passed its bound of {}s (--run-timeout): starting no new work, {}s for work in flight",
+        bound.as_secs_f64(),
+        grace.as_secs_f64()
+    ));
+    match tokio::time::timeout(grace, &mut run).await {
+        Ok(exit) => Bounded {
+            exit: exit.max(Exit::Partial),
+            cancelled: false,
+        },
+        Err(_) => {
+            progress.eprint(&format!(
+                "watch: the run was still going {}s after its bound: cancelled; the next run starts on schedule",
+                grace.as_secs_f64()
+            ));
+            Bounded {
+                exit: Exit::Failed,
+                cancelled: true,
+            }
+        }
+    }
 }
 
 /// When the last run finished, for /readyz.
@@ -151,97 +237,84 @@ impl Health {
     }
 }
 
-/// Accepts connections until aborted; each gets one answer and is closed.
-async fn serve(listener: TcpListener, health: Arc<Health>, metrics: Arc<WatchMetrics>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let health = Arc::clone(&health);
-                let metrics = Arc::clone(&metrics);
-                tokio::spawn(async move {
-                    let answered = answer(stream, &health, &metrics);
-                    let _ = tokio::time::timeout(CLIENT_TIMEOUT, answered).await;
-                });
-            }
-            Err(e) => tracing::warn!("health listener: accept failed: {e}"),
-        }
-    }
-}
-
-async fn answer(
-    mut stream: TcpStream,
-    health: &Health,
-    metrics: &WatchMetrics,
-) -> std::io::Result<()> {
-    let mut request = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < MAX_REQUEST {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        request.extend_from_slice(&chunk[..n]);
-    }
-    let text = String::from_utf8_lossy(&request);
-    let line = text.lines().next().unwrap_or_default();
-    let (status, body, head_only) = respond(line, health, metrics, Instant::now());
-    let content_type = match (status, line.split_whitespace().nth(1)) {
-        (200, Some(t)) if t.split('?').next() == Some("/metrics") => OPENMETRICS,
-        _ => "text/plain; charset=utf-8",
-    };
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Service Unavailable",
-    };
-    let body = if body.ends_with('\n') {
-        body
-    } else {
-        format!("{body}\n")
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    if !head_only {
-        out.push_str(&body);
-    }
-    stream.write_all(out.as_bytes()).await?;
-    stream.shutdown().await
-}
-
-/// Status, body and whether to leave the body out (HEAD), for a request line.
-fn respond(
-    line: &str,
-    health: &Health,
-    metrics: &WatchMetrics,
-    now: Instant,
-) -> (u16, String, bool) {
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default();
-    let target = parts.next().unwrap_or_default();
-    let path = target.split('?').next().unwrap_or_default();
-    let head_only = method == "HEAD";
-    if method != "GET" && !head_only {
-        return (405, "only GET and HEAD".into(), false);
-    }
-    match path {
-        "/healthz" => (200, "ok".into(), head_only),
-        "/readyz" => {
-            let (status, body) = health.readiness(now);
-            (status, body, head_only)
-        }
-        "/metrics" => (200, metrics.encode(), head_only),
-        _ => (404, "try /healthz, /readyz or /metrics".into(), head_only),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MINUTE: Duration = Duration::from_secs(60);
+
+    /// A run that honours its stop, and says when it saw it.
+    async fn stops_when_told(stop: StopSignal) -> Exit {
+        while !stop.is_stopped() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Exit::Clean
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_within_its_bound_keeps_its_code() {
+        let (stop, progress) = (
+            StopSignal::default(),
+            Progress::new(crate::cli::ProgressMode::None),
+        );
+        let quick = async {
+            tokio::time::sleep(Duration::from_secs(59)).await;
+            Exit::Auth
+        };
+        let out = bounded(quick, MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Auth,
+                cancelled: false
+            }
+        );
+        assert!(!stop.is_stopped());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_past_its_bound_is_stopped_then_cancelled_after_the_grace() {
+        let progress = Progress::new(crate::cli::ProgressMode::None);
+        // One that stops when told ends within the grace: at least partial, not cancelled.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let out = bounded(stops_when_told(stop.clone()), MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Partial,
+                cancelled: false
+            }
+        );
+        assert!(start.elapsed() >= MINUTE && start.elapsed() < MINUTE + GRACE);
+        // One that never ends is dropped when the grace is over.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let out = bounded(std::future::pending(), MINUTE, &stop, &progress).await;
+        assert_eq!(
+            out,
+            Bounded {
+                exit: Exit::Failed,
+                cancelled: true
+            }
+        );
+        assert!(stop.is_stopped());
+        assert_eq!(start.elapsed(), MINUTE + GRACE);
+        // The grace is at most the bound.
+        let stop = StopSignal::default();
+        let start = Instant::now();
+        let bound = Duration::from_secs(2);
+        let out = bounded(std::future::pending(), bound, &stop, &progress).await;
+        assert!(out.cancelled);
+        assert_eq!(start.elapsed(), 2 * bound);
+    }
+
+    #[test]
+    fn the_default_bound_is_four_intervals_and_at_least_ten_minutes() {
+        assert_eq!(run_bound(15 * MINUTE, None), 60 * MINUTE);
+        assert_eq!(run_bound(Duration::from_secs(30), None), 10 * MINUTE);
+        assert_eq!(run_bound(Duration::from_secs(30), Some(MINUTE)), MINUTE);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn ready_only_while_the_last_run_is_within_twice_the_interval() {
@@ -260,13 +333,23 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
+    // On the real clock: hyper's header timeout would fire on a paused one while the test waits
+    // on loopback I/O. No assertion here is about time.
+    #[tokio::test]
     async fn healthz_readyz_and_the_rest_over_http() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::net::TcpStream;
         let health = Arc::new(Health::new(MINUTE));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let metrics = Arc::new(WatchMetrics::new());
-        let server = tokio::spawn(serve(listener, Arc::clone(&health), Arc::clone(&metrics)));
+        let limits = listener::Limits::for_open_files(Some(1024));
+        let server = tokio::spawn(listener::serve(
+            listener,
+            limits,
+            Arc::clone(&health),
+            Arc::clone(&metrics),
+        ));
         let get = |request: &'static str| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();
             s.write_all(request.as_bytes()).await.unwrap();

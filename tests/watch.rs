@@ -1,0 +1,367 @@
+//! `ferry watch` against hostile peers (issue 30, items 3b and 4): a flood of idle connections
+//! under a low open-file limit starves neither the runs nor /healthz, and a source that never
+//! answers holds no run past `--run-timeout`, so the other mappings keep being refreshed.
+
+mod common;
+
+use common::{FERRY, write_config};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ferry_testkit::registry::TestRegistry;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// How long anything below may take before the test gives up ("eventually", not a timing claim).
+const EVENTUALLY: Duration = Duration::from_secs(90);
+/// Lines kept from ferry's stderr; the rest are only counted (today's code wrote millions).
+const KEPT_LINES: u64 = 5_000;
+
+fn registry_entry(host: &str, url: &str, retry: &str) -> String {
+    format!("  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n{retry}")
+}
+
+/// A running `ferry watch` and its stderr, line by line.
+struct Watch {
+    child: tokio::process::Child,
+    lines: mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+    total: Arc<AtomicU64>,
+    accept_failures: Arc<AtomicU64>,
+}
+
+impl Watch {
+    /// `ferry watch args…`, under `prlimit --nofile=N` when `open_files` is given.
+    fn start(args: &[&str], open_files: Option<u64>) -> Watch {
+        let mut c = match open_files {
+            Some(n) => {
+                let mut c = tokio::process::Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(FERRY);
+                c
+            }
+            None => tokio::process::Command::new(FERRY),
+        };
+        c.arg("watch")
+            .args(args)
+            .env_remove("RUST_LOG")
+            .env_remove("FERRY_CONFIG")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = c.spawn().expect("ferry watch started");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::unbounded_channel();
+        let total = Arc::new(AtomicU64::new(0));
+        let accept_failures = Arc::new(AtomicU64::new(0));
+        let (t, a) = (Arc::clone(&total), Arc::clone(&accept_failures));
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if line.contains("accept failed") {
+                    a.fetch_add(1, Ordering::SeqCst);
+                }
+                if t.fetch_add(1, Ordering::SeqCst) < KEPT_LINES {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        Watch {
+            child,
+            lines,
+            seen: Vec::new(),
+            total,
+            accept_failures,
+        }
+    }
+
+    /// Reads lines until `want` has matched `count` of them (counting from now); returns those.
+    async fn until(&mut self, count: usize, want: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut matched = Vec::new();
+        let read = async {
+            while matched.len() < count {
+                let Some(line) = self.lines.recv().await else {
+                    break;
+                };
+                if want(&line) {
+                    matched.push(line.clone());
+                }
+                self.seen.push(line);
+            }
+        };
+        let _ = tokio::time::timeout(EVENTUALLY, read).await;
+        assert_eq!(
+            matched.len(),
+            count,
+            "ferry watch's stderr ({} lines): {:#?}",
+            self.total.load(Ordering::SeqCst),
+            self.seen
+        );
+        matched
+    }
+
+    /// The listener's address, from the first line.
+    async fn address(&mut self) -> String {
+        let line = self
+            .until(1, |l| l.starts_with("watch: listening on "))
+            .await
+            .remove(0);
+        line.trim_start_matches("watch: listening on ")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+/// `GET path`, answered within [`EVENTUALLY`].
+async fn http_get(addr: &str, path: &str) -> String {
+    let get = async {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: ferry\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    tokio::time::timeout(EVENTUALLY, get)
+        .await
+        .unwrap_or_else(|_| panic!("no answer to GET {path} from {addr}"))
+}
+
+/// Issue 30 item 4, as reported: `ulimit -n 128` and 200 idle connections held open. Today's
+/// listener accepted until the descriptors ran out, then logged `accept failed` millions of
+/// times in a hot loop while the runs could not open their config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_under_a_low_fd_limit_starve_neither_runs_nor_health() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(
+            &reg.host(),
+            &reg.url(),
+            "    retry: { attempts: 2, base: 10ms, cap: 50ms }\n",
+        ),
+        &format!(
+            "  - source: \"{0}/src/app0\"\n    targets: [\"{0}/dst/app0\"]\n",
+            reg.host()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "1s", "--listen", "127.0.0.1:0"];
+    let mut watch = Watch::start(&args, Some(128));
+    let addr = watch.address().await;
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // Runs go on while the connections are held: each finds its config and its registry.
+    let runs = watch
+        .until(3, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert!(
+        runs.iter().all(|l| l.ends_with("exit code 0")),
+        "{runs:#?}\n{:#?}",
+        watch.seen
+    );
+    // /healthz is answered through the flood, once the idle connections before it time out.
+    let health = http_get(&addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+    let ready = http_get(&addr, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200 OK\r\n"), "{ready}");
+    drop(idle);
+    let starved: Vec<_> = watch
+        .seen
+        .iter()
+        .filter(|l| l.contains("Too many open files") && !l.contains("accept failed"))
+        .collect();
+    assert!(starved.is_empty(), "{starved:#?}");
+    let failures = watch.accept_failures.load(Ordering::SeqCst);
+    assert!(failures <= 20, "{failures} accept failures logged");
+    assert!(
+        watch.total.load(Ordering::SeqCst) < 1_000,
+        "{} lines on stderr",
+        watch.total.load(Ordering::SeqCst)
+    );
+}
+
+/// Issue 30 item 3, second half: a source that accepts connections and never answers held a
+/// run (and so every other mapping's refresh) for its retry deadline, 10 minutes per request.
+/// With `--run-timeout`, watch stops the run at the bound, says so, and the next run starts on
+/// schedule: a tag pushed to a healthy source meanwhile reaches its target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let hang = TestRegistry::hanging_server().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The hostile source keeps the default retry settings (a 10 minute deadline).
+    let registries = registry_entry(&reg.host(), &reg.url(), "")
+        + &registry_entry(&hang.host(), &hang.url(), "");
+    let mappings = format!(
+        "  - source: \"{0}/src/app0\"\n    targets: [\"{0}/dst/app0\"]\n  - source: \"{1}/src/stuck\"\n    targets: [\"{0}/dst/stuck\"]\n",
+        reg.host(),
+        hang.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = [
+        "-c",
+        config,
+        "--interval",
+        "1s",
+        "--run-timeout",
+        "2s",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let mut watch = Watch::start(&args, None);
+    let addr = watch.address().await;
+    watch
+        .until(1, |l| l.contains("the run passed its bound of 2s"))
+        .await;
+    assert_eq!(reg.tags("dst/app0"), ["v1"], "{:#?}", watch.seen);
+    // Pushed while the first run is held: only a later run can copy it.
+    reg.seed_image("src/app0", "v2", &[b"two"]);
+    let first = watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert_eq!(first, ["watch: run finished with exit code 2"]);
+    assert!(
+        watch.seen.iter().any(|l| l.contains("cancelled")),
+        "{:#?}",
+        watch.seen
+    );
+    // The second run starts on schedule, is stopped the same way, and copied v2 before it was.
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    let mut tags = reg.tags("dst/app0");
+    tags.sort();
+    assert_eq!(tags, ["v1", "v2"], "{:#?}", watch.seen);
+    let metrics = http_get(&addr, "/metrics").await;
+    assert!(
+        metrics.contains("ferry_runs_total{code=\"2\"} 2"),
+        "{metrics}"
+    );
+    // A cancelled run leaves nothing behind: one SIGTERM is seen by the run in flight alone
+    // (not also by the signal watchers of the two runs dropped before), and watch stops.
+    let pid = watch.child.id().unwrap().to_string();
+    let kill = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(kill.success());
+    watch
+        .until(1, |l| l == "watch: signal received, stopping")
+        .await;
+    let status = tokio::time::timeout(EVENTUALLY, watch.child.wait())
+        .await
+        .expect("watch exited after SIGTERM")
+        .unwrap();
+    while let Some(line) = watch.lines.recv().await {
+        watch.seen.push(line);
+    }
+    assert_eq!(status.code(), Some(0), "{:#?}", watch.seen);
+    let watchers = watch
+        .seen
+        .iter()
+        .filter(|l| l.contains("signal received: starting no new work"))
+        .count();
+    assert!(
+        watchers <= 1,
+        "{watchers} signal watchers: {:#?}",
+        watch.seen
+    );
+}
+
+/// The bound stops a long run gently first: past `--run-timeout` no new image starts, the ones
+/// in flight finish within the grace, and the run's own report (written, interrupted) ends it,
+/// not a cancellation. A slow but honest source: 10 images of 10 layers, 200 ms per request, one
+/// image and one blob at a time (about 2.4 s an image, so some finish before the bound and most
+/// are never started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_run_is_stopped_at_the_bound_and_writes_its_report() {
+    let reg = TestRegistry::builder()
+        .repo_latency("src/slow", Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let layers: Vec<Vec<u8>> = (0..10)
+            .map(|l| format!("image{i} layer{l}").into())
+            .collect();
+        let layers: Vec<&[u8]> = layers.iter().map(Vec::as_slice).collect();
+        reg.seed_image("src/slow", &format!("v{i}"), &layers);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url(), "");
+    let mappings = format!(
+        "  - source: \"{0}/src/slow\"\n    targets: [\"{0}/dst/slow\"]\n",
+        reg.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "version: 1\n",
+            "version: 1\nengine: { images_in_flight: 1, blobs_in_flight: 1 }\n",
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let args = [
+        "-c",
+        config.to_str().unwrap(),
+        "--interval",
+        "1h",
+        "--run-timeout",
+        "6s",
+        "--report",
+        report.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let mut watch = Watch::start(&args, None);
+    watch
+        .until(1, |l| l.contains("the run passed its bound of 6s"))
+        .await;
+    let finished = watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert_eq!(
+        finished,
+        ["watch: run finished with exit code 1"],
+        "{:#?}",
+        watch.seen
+    );
+    assert!(
+        !watch.seen.iter().any(|l| l.contains("cancelled")),
+        "{:#?}",
+        watch.seen
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["interrupted"], true, "{json:#}");
+    let totals = &json["totals"];
+    let (synced, interrupted) = (
+        totals["images_synced"].as_u64().unwrap(),
+        totals["images_interrupted"].as_u64().unwrap(),
+    );
+    // Floors both ways: some images were copied before the bound, and many were never started.
+    assert!(synced >= 1 && interrupted >= 4, "{totals:#}");
+    let copied = reg.tags("dst/slow").len() as u64;
+    assert_eq!(copied, synced, "{totals:#}");
+}
