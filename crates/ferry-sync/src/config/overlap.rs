@@ -5,6 +5,8 @@
 //! expansion for each repository a whole-registry mapping matches (a catalog name such as
 //! `app/blobs/sha256/<hex>` or `x/index.json` would otherwise land a layout inside another's).
 
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::path::{Component, Path, PathBuf};
 
 use super::Target;
@@ -65,10 +67,16 @@ impl Clash<'_> {
     }
 }
 
-/// The targets claimed so far.
+/// The targets claimed so far. Each lookup costs a path's depth in map lookups, not the number
+/// of claims: a catalog expands to up to `max_repositories` targets, each checked against all.
 #[derive(Debug, Default)]
 pub struct Writers {
-    claimed: Vec<(Place, Writer)>,
+    writers: Vec<Writer>,
+    /// Claimed layouts by canonical directory (the first claim of each). Paths order by
+    /// component, so every claimed layout under a directory follows that directory at once.
+    layouts: BTreeMap<PathBuf, usize>,
+    /// Claimed registry repositories by normalised host and path.
+    registries: HashMap<(String, String), usize>,
 }
 
 /// A target as a place: a canonical layout directory, or a normalised host and a repository.
@@ -84,27 +92,47 @@ impl Writers {
         Writers::default()
     }
 
-    /// The first claim `target` clashes with, if any.
+    /// How `target` clashes with the claims so far, if it does: the same place first, then the
+    /// nearest claimed layout it lies inside, then a claimed layout it would hold.
     pub fn clash(&self, target: &Target) -> Option<Clash<'_>> {
-        let place = place(target);
-        self.claimed.iter().find_map(|(p, w)| match (&place, p) {
-            (a, b) if a == b => Some(Clash::Same(w)),
-            (Place::Layout(a), Place::Layout(b)) if a.starts_with(b) => Some(Clash::Inside(w)),
-            (Place::Layout(a), Place::Layout(b)) if b.starts_with(a) => Some(Clash::Above(w)),
-            _ => None,
-        })
+        let writer = |i: &usize| &self.writers[*i];
+        match place(target) {
+            Place::Registry(host, repository) => self
+                .registries
+                .get(&(host, repository))
+                .map(|i| Clash::Same(writer(i))),
+            Place::Layout(dir) => {
+                if let Some(i) = self.layouts.get(&dir) {
+                    return Some(Clash::Same(writer(i)));
+                }
+                if let Some(i) = dir.ancestors().skip(1).find_map(|a| self.layouts.get(a)) {
+                    return Some(Clash::Inside(writer(i)));
+                }
+                self.layouts
+                    .range::<Path, _>((Bound::Excluded(dir.as_path()), Bound::Unbounded))
+                    .next()
+                    .filter(|(below, _)| below.starts_with(&dir))
+                    .map(|(_, i)| Clash::Above(writer(i)))
+            }
+        }
     }
 
     /// Claims `target` for mapping `index` (whose source is `source`).
     pub fn claim(&mut self, target: &Target, index: usize, source: &str) {
-        self.claimed.push((
-            place(target),
-            Writer {
-                index,
-                source: source.to_owned(),
-                target: target.clone(),
-            },
-        ));
+        let i = self.writers.len();
+        self.writers.push(Writer {
+            index,
+            source: source.to_owned(),
+            target: target.clone(),
+        });
+        match place(target) {
+            Place::Layout(dir) => {
+                self.layouts.entry(dir).or_insert(i);
+            }
+            Place::Registry(host, repository) => {
+                self.registries.entry((host, repository)).or_insert(i);
+            }
+        }
     }
 }
 
@@ -312,5 +340,24 @@ mod tests {
             problems("  - source: r.io/team/app\n    targets: ['r.io/mirror/team/app']\n"),
             ""
         );
+    }
+
+    /// Many claims: every one is still found, inside, above or the same, and neighbours that
+    /// only share a name prefix (`a1` beside `a10`) are not.
+    #[test]
+    fn thousands_of_claims_are_each_found() {
+        let mut w = Writers::new();
+        for n in 0..5000 {
+            w.claim(&layout(&format!("/m/t{}/a{n}", n % 7)), n, "s");
+        }
+        assert!(
+            matches!(w.clash(&layout("/m/t3/a10/index.json")), Some(Clash::Inside(x)) if x.index == 10)
+        );
+        assert!(matches!(w.clash(&layout("/m/t3/a10")), Some(Clash::Same(x)) if x.index == 10));
+        assert!(matches!(w.clash(&layout("/m/t3")), Some(Clash::Above(_))));
+        assert!(matches!(w.clash(&layout("/m")), Some(Clash::Above(_))));
+        assert_eq!(w.clash(&layout("/m/t3/a1")), None, "a1 is under t1");
+        assert_eq!(w.clash(&layout("/m/t7")), None);
+        assert_eq!(w.clash(&layout("/m/t30")), None);
     }
 }
