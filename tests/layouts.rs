@@ -397,3 +397,33 @@ async fn a_listing_that_fails_part_way_prunes_nothing() {
     assert_eq!(dry["prune"]["skipped"].as_array().map(Vec::len), Some(1));
     assert_eq!(dry["prune"]["would_delete"], 0);
 }
+
+/// What a run into a layout says about the registry it only read, and where the prune report
+/// sits in the JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_into_a_layout_names_no_upload_flow_for_its_source_and_ends_its_json_with_prune() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    seed_apps(&reg, "src/app", &["v1".to_owned()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, dir) = prune_setup(&reg, tmp.path());
+    let config = config.to_str().unwrap();
+    let out = ferry(&["sync", "-c", config, "--json", "--progress", "none"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert_eq!(layout_tags(&dir), ["v1"]);
+    // The source registry was only read: no upload flow is claimed for it.
+    assert!(!err.contains("upload flow"), "{err}");
+    assert!(err.contains("1 synced, 0 up to date, 0 failed"), "{err}");
+    // The members keep the report's own order with `prune` last, as without pruning.
+    let json = text(&out.stdout);
+    let at = |member: &str| {
+        json.find(&format!("\n  \"{member}\":"))
+            .unwrap_or_else(|| panic!("no {member}: {json}"))
+    };
+    assert!(at("images") < at("registries"), "{json}");
+    assert!(at("registries") < at("totals"), "{json}");
+    assert!(at("totals") < at("elapsed"), "{json}");
+    assert!(at("interrupted") < at("prune"), "{json}");
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(parsed["prune"]["deleted"], 0, "{json}");
+}

@@ -68,7 +68,16 @@ pub struct ImageReport {
     /// With `platforms_keep_digest`: the target refused the source's index, and holds the
     /// filtered one (`digest` names it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kept_digest_refused: Option<crate::engine::KeptDigestRefused>,
+    pub kept_digest_refused: Option<KeptDigestRefused>,
+}
+
+/// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeptDigestRefused {
+    /// The digest the target holds instead: the filtered index's.
+    pub pushed: String,
+    /// What the target answered to the source's index.
+    pub reason: String,
 }
 
 /// A mapping the prepare phase could not resolve.
@@ -160,7 +169,30 @@ pub struct RegistryReport {
 }
 
 impl RegistryReport {
-    /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people.
+    /// `client`'s counters, window, breaker and capabilities now.
+    pub fn of(client: &ferry_distribution::RegistryClient) -> RegistryReport {
+        use ferry_distribution::breaker::BreakerState;
+        let gate = client.gate();
+        RegistryReport {
+            registry: client.host().to_owned(),
+            stats: gate.stats.snapshot(),
+            window_halvings: gate
+                .window(ferry_distribution::Operation::BlobGet)
+                .snapshot()
+                .halvings,
+            breaker: match gate.breaker.state() {
+                BreakerState::Closed => "closed",
+                BreakerState::HalfOpen => "half_open",
+                BreakerState::Open => "open",
+            }
+            .to_owned(),
+            capabilities: client.capabilities().snapshot(),
+        }
+    }
+
+    /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people. The
+    /// upload flow is named only for a registry the run sent bytes to; a registry only read
+    /// (or never reached) gets a line only for what it refused or ignored, else none (empty).
     pub fn render_capabilities(&self) -> String {
         use ferry_distribution::capabilities::{Support, UploadFlow};
         let c = &self.capabilities;
@@ -183,14 +215,16 @@ impl RegistryReport {
             Support::Works | Support::Unknown => None,
         })
         .collect();
-        if learned.is_empty() {
-            format!("registry {}: upload flow {flow}", self.registry)
-        } else {
-            format!(
+        let written = self.stats.bytes_written > 0;
+        match (written, learned.is_empty()) {
+            (true, true) => format!("registry {}: upload flow {flow}", self.registry),
+            (true, false) => format!(
                 "registry {}: upload flow {flow}; {}",
                 self.registry,
                 learned.join(", ")
-            )
+            ),
+            (false, false) => format!("registry {}: {}", self.registry, learned.join(", ")),
+            (false, true) => String::new(),
         }
     }
 }
@@ -281,6 +315,16 @@ impl SyncReport {
         any
     }
 
+    /// Brings each registry's `capabilities` up to date with what was learned after the engine
+    /// ran (pruning learns whether tags can be deleted); its counters stay the engine's.
+    pub fn refresh_capabilities(&mut self, registries: &crate::registries::Registries) {
+        for c in registries.built() {
+            if let Some(r) = self.registries.iter_mut().find(|r| r.registry == c.host()) {
+                r.capabilities = c.capabilities().snapshot();
+            }
+        }
+    }
+
     /// Records what each whole-registry mapping of `plan` expanded to.
     pub fn note_expansions(&mut self, plan: &crate::plan::Plan) {
         self.expansions = plan
@@ -354,7 +398,10 @@ impl SyncReport {
             }
         }
         for r in &self.registries {
-            let _ = writeln!(out, "{}", r.render_capabilities());
+            let line = r.render_capabilities();
+            if !line.is_empty() {
+                let _ = writeln!(out, "{line}");
+            }
         }
         let t = &self.totals;
         let _ = writeln!(

@@ -12,6 +12,7 @@ use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Operation, RegistryClient};
 
 use super::graph::ImageGraph;
+use crate::report::KeptDigestRefused;
 
 /// Remembers which manifests this run already put where, so shared children go once.
 type PushKey = (String, String, String);
@@ -28,15 +29,6 @@ pub struct ManifestPusher {
     pub layout_bytes: std::sync::atomic::AtomicU64,
     /// Targets that refused a kept index digest, by (target, kept digest): what they got.
     refusals: Mutex<HashMap<(String, String), KeptDigestRefused>>,
-}
-
-/// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct KeptDigestRefused {
-    /// The digest the target holds instead: the filtered index's.
-    pub pushed: String,
-    /// What the target answered to the source's index.
-    pub reason: String,
 }
 
 /// Whether a registry's answer to an index PUT refuses its content (children it does not hold,

@@ -7,7 +7,7 @@ pub mod manifests;
 pub mod referrers;
 pub mod transfer;
 
-pub use manifests::KeptDigestRefused;
+pub use crate::report::KeptDigestRefused;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -520,7 +520,8 @@ fn summarise(
     totals.layout_bytes_written = c.layout_bytes_written.load(Ordering::Relaxed)
         + pusher.layout_bytes.load(Ordering::Relaxed);
     totals.bytes_written += totals.layout_bytes_written;
-    let registries_report = registry_reports(registries);
+    let registries_report: Vec<RegistryReport> =
+        registries.built().iter().map(RegistryReport::of).collect();
     for r in &registries_report {
         totals.bytes_read += r.stats.bytes_read;
         totals.bytes_written += r.stats.bytes_written;
@@ -606,44 +607,6 @@ fn referrers_to_index(ran: &[(Arc<Work>, Vec<ImageStatus>)]) -> Vec<referrers::P
         }
     }
     pushed
-}
-
-/// Per-registry counters of every client the run used.
-pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
-    registries
-        .built()
-        .iter()
-        .map(|c| RegistryReport {
-            registry: c.host().to_owned(),
-            stats: c.gate().stats.snapshot(),
-            window_halvings: c
-                .gate()
-                .window(ferry_distribution::Operation::BlobGet)
-                .snapshot()
-                .halvings,
-            breaker: match c.gate().breaker.state() {
-                ferry_distribution::breaker::BreakerState::Closed => "closed",
-                ferry_distribution::breaker::BreakerState::HalfOpen => "half_open",
-                ferry_distribution::breaker::BreakerState::Open => "open",
-            }
-            .to_owned(),
-            capabilities: c.capabilities().snapshot(),
-        })
-        .collect()
-}
-
-/// Brings the report's `capabilities` up to date with what was learned after the engine ran
-/// (pruning learns whether tags can be deleted).
-pub fn refresh_capabilities(report: &mut SyncReport, registries: &Registries) {
-    for c in registries.built() {
-        if let Some(r) = report
-            .registries
-            .iter_mut()
-            .find(|r| r.registry == c.host())
-        {
-            r.capabilities = c.capabilities().snapshot();
-        }
-    }
 }
 
 fn report(
