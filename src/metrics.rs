@@ -10,7 +10,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
-use ferry_sync::report::SyncReport;
+use ferry_sync::report::{SyncReport, Totals};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -124,19 +124,15 @@ impl WatchMetrics {
         if let Some(report) = report {
             for r in &report.registries {
                 let labels = vec![("registry", r.registry.clone())];
-                self.requests
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.http_requests);
-                self.retries.get_or_create(&labels).inc_by(r.stats.retries);
-                self.throttled
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.throttled);
-                self.read_bytes
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.bytes_read);
+                // The registry's share of the report's totals: one meaning per counter.
+                let t = Totals::of(&r.stats);
+                self.requests.get_or_create(&labels).inc_by(t.requests);
+                self.retries.get_or_create(&labels).inc_by(t.retries);
+                self.throttled.get_or_create(&labels).inc_by(t.throttled);
+                self.read_bytes.get_or_create(&labels).inc_by(t.bytes_read);
                 self.written_bytes
                     .get_or_create(&labels)
-                    .inc_by(r.stats.bytes_written);
+                    .inc_by(t.bytes_written);
                 let state = match r.breaker.as_str() {
                     "open" => 2,
                     "half_open" => 1,

@@ -19,12 +19,15 @@ pub struct RegistryStats {
 /// A copy of a registry's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
-    /// Requests sent, retries included: one per attempt of an operation (an attempt that
-    /// opens an upload session and closes it counts once).
+    /// Attempts of operations, retries included: one per attempt (an attempt that opens an
+    /// upload session and closes it counts once). `attempts` in the JSON.
+    #[serde(rename = "attempts")]
     pub requests: u64,
     /// HTTP requests sent to the registry's own endpoint, each counted (a session's POST and
     /// PUT are two; a redirect to object storage and a token realm are not counted): what the
-    /// registry's access log shows.
+    /// registry's access log shows. `requests` in the JSON, the meaning ferry-sync's report
+    /// totals, progress and metrics give the word.
+    #[serde(rename = "requests")]
     pub http_requests: u64,
     /// Attempts after the first.
     pub retries: u64,

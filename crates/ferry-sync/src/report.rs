@@ -116,8 +116,10 @@ pub struct ExpansionReport {
     pub repositories: Vec<String>,
 }
 
-/// Sums over the run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Sums over the run: the one counters value of a run. The report's totals, the progress
+/// display and `ferry watch`'s metrics all read these fields, each with the one meaning its doc
+/// gives; parts (a registry's, the layouts', a worker's) add up with `+`/`+=`/`sum()`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
     /// (image, target) pairs written.
     pub images_synced: u64,
@@ -135,20 +137,73 @@ pub struct Totals {
     pub blobs_mounted: u64,
     /// Places that already held a blob.
     pub blobs_skipped: u64,
-    /// Blob bytes streamed to targets.
+    /// Blob bytes that reached a place (a registry repository or a layout) by a copy, once per
+    /// place written: a blob copied to two targets counts twice, a mounted one not at all.
     pub bytes_copied: u64,
-    /// Bytes received from registries.
+    /// Bytes ferry received: every response body from a registry (manifests, listings, blobs),
+    /// and the blob bytes read from layout sources.
     pub bytes_read: u64,
-    /// Bytes sent to registries and written into layout targets.
+    /// Bytes ferry sent: every request body to a registry, and the blob and manifest bytes
+    /// written into layout targets.
     pub bytes_written: u64,
     /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
     pub layout_bytes_written: u64,
-    /// Requests sent to registries, retries included.
+    /// HTTP requests sent to registries' own endpoints, retries included, each counted (an
+    /// upload session's POST and PUT are two; token realms and redirects to object storage not):
+    /// what the registries' access logs show.
     pub requests: u64,
-    /// Retries over every registry.
+    /// Attempts sent again after a transient failure, over every registry.
     pub retries: u64,
-    /// Throttling answers over every registry.
+    /// Throttling answers (429, or 503 with `Retry-After`) over every registry.
     pub throttled: u64,
+}
+
+impl Totals {
+    /// One registry's share: the bytes, requests, retries and throttles its client counted.
+    pub fn of(stats: &ferry_distribution::stats::StatsSnapshot) -> Totals {
+        Totals {
+            bytes_read: stats.bytes_read,
+            bytes_written: stats.bytes_written,
+            requests: stats.http_requests,
+            retries: stats.retries,
+            throttled: stats.throttled,
+            ..Totals::default()
+        }
+    }
+}
+
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, o: Totals) {
+        self.images_synced += o.images_synced;
+        self.images_up_to_date += o.images_up_to_date;
+        self.images_failed += o.images_failed;
+        self.images_interrupted += o.images_interrupted;
+        self.mappings_failed += o.mappings_failed;
+        self.blobs_copied += o.blobs_copied;
+        self.blobs_mounted += o.blobs_mounted;
+        self.blobs_skipped += o.blobs_skipped;
+        self.bytes_copied += o.bytes_copied;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.layout_bytes_written += o.layout_bytes_written;
+        self.requests += o.requests;
+        self.retries += o.retries;
+        self.throttled += o.throttled;
+    }
+}
+
+impl std::ops::Add for Totals {
+    type Output = Totals;
+    fn add(mut self, o: Totals) -> Totals {
+        self += o;
+        self
+    }
+}
+
+impl std::iter::Sum for Totals {
+    fn sum<I: Iterator<Item = Totals>>(parts: I) -> Totals {
+        parts.fold(Totals::default(), std::ops::Add::add)
+    }
 }
 
 /// One registry's counters and what it turned out to accept.

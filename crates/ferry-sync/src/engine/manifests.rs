@@ -25,10 +25,20 @@ pub struct ManifestPusher {
     /// One push per (registry, repository, digest) in a run; a second image that needs the
     /// same manifest waits for that push to finish (and shares its outcome) before it goes on.
     pushed: Mutex<HashMap<PushKey, PushCell>>,
-    /// Manifest bytes written into layout targets.
-    pub layout_bytes: std::sync::atomic::AtomicU64,
+    /// The run's live counters: manifest bytes written into layout targets go there.
+    progress: Arc<crate::progress::SyncProgress>,
     /// Targets that refused a kept index digest, by (target, kept digest): what they got.
     refusals: Mutex<HashMap<(String, String), KeptDigestRefused>>,
+}
+
+impl ManifestPusher {
+    /// A pusher that counts what it writes into layouts in `progress`.
+    pub fn new(progress: Arc<crate::progress::SyncProgress>) -> Self {
+        ManifestPusher {
+            progress,
+            ..ManifestPusher::default()
+        }
+    }
 }
 
 /// Whether a registry's answer to an index PUT refuses its content (children it does not hold,
@@ -160,8 +170,7 @@ impl ManifestPusher {
         let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
         for m in children.iter().chain([root]) {
             let written = write_manifest_blob(dir, m).await?;
-            self.layout_bytes
-                .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
+            self.progress.layout_written(written);
         }
         update_index(dir, root, tag).await
     }
