@@ -245,13 +245,13 @@ impl RegistryClient {
     }
 
     /// Whether `url` is on the configured host (any port): the only host `insecure` covers.
-    pub fn is_configured_host(&self, url: &Url) -> bool {
+    pub(crate) fn is_configured_host(&self, url: &Url) -> bool {
         url.host() == self.inner.base.host()
     }
 
     /// The client for `url`: the registry's own (unverified when configured insecure) on the
     /// configured host, a verified one for any other host.
-    pub fn http_for(&self, url: &Url) -> &reqwest::Client {
+    pub(crate) fn http_for(&self, url: &Url) -> &reqwest::Client {
         if self.is_configured_host(url) {
             &self.inner.http
         } else {
@@ -300,7 +300,7 @@ impl RegistryClient {
 
     /// Resolves a `Location` or `Link` against the registry and insists it stays on the
     /// registry's origin, so credentials are never sent elsewhere.
-    pub fn same_origin(&self, reference: &str) -> Result<Url, Failure> {
+    pub(crate) fn same_origin(&self, reference: &str) -> Result<Url, Failure> {
         let url = self.inner.base.join(reference).map_err(|e| {
             Failure::Final(ErrorKind::InvalidResponse(format!(
                 "registry sent an unusable URL: {e}"
@@ -422,7 +422,7 @@ impl RegistryClient {
     /// One attempt whose body can be sent only once (a stream). A 401 refreshes the token and
     /// comes back as declined-before-work, so the retry loop runs the attempt again with a fresh
     /// body (bounded by its budget) rather than this layer re-sending.
-    pub async fn send_streaming(
+    pub(crate) async fn send_streaming(
         &self,
         scopes: &Scopes,
         request: RequestBuilder,
@@ -494,7 +494,7 @@ impl RegistryClient {
 
     /// As [`RegistryClient::run`], drawing retries from a budget shared with other calls (a
     /// walk over pages).
-    pub async fn run_with_budget<T, F, Fut>(
+    pub(crate) async fn run_with_budget<T, F, Fut>(
         &self,
         call: Call<'_>,
         budget: &crate::retry::RetryBudget,
