@@ -2,7 +2,7 @@
 //! `prometheus-client` crate): per registry and per run, updated as each run's report is out.
 //!
 //! Per registry (label `registry`, the host), counters over the process's runs: requests sent
-//! (retries included), retries, throttling answers (429, or 503 with `Retry-After`), bytes read
+//! (retries included), retries, throttling answers (429, or 503 with `Retry-After`), blob bytes read
 //! and written; and a gauge of the breaker's state at the end of the last run (0 closed,
 //! 1 half-open, 2 open). Per run: the last run's duration and its images by status (synced,
 //! up to date, failed), runs by exit code, and the time of the last clean run.
@@ -76,13 +76,13 @@ impl WatchMetrics {
         );
         registry.register_with_unit(
             "registry_read",
-            "Bytes received from the registry",
+            "Blob bytes received from the registry (manifests and listings not counted)",
             Unit::Bytes,
             m.read_bytes.clone(),
         );
         registry.register_with_unit(
             "registry_written",
-            "Bytes sent to the registry",
+            "Blob upload and manifest PUT bytes sent to the registry",
             Unit::Bytes,
             m.written_bytes.clone(),
         );

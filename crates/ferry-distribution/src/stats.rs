@@ -37,9 +37,9 @@ pub struct StatsSnapshot {
     pub server_errors: u64,
     /// Connections refused, reset or timed out, and bodies broken part way.
     pub transport_errors: u64,
-    /// Body bytes received.
+    /// Blob bytes received (blob GET bodies; manifests and listings not counted).
     pub bytes_read: u64,
-    /// Body bytes sent.
+    /// Bytes sent: blob upload and manifest PUT bodies.
     pub bytes_written: u64,
 }
 

@@ -140,11 +140,12 @@ pub struct Totals {
     /// Blob bytes that reached a place (a registry repository or a layout) by a copy, once per
     /// place written: a blob copied to two targets counts twice, a mounted one not at all.
     pub bytes_copied: u64,
-    /// Bytes ferry received: every response body from a registry (manifests, listings, blobs),
-    /// and the blob bytes read from layout sources.
+    /// Blob bytes ferry read: blob GET bodies received from registries (retried reads
+    /// included) and blob bytes read from layout sources. Manifests and listings are not
+    /// counted.
     pub bytes_read: u64,
-    /// Bytes ferry sent: every request body to a registry, and the blob and manifest bytes
-    /// written into layout targets.
+    /// Bytes ferry wrote: blob upload and manifest PUT bodies sent to registries, and the blob
+    /// and manifest bytes written into layout targets.
     pub bytes_written: u64,
     /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
     pub layout_bytes_written: u64,
