@@ -754,3 +754,43 @@ async fn requests_in_the_report_and_the_progress_line_are_what_the_registries_sa
     let total = format!("; {} requests,", seen(&src) + seen(&dst));
     assert!(err.contains(&total), "{total}: {err}");
 }
+
+/// The copy phase's progress ends with the engine, before pruning: its last plain line shows
+/// the report's figures, not the prune's DELETE on top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_progress_line_is_the_engines_even_when_pruning_follows() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("dst/app", "v0", &[b"zero"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"v*\"] }"),
+    );
+    let config = config.to_str().unwrap();
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--prune",
+        "--json",
+        "--progress",
+        "plain",
+    ])
+    .await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["prune"]["deleted"], 1, "{json:#}");
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with("sync images_done="))
+        .unwrap_or_default();
+    let requests = format!("requests={} ", json["totals"]["requests"]);
+    assert!(line.contains(&requests), "{requests}: {err}");
+    // The line came before pruning's report.
+    let (at_line, at_prune) = (err.rfind(line), err.find("pruned"));
+    assert!(at_prune.is_some() && at_line < at_prune, "{err}");
+}

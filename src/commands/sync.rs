@@ -184,7 +184,7 @@ async fn sync(
     // The engine starts on each mapping as soon as it is resolved, while slower mappings
     // (one waiting out throttles) still resolve; once all are, the display follows the engine.
     let watch = prepared.watch;
-    let (outcome, watch) = run::run(
+    let (outcome, ()) = run::run(
         config,
         registries,
         &prepared.options,
@@ -199,9 +199,10 @@ async fn sync(
                 progress.watch_sync(counters, registries)
             }
         },
+        // The copy phase's display ends with the engine, before pruning.
+        Watch::finish,
     )
     .await;
-    watch.finish().await;
     let text = outcome.render_text();
     progress.eprint(text.trim_end());
     emit(options, progress, outcome.to_json(), || {});

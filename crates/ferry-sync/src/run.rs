@@ -126,9 +126,12 @@ fn prunes(config: &Config) -> bool {
 /// A whole run of `config`: resolves every mapping and syncs each as soon as it is resolved,
 /// then prunes (every candidate reported interrupted once `stop` is set). `on_prepared` runs
 /// once the last mapping is resolved (while the engine goes on), with the plan in config
-/// order; what it returns comes back beside the outcome. The report's `elapsed` is the prepare
-/// phase and the engine (pruning not included).
-pub async fn run<F, Fut>(
+/// order; `on_synced` gets what it returned once the engine is done, before pruning (a display
+/// of the copy phase ends there, on the report's figures); what that returns comes back beside
+/// the outcome. The report's `elapsed` is the prepare phase and the engine (pruning not
+/// included).
+#[allow(clippy::too_many_arguments)]
+pub async fn run<F, Fut, G, Gut>(
     config: &Config,
     registries: &Registries,
     prepare: &PrepareOptions,
@@ -136,10 +139,13 @@ pub async fn run<F, Fut>(
     engine: &EngineOptions,
     stop: &StopSignal,
     on_prepared: F,
-) -> (RunOutcome, Fut::Output)
+    on_synced: G,
+) -> (RunOutcome, Gut::Output)
 where
     F: FnOnce(&Plan) -> Fut,
     Fut: Future,
+    G: FnOnce(Fut::Output) -> Gut,
+    Gut: Future,
 {
     let (plan, output, mut report) = prepare_and_sync(
         config,
@@ -151,6 +157,7 @@ where
         on_prepared,
     )
     .await;
+    let output = on_synced(output).await;
     let prune = match prunes(config) {
         true => {
             let decision = prune::decide(&plan, config, Some(&report));
