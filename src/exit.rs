@@ -58,6 +58,15 @@ pub fn for_report(report: &SyncReport) -> Exit {
     }
 }
 
+/// The code for a whole run: its sync report's, and a clean sync whose pruning left a tag that
+/// should have gone is partial.
+pub fn for_outcome(outcome: &ferry_sync::run::RunOutcome) -> Exit {
+    match (for_report(&outcome.report), outcome.verdict()) {
+        (Exit::Clean, Verdict::Partial) => Exit::Partial,
+        (code, _) => code,
+    }
+}
+
 /// The code for a dry run: only prepare-phase failures, names left out as invalid and listed
 /// tags that could not be fetched count.
 pub fn for_dry_run(plan: &Plan, dry: &DryRun) -> Exit {

@@ -2,7 +2,7 @@
 //! `prometheus-client` crate): per registry and per run, updated as each run's report is out.
 //!
 //! Per registry (label `registry`, the host), counters over the process's runs: requests sent
-//! (retries included), retries, throttling answers (429, or 503 with `Retry-After`), bytes read
+//! (retries included), retries, throttling answers (429, or 503 with `Retry-After`), blob bytes read
 //! and written; and a gauge of the breaker's state at the end of the last run (0 closed,
 //! 1 half-open, 2 open). Per run: the last run's duration and its images by status (synced,
 //! up to date, failed), runs by exit code, and the time of the last clean run.
@@ -10,7 +10,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
-use ferry_sync::report::SyncReport;
+use ferry_sync::report::{SyncReport, Totals};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -76,13 +76,13 @@ impl WatchMetrics {
         );
         registry.register_with_unit(
             "registry_read",
-            "Bytes received from the registry",
+            "Blob bytes received from the registry (manifests and listings not counted)",
             Unit::Bytes,
             m.read_bytes.clone(),
         );
         registry.register_with_unit(
             "registry_written",
-            "Bytes sent to the registry",
+            "Blob upload and manifest PUT bytes sent to the registry",
             Unit::Bytes,
             m.written_bytes.clone(),
         );
@@ -124,19 +124,15 @@ impl WatchMetrics {
         if let Some(report) = report {
             for r in &report.registries {
                 let labels = vec![("registry", r.registry.clone())];
-                self.requests
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.http_requests);
-                self.retries.get_or_create(&labels).inc_by(r.stats.retries);
-                self.throttled
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.throttled);
-                self.read_bytes
-                    .get_or_create(&labels)
-                    .inc_by(r.stats.bytes_read);
+                // The registry's share of the report's totals: one meaning per counter.
+                let t = Totals::of(&r.stats);
+                self.requests.get_or_create(&labels).inc_by(t.requests);
+                self.retries.get_or_create(&labels).inc_by(t.retries);
+                self.throttled.get_or_create(&labels).inc_by(t.throttled);
+                self.read_bytes.get_or_create(&labels).inc_by(t.bytes_read);
                 self.written_bytes
                     .get_or_create(&labels)
-                    .inc_by(r.stats.bytes_written);
+                    .inc_by(t.bytes_written);
                 let state = match r.breaker.as_str() {
                     "open" => 2,
                     "half_open" => 1,

@@ -118,20 +118,19 @@ impl Progress {
     }
 
     /// Shows the copy phase until the returned watch is finished: images done of total, source
-    /// bytes read of those expected with rate and ETA, and a bar per large blob in flight.
+    /// blob bytes read of those expected with rate and ETA, and a bar per large blob in flight;
+    /// the plain line adds the run's `bytes_read`, `bytes_written` and `requests` so far, each
+    /// meaning what the report's totals mean by it.
     pub fn watch_sync(&self, progress: Arc<SyncProgress>, registries: Registries) -> Watch {
         let start = tokio::time::Instant::now();
         let counters = Arc::clone(&progress);
         let line = move || {
             let s = counters.snapshot();
-            let written: u64 = registries
-                .built()
-                .iter()
-                .map(|c| c.gate().stats.snapshot().bytes_written)
-                .sum();
+            // The report's totals as they stand: registries' bodies and layouts' bytes alike.
+            let totals = counters.live_totals(&registries);
             let secs = start.elapsed().as_secs_f64().max(0.001);
-            let rate = (s.bytes_copied as f64 / secs) as u64;
-            let left = s.bytes_total.saturating_sub(s.bytes_copied);
+            let rate = (s.blob_bytes_read as f64 / secs) as u64;
+            let left = s.bytes_total.saturating_sub(s.blob_bytes_read);
             let eta = (rate > 0 && left > 0).then(|| left / rate.max(1));
             let eta_text = eta.map_or(String::from("-"), |e| format!("{}:{:02}", e / 60, e % 60));
             Sample {
@@ -139,16 +138,19 @@ impl Progress {
                 length: s.images_total,
                 message: format!(
                     "{} of {} read, {}/s, ETA {eta_text}",
-                    human_bytes(s.bytes_copied),
+                    human_bytes(s.blob_bytes_read),
                     human_bytes(s.bytes_total),
                     human_bytes(rate)
                 ),
                 plain: format!(
-                    "sync images_done={} images_total={} bytes_read={} bytes_total={} bytes_written={written} eta_secs={} elapsed_secs={}",
+                    "sync images_done={} images_total={} blob_bytes_read={} bytes_total={} bytes_read={} bytes_written={} requests={} eta_secs={} elapsed_secs={}",
                     s.images_done,
                     s.images_total,
-                    s.bytes_copied,
+                    s.blob_bytes_read,
                     s.bytes_total,
+                    totals.bytes_read,
+                    totals.bytes_written,
+                    totals.requests,
                     eta.map_or(String::from("-"), |e| e.to_string()),
                     start.elapsed().as_secs()
                 ),

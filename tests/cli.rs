@@ -691,3 +691,106 @@ async fn copy_retags_onto_a_real_registry() {
         assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
     }
 }
+
+/// `requests` means one thing: HTTP requests as the registries' access logs count them, in the
+/// report's totals, in each registry's entry, in the progress line and in the text summary
+/// (token endpoints not counted; operation attempts are `attempts`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_the_report_and_the_progress_line_are_what_the_registries_saw() {
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![("alice".into(), "right-password".into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    src.seed_image("src/app", "v1", &[b"layer one", b"layer two"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        src.host(),
+        dst.host()
+    );
+    let auth = "    auth: { type: basic, username: alice, password: \"right-password\" }\n";
+    let registries = registry_entry(&src, "") + &registry_entry(&dst, auth);
+    let config = write_config(dir.path(), &registries, &mapping);
+    let config = config.to_str().unwrap();
+    let out = ferry(&["sync", "-c", config, "--json", "--progress", "plain"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The token endpoint is a realm, not the registry's API: not counted.
+    let seen = |reg: &TestRegistry| {
+        let stats = reg.stats();
+        stats.ops.values().sum::<u64>() - stats.op(OpKind::Token)
+    };
+    let entry = |reg: &TestRegistry| {
+        json["registries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["registry"] == reg.host())
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(dst.stats().op(OpKind::UploadStart) > 0, "blobs went up");
+    assert_eq!(entry(&src)["requests"], seen(&src), "{json:#}");
+    assert_eq!(entry(&dst)["requests"], seen(&dst), "{json:#}");
+    assert!(entry(&dst)["attempts"].as_u64() > Some(0), "{json:#}");
+    assert_eq!(
+        json["totals"]["requests"],
+        seen(&src) + seen(&dst),
+        "{json:#}"
+    );
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with("sync images_done="))
+        .unwrap_or_default();
+    let requests = format!("requests={} ", seen(&src) + seen(&dst));
+    assert!(line.contains(&requests), "{requests}: {err}");
+    let total = format!("; {} requests,", seen(&src) + seen(&dst));
+    assert!(err.contains(&total), "{total}: {err}");
+}
+
+/// The copy phase's progress ends with the engine, before pruning: its last plain line shows
+/// the report's figures, not the prune's DELETE on top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_progress_line_is_the_engines_even_when_pruning_follows() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("dst/app", "v0", &[b"zero"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg, ""),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"v*\"] }"),
+    );
+    let config = config.to_str().unwrap();
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--prune",
+        "--json",
+        "--progress",
+        "plain",
+    ])
+    .await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["prune"]["deleted"], 1, "{json:#}");
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+    let line = err
+        .lines()
+        .rfind(|l| l.starts_with("sync images_done="))
+        .unwrap_or_default();
+    let requests = format!("requests={} ", json["totals"]["requests"]);
+    assert!(line.contains(&requests), "{requests}: {err}");
+    // The line came before pruning's report.
+    let (at_line, at_prune) = (err.rfind(line), err.find("pruned"));
+    assert!(at_prune.is_some() && at_line < at_prune, "{err}");
+}

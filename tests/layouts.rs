@@ -583,4 +583,106 @@ async fn a_layout_ferry_creates_under_a_group_umask_is_accepted() {
     assert_eq!(layout_tags(&dir), ["v1"]);
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+
+/// What a run into a layout says about the registry it only read, and where the prune report
+/// sits in the JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_into_a_layout_names_no_upload_flow_for_its_source_and_ends_its_json_with_prune() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    seed_apps(&reg, "src/app", &["v1".to_owned()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, dir) = prune_setup(&reg, tmp.path());
+    let config = config.to_str().unwrap();
+    let out = ferry(&["sync", "-c", config, "--json", "--progress", "none"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert_eq!(layout_tags(&dir), ["v1"]);
+    // The source registry was only read: no upload flow is claimed for it.
+    assert!(!err.contains("upload flow"), "{err}");
+    assert!(err.contains("1 synced, 0 up to date, 0 failed"), "{err}");
+    // The members keep the report's own order with `prune` last, as without pruning.
+    let json = text(&out.stdout);
+    let at = |member: &str| {
+        json.find(&format!("\n  \"{member}\":"))
+            .unwrap_or_else(|| panic!("no {member}: {json}"))
+    };
+    assert!(at("images") < at("registries"), "{json}");
+    assert!(at("registries") < at("totals"), "{json}");
+    assert!(at("totals") < at("elapsed"), "{json}");
+    assert!(at("interrupted") < at("prune"), "{json}");
+    let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(parsed["prune"]["deleted"], 0, "{json}");
+}
+
+/// The last plain `sync …` progress line of `stderr`, as key → value.
+fn last_sync_line(stderr: &str) -> std::collections::BTreeMap<String, String> {
+    let line = stderr
+        .lines()
+        .rfind(|l| l.starts_with("sync images_done="))
+        .unwrap_or_else(|| panic!("no plain sync line: {stderr}"));
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// `bytes_read`, `bytes_written` and `requests` mean one thing each in the report's totals and
+/// the progress line, into a layout and from one (issue 29: a layout's writes showed as
+/// `bytes_written=0` in progress, a layout source's reads as "0 B read" in the report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_and_the_progress_line_count_bytes_into_and_from_a_layout_alike() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    seed_apps(&reg, "src/app", &["v1".to_owned(), "v2".to_owned()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let into = |from: String, dir: &Path, name: &str| {
+        let mapping = format!(
+            "  - source: \"{from}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+            dir.display()
+        );
+        let cfg = tmp.path().join(name);
+        std::fs::create_dir_all(&cfg).unwrap();
+        write_config(&cfg, &registry_entry(&reg), &mapping)
+    };
+    let sync = |config: PathBuf| async move {
+        let config = config.to_str().unwrap().to_owned();
+        let out = ferry(&["sync", "-c", &config, "--json", "--progress", "plain"]).await;
+        let err = text(&out.stderr);
+        assert_eq!(code(&out), 0, "{err}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (json, last_sync_line(&err), err)
+    };
+
+    // Registry into a layout: the layout's writes are the written bytes, in both places.
+    let (json, line, err) = sync(into(format!("{}/src/app", reg.host()), &a, "one")).await;
+    let t = &json["totals"];
+    let on_disk: u64 = std::fs::read_dir(a.join("blobs/sha256"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert_eq!(t["layout_bytes_written"], on_disk, "{json:#}");
+    assert_eq!(t["bytes_written"], on_disk, "GETs send no body: {json:#}");
+    for key in ["bytes_read", "bytes_written", "requests"] {
+        assert_eq!(line[key], t[key].to_string(), "{key}: {err}");
+    }
+    // `requests` is what the registry saw.
+    let seen: u64 = reg.stats().ops.values().sum();
+    assert_eq!(t["requests"], seen, "{json:#}");
+    assert_eq!(json["registries"][0]["requests"], seen, "{json:#}");
+
+    // A layout into another: no registry at all, and the blob bytes read are the bytes read.
+    let (json, line, err) = sync(into(format!("oci:{}", a.display()), &b, "two")).await;
+    let t = &json["totals"];
+    let copied = t["bytes_copied"].as_u64().unwrap();
+    assert!(copied > 0, "{json:#}");
+    assert_eq!(
+        t["bytes_read"], copied,
+        "one place, each blob read once: {json:#}"
+    );
+    assert_eq!(t["requests"], 0, "{json:#}");
+    for key in ["bytes_read", "bytes_written", "requests"] {
+        assert_eq!(line[key], t[key].to_string(), "{key}: {err}");
+    }
+    assert_eq!(line["blob_bytes_read"], copied.to_string(), "{err}");
 }

@@ -5,14 +5,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use ferry_sync::config::Config;
-use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{self, EngineOptions, StopSignal};
+use ferry_sync::engine::{EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::progress::SyncProgress;
-use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
-use ferry_sync::run::prepare_and_sync;
+use ferry_sync::run;
 
 use crate::cli::SyncArgs;
 use crate::exit::{self, Exit};
@@ -159,31 +157,26 @@ async fn dry_run(
     options: &RunOptions,
     progress: &Progress,
 ) -> Exit {
-    let plan = resolve_all(config, registries, &prepared.options, prepared.tracker).await;
-    prepared.watch.finish().await;
-    log_prepared(&plan);
-    let dry = DryRun::measure(&plan, registries).await;
-    let pruned = prunes(config).then(|| {
-        let decision = prune::decide(&plan, config, None);
-        let mut report = prune::dry_run(decision.candidates);
-        report.add_skipped(decision.skipped);
-        report
+    let watch = prepared.watch;
+    let outcome = run::dry_run(
+        config,
+        registries,
+        &prepared.options,
+        prepared.tracker,
+        |plan| {
+            log_prepared(plan);
+            watch.finish()
+        },
+    )
+    .await;
+    emit(options, progress, outcome.to_json(), || {
+        print_stdout(&outcome.render_text());
     });
-    let json = match &pruned {
-        None => serde_json::to_string_pretty(&dry),
-        Some(p) => with_prune(serde_json::to_value(&dry), p),
-    };
-    emit(options, progress, json, || {
-        print_stdout(&dry.render_text());
-        if let Some(p) = &pruned {
-            print_stdout(&p.render_text());
-        }
-    });
-    exit::for_dry_run(&plan, &dry)
+    exit::for_dry_run(&outcome.plan, &outcome.dry)
 }
 
 /// The real run: the engine copies what is stale as mappings resolve, then pruning deletes
-/// (unless a signal stopped the run), then the report.
+/// (unless a signal stopped the run); the outcome is rendered and mapped to an exit code.
 async fn sync(
     config: &Config,
     registries: &Registries,
@@ -200,7 +193,7 @@ async fn sync(
     // The engine starts on each mapping as soon as it is resolved, while slower mappings
     // (one waiting out throttles) still resolve; once all are, the display follows the engine.
     let watch = prepared.watch;
-    let (plan, watch, mut report) = prepare_and_sync(
+    let (outcome, ()) = run::run(
         config,
         registries,
         &prepared.options,
@@ -215,45 +208,18 @@ async fn sync(
                 progress.watch_sync(counters, registries)
             }
         },
+        // The copy phase's display ends with the engine, before pruning.
+        Watch::finish,
     )
     .await;
-    watch.finish().await;
-    progress.eprint(&report.render_text());
-    // Pruning runs after the copies, and not at all once a signal stopped the run.
-    let pruned = match prunes(config) {
-        true => {
-            let decision = prune::decide(&plan, config, Some(&report));
-            let mut pruned = prune::execute(decision.candidates, registries, stop).await;
-            pruned.add_skipped(decision.skipped);
-            Some(pruned)
-        }
-        false => None,
-    };
-    if let Some(p) = &pruned {
-        let text = p.render_text();
-        if !text.is_empty() {
-            progress.eprint(text.trim_end());
-        }
-    }
-    engine::refresh_capabilities(&mut report, registries);
-    let json = match &pruned {
-        None => serde_json::to_string_pretty(&report),
-        Some(p) => with_prune(serde_json::to_value(&report), p),
-    };
-    emit(options, progress, json, || {});
-    let code = match exit::for_report(&report) {
-        Exit::Clean if pruned.as_ref().is_some_and(PruneReport::has_failures) => Exit::Partial,
-        code => code,
-    };
+    let text = outcome.render_text();
+    progress.eprint(text.trim_end());
+    emit(options, progress, outcome.to_json(), || {});
+    let code = exit::for_outcome(&outcome);
     if let Some(metrics) = &options.metrics {
-        metrics.record(Some(&report), code, std::time::SystemTime::now());
+        metrics.record(Some(&outcome.report), code, std::time::SystemTime::now());
     }
     code
-}
-
-/// Whether any mapping prunes.
-fn prunes(config: &Config) -> bool {
-    config.mappings.iter().any(|m| m.prune)
 }
 
 fn log_prepared(plan: &Plan) {
@@ -263,19 +229,6 @@ fn log_prepared(plan: &Plan) {
         elapsed_secs = plan.elapsed.as_secs_f64(),
         "prepare finished"
     );
-}
-
-/// A report's JSON with a `prune` member added (used only when pruning ran, so the output of a
-/// run without pruning keeps its field order).
-fn with_prune(
-    report: serde_json::Result<serde_json::Value>,
-    pruned: &PruneReport,
-) -> serde_json::Result<String> {
-    let mut value = report?;
-    if let serde_json::Value::Object(map) = &mut value {
-        map.insert("prune".into(), serde_json::to_value(pruned)?);
-    }
-    serde_json::to_string_pretty(&value)
 }
 
 /// JSON on stdout with `--json` (else `text`), and to the `--report` file.

@@ -141,7 +141,7 @@ impl Breaker {
     }
 
     /// The registry answered (any answer that is not a fault).
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         let mut s = self.lock();
         self.push(&mut s, false);
         s.connect_streak = 0;
@@ -153,7 +153,7 @@ impl Breaker {
     }
 
     /// The registry failed (5xx, connection refused or lost).
-    pub fn record_fault(&self, fault: Fault) {
+    pub(crate) fn record_fault(&self, fault: Fault) {
         let mut s = self.lock();
         self.push(&mut s, true);
         s.connect_streak = match fault {
@@ -190,7 +190,7 @@ impl Breaker {
 
     /// An attempt that was admitted ended without saying anything about the registry (a local
     /// failure, our own cancellation): a half-open probe slot is handed back.
-    pub fn record_nothing(&self) {
+    pub(crate) fn record_nothing(&self) {
         let mut s = self.lock();
         if let Phase::HalfOpen { probing: true } = s.phase {
             s.phase = Phase::HalfOpen { probing: false };

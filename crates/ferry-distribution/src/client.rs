@@ -245,13 +245,13 @@ impl RegistryClient {
     }
 
     /// Whether `url` is on the configured host (any port): the only host `insecure` covers.
-    pub fn is_configured_host(&self, url: &Url) -> bool {
+    pub(crate) fn is_configured_host(&self, url: &Url) -> bool {
         url.host() == self.inner.base.host()
     }
 
     /// The client for `url`: the registry's own (unverified when configured insecure) on the
     /// configured host, a verified one for any other host.
-    pub fn http_for(&self, url: &Url) -> &reqwest::Client {
+    pub(crate) fn http_for(&self, url: &Url) -> &reqwest::Client {
         if self.is_configured_host(url) {
             &self.inner.http
         } else {
@@ -300,7 +300,7 @@ impl RegistryClient {
 
     /// Resolves a `Location` or `Link` against the registry and insists it stays on the
     /// registry's origin, so credentials are never sent elsewhere.
-    pub fn same_origin(&self, reference: &str) -> Result<Url, Failure> {
+    pub(crate) fn same_origin(&self, reference: &str) -> Result<Url, Failure> {
         let url = self.inner.base.join(reference).map_err(|e| {
             Failure::Final(ErrorKind::InvalidResponse(format!(
                 "registry sent an unusable URL: {e}"
@@ -316,19 +316,18 @@ impl RegistryClient {
         Ok(url)
     }
 
-    /// Pings `/v2/` once per run to learn how the registry authenticates. A registry that
-    /// cannot be reached trips its breaker, so everything else aimed at it fails at once.
+    /// Pings `/v2/` once per run to learn how the registry authenticates. A ping that fails on
+    /// a fault of the registry (by `retry::classify::breaker_verdict`, the retry loop's own
+    /// verdict: a refused connection, a 5xx without `Retry-After`) trips its breaker, so
+    /// everything else aimed at it fails at once. A shed (503 with `Retry-After`), a throttle, a
+    /// local transport failure or a decided error fails the ping and leaves the breaker be.
     pub async fn ensure_ready(&self) -> Result<(), Error> {
         self.inner
             .ready
             .get_or_try_init(|| async {
-                let result = self.ping().await;
-                if let Err(e) = &result
-                    && (matches!(
-                        e.kind,
-                        ErrorKind::Transport(_) | ErrorKind::DeadlineExceeded
-                    ) || e.status().is_some_and(|s| s >= 500))
-                {
+                let fault = std::sync::atomic::AtomicBool::new(false);
+                let result = self.ping(&fault).await;
+                if result.is_err() && fault.load(std::sync::atomic::Ordering::Relaxed) {
                     self.inner.gate.breaker.trip();
                 }
                 result
@@ -337,7 +336,9 @@ impl RegistryClient {
             .map(|_| ())
     }
 
-    async fn ping(&self) -> Result<(), Error> {
+    /// One ping, retried; `fault` ends up saying whether its last failed attempt was the
+    /// registry's fault (an attempt cut by the ping's deadline leaves it as it was).
+    async fn ping(&self, fault: &std::sync::atomic::AtomicBool) -> Result<(), Error> {
         let timeout = self.inner.options.ping_timeout;
         // The policy's budget, bounded by the ping's own deadline: a throttle is retried as for
         // any operation, a silent registry costs at most two ping timeouts.
@@ -348,31 +349,41 @@ impl RegistryClient {
             deadline: Some(Instant::now() + timeout * 2 + Duration::from_secs(5)),
         };
         with_retry(&self.inner.gate, call, &budget, |_| async {
-            self.inner.gate.stats.http_request();
-            let response = self
-                .inner
-                .http
-                .get(self.api_url(""))
-                .timeout(timeout)
-                .send()
-                .await
-                .map_err(|e| Failure::from_transport(&e))?;
-            // The ping's answer is the first: a quota it announces paces everything after it.
-            self.observe(&response);
-            match response.status() {
-                StatusCode::UNAUTHORIZED => {
-                    let challenges = challenges_of(&response);
-                    self.inner.auth.learn(&challenges).map_err(Failure::Final)?;
-                    Ok(())
-                }
-                s if s.is_success() || s == StatusCode::NOT_FOUND => {
-                    self.inner.auth.learn_none();
-                    Ok(())
-                }
-                _ => Err(Failure::from_response(response).await),
+            let attempt = self.ping_once(timeout).await;
+            if let Err(failure) = &attempt {
+                let verdict = crate::retry::classify::breaker_verdict(failure);
+                fault.store(verdict == Some(true), std::sync::atomic::Ordering::Relaxed);
             }
+            attempt
         })
         .await
+    }
+
+    /// One `GET /v2/`: learns the registry's authentication from its answer.
+    async fn ping_once(&self, timeout: Duration) -> Result<(), Failure> {
+        self.inner.gate.stats.http_request();
+        let response = self
+            .inner
+            .http
+            .get(self.api_url(""))
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| Failure::from_transport(&e))?;
+        // The ping's answer is the first: a quota it announces paces everything after it.
+        self.observe(&response);
+        match response.status() {
+            StatusCode::UNAUTHORIZED => {
+                let challenges = challenges_of(&response);
+                self.inner.auth.learn(&challenges).map_err(Failure::Final)?;
+                Ok(())
+            }
+            s if s.is_success() || s == StatusCode::NOT_FOUND => {
+                self.inner.auth.learn_none();
+                Ok(())
+            }
+            _ => Err(Failure::from_response(response).await),
+        }
     }
 
     /// One attempt: builds the request, adds the `Authorization` the scopes need, sends it, and
@@ -411,7 +422,7 @@ impl RegistryClient {
     /// One attempt whose body can be sent only once (a stream). A 401 refreshes the token and
     /// comes back as declined-before-work, so the retry loop runs the attempt again with a fresh
     /// body (bounded by its budget) rather than this layer re-sending.
-    pub async fn send_streaming(
+    pub(crate) async fn send_streaming(
         &self,
         scopes: &Scopes,
         request: RequestBuilder,
@@ -497,7 +508,7 @@ impl RegistryClient {
 
     /// As [`RegistryClient::run`], drawing retries from a budget shared with other calls (a
     /// walk over pages).
-    pub async fn run_with_budget<T, F, Fut>(
+    pub(crate) async fn run_with_budget<T, F, Fut>(
         &self,
         call: Call<'_>,
         budget: &crate::retry::RetryBudget,

@@ -25,7 +25,7 @@ impl Algorithm {
     }
 
     /// How many lowercase hex characters an encoded digest of this algorithm has.
-    pub fn hex_len(self) -> usize {
+    pub(crate) fn hex_len(self) -> usize {
         match self {
             Algorithm::Sha256 => 64,
             Algorithm::Sha512 => 128,

@@ -19,12 +19,15 @@ pub struct RegistryStats {
 /// A copy of a registry's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
-    /// Requests sent, retries included: one per attempt of an operation (an attempt that
-    /// opens an upload session and closes it counts once).
+    /// Attempts of operations, retries included: one per attempt (an attempt that opens an
+    /// upload session and closes it counts once). `attempts` in the JSON.
+    #[serde(rename = "attempts")]
     pub requests: u64,
     /// HTTP requests sent to the registry's own endpoint, each counted (a session's POST and
     /// PUT are two; a redirect to object storage and a token realm are not counted): what the
-    /// registry's access log shows.
+    /// registry's access log shows. `requests` in the JSON, the meaning ferry-sync's report
+    /// totals, progress and metrics give the word.
+    #[serde(rename = "requests")]
     pub http_requests: u64,
     /// Attempts after the first.
     pub retries: u64,
@@ -34,9 +37,9 @@ pub struct StatsSnapshot {
     pub server_errors: u64,
     /// Connections refused, reset or timed out, and bodies broken part way.
     pub transport_errors: u64,
-    /// Body bytes received.
+    /// Blob bytes received (blob GET bodies; manifests and listings not counted).
     pub bytes_read: u64,
-    /// Body bytes sent.
+    /// Bytes sent: blob upload and manifest PUT bodies.
     pub bytes_written: u64,
 }
 
@@ -58,11 +61,11 @@ impl RegistryStats {
         self.throttled.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts one 5xx answer.
-    pub fn server_error(&self) {
+    pub(crate) fn server_error(&self) {
         self.server_errors.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts one transport failure.
-    pub fn transport_error(&self) {
+    pub(crate) fn transport_error(&self) {
         self.transport_errors.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts `bytes` received.

@@ -461,3 +461,55 @@ async fn a_blob_stream_resumes_from_an_offset() {
         .collect();
     assert_eq!(rest.concat(), blob.bytes[4000..]);
 }
+
+/// A registry whose every ping is answered `code` (with `retry_after`), and a client for it.
+async fn every_ping_answered(
+    code: u16,
+    retry_after: Option<ferry_testkit::registry::RetryAfter>,
+) -> (TestRegistry, RegistryClient) {
+    use ferry_testkit::registry::{FaultAction, FaultRule};
+    let reg = registry().await;
+    reg.faults()
+        .push(FaultRule::on(OpKind::Ping, FaultAction::Status { code, retry_after }).forever());
+    let client = client_at(&reg.url(), 3);
+    (reg, client)
+}
+
+/// The ping trips the breaker by the retry loop's own verdict (`classify::breaker_verdict`):
+/// a fault of the registry trips it, an answer that proves it alive does not.
+#[tokio::test(start_paused = true)]
+async fn a_failed_ping_trips_the_breaker_only_on_a_fault_of_the_registry() {
+    use ferry_distribution::Operation;
+    use ferry_distribution::breaker::BreakerState;
+    use ferry_testkit::registry::RetryAfter;
+
+    // Shed with 503 and Retry-After, and 501: a registry alive (pacing us, or not serving
+    // this), not a fault. The ping fails; the breaker stays closed; once the registry answers,
+    // the next operation pings again and goes through.
+    for (code, retry_after, pings) in [(503, Some(RetryAfter::Seconds(1)), 3), (501, None, 1)] {
+        let (reg, client) = every_ping_answered(code, retry_after).await;
+        let err = client.list_tags("team/app").await.unwrap_err();
+        assert_eq!(err.operation, Operation::Ping, "{code}: {err:?}");
+        assert_eq!(reg.stats().op(OpKind::Ping), pings, "{code}");
+        assert_eq!(
+            client.gate().breaker.state(),
+            BreakerState::Closed,
+            "{code}"
+        );
+        reg.faults().clear_rules();
+        reg.seed_image("team/app", "v1", &[b"layer"]);
+        assert_eq!(
+            client.list_tags("team/app").await.unwrap(),
+            vec!["v1"],
+            "{code}"
+        );
+    }
+
+    // Every ping a 502 without Retry-After: a fault, and the breaker trips at once.
+    let (_reg, client) = every_ping_answered(502, None).await;
+    let err = client.list_tags("team/app").await.unwrap_err();
+    assert_eq!(err.operation, Operation::Ping, "{err:?}");
+    assert_eq!(client.gate().breaker.state(), BreakerState::Open);
+    let err = client.list_tags("team/app").await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BreakerOpen);
+}

@@ -1,9 +1,12 @@
 //! Live counters of the copy phase for progress displays: images to bring to targets, images
-//! finished, bytes expected and read, large blobs in flight; the engine bumps, a display polls.
+//! finished, blob bytes expected and read, layout I/O, large blobs in flight; the engine bumps,
+//! a display polls (the run's [`Totals`] live through [`SyncProgress::live_totals`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::report::Totals;
 
 /// Blobs at least this large get a bar of their own while they are copied.
 pub const LARGE_BLOB: u64 = 64 << 20;
@@ -13,7 +16,12 @@ pub const LARGE_BLOB: u64 = 64 << 20;
 pub struct SyncProgress {
     images_total: AtomicU64,
     images_done: AtomicU64,
-    bytes_copied: AtomicU64,
+    /// Blob bytes read from sources (registries and layouts) for transfers.
+    blob_bytes_read: AtomicU64,
+    /// Blob bytes read from layout sources: the layouts' share of [`Totals::bytes_read`].
+    layout_read: AtomicU64,
+    /// Blob and manifest bytes written into layout targets: [`Totals::layout_bytes_written`].
+    layout_written: AtomicU64,
     /// Source bytes the run expects to read (unique blobs some place lacks), known once the
     /// engine has planned its transfers; shrinks when a blob turns out to be there already.
     bytes_total: AtomicU64,
@@ -28,9 +36,10 @@ pub struct SyncSnapshot {
     pub images_total: u64,
     /// Of those, finished (synced, failed or skipped on stop).
     pub images_done: u64,
-    /// Blob bytes copied so far.
-    pub bytes_copied: u64,
-    /// Blob bytes the run will copy, as far as known.
+    /// Blob bytes read from sources for transfers so far, each blob's bytes once (however
+    /// many places it goes to): what `bytes_total` is measured against.
+    pub blob_bytes_read: u64,
+    /// Blob bytes the run expects to read from sources, as far as known.
     pub bytes_total: u64,
 }
 
@@ -45,9 +54,38 @@ impl SyncProgress {
         self.images_done.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// `n` more bytes read from a source for a transfer.
-    pub fn bytes_copied(&self, n: u64) {
-        self.bytes_copied.fetch_add(n, Ordering::Relaxed);
+    /// `n` more blob bytes read from a layout source (counted by [`SyncProgress::blob_read`]
+    /// too).
+    pub fn layout_read(&self, n: u64) {
+        self.layout_read.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `n` more blob or manifest bytes written into a layout target.
+    pub fn layout_written(&self, n: u64) {
+        self.layout_written.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The layouts' share of the run's totals so far: the bytes read from layout sources and
+    /// written into layout targets (registries count their own, `Totals::of`).
+    pub fn totals(&self) -> Totals {
+        let written = self.layout_written.load(Ordering::Relaxed);
+        Totals {
+            bytes_read: self.layout_read.load(Ordering::Relaxed),
+            bytes_written: written,
+            layout_bytes_written: written,
+            ..Totals::default()
+        }
+    }
+
+    /// The run's bytes and requests so far: the layouts' share and every registry `registries`
+    /// built, summed (what the report's totals will say of them, live).
+    pub fn live_totals(&self, registries: &crate::registries::Registries) -> Totals {
+        self.totals()
+            + registries
+                .built()
+                .iter()
+                .map(|c| Totals::of(&c.gate().stats.snapshot()))
+                .sum()
     }
 
     /// The transfers the engine planned will read about `n` more bytes.
@@ -77,7 +115,7 @@ impl SyncProgress {
 
     /// `n` more bytes of `digest` were read.
     pub fn blob_read(&self, digest: &str, n: u64) {
-        self.bytes_copied(n);
+        self.blob_bytes_read.fetch_add(n, Ordering::Relaxed);
         if let Some(entry) = self.large().get_mut(digest) {
             entry.1 += n;
         }
@@ -101,7 +139,7 @@ impl SyncProgress {
         SyncSnapshot {
             images_total: self.images_total.load(Ordering::Relaxed),
             images_done: self.images_done.load(Ordering::Relaxed),
-            bytes_copied: self.bytes_copied.load(Ordering::Relaxed),
+            blob_bytes_read: self.blob_bytes_read.load(Ordering::Relaxed),
             bytes_total: self.bytes_total.load(Ordering::Relaxed),
         }
     }
@@ -124,7 +162,7 @@ mod tests {
             vec![("sha256:big".to_owned(), LARGE_BLOB, 1000)]
         );
         let s = p.snapshot();
-        assert_eq!((s.bytes_copied, s.bytes_total), (1010, LARGE_BLOB + 10));
+        assert_eq!((s.blob_bytes_read, s.bytes_total), (1010, LARGE_BLOB + 10));
         p.blob_finished("sha256:big");
         assert!(p.large_blobs().is_empty());
         p.bytes_not_needed(LARGE_BLOB + 100);

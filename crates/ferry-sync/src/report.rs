@@ -68,7 +68,16 @@ pub struct ImageReport {
     /// With `platforms_keep_digest`: the target refused the source's index, and holds the
     /// filtered one (`digest` names it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kept_digest_refused: Option<crate::engine::KeptDigestRefused>,
+    pub kept_digest_refused: Option<KeptDigestRefused>,
+}
+
+/// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeptDigestRefused {
+    /// The digest the target holds instead: the filtered index's.
+    pub pushed: String,
+    /// What the target answered to the source's index.
+    pub reason: String,
 }
 
 /// A mapping the prepare phase could not resolve.
@@ -107,8 +116,10 @@ pub struct ExpansionReport {
     pub repositories: Vec<String>,
 }
 
-/// Sums over the run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Sums over the run: the one counters value of a run. The report's totals, the progress
+/// display and `ferry watch`'s metrics all read these fields, each with the one meaning its doc
+/// gives; parts (a registry's, the layouts', a worker's) add up with `+`/`+=`/`sum()`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Totals {
     /// (image, target) pairs written.
     pub images_synced: u64,
@@ -126,20 +137,74 @@ pub struct Totals {
     pub blobs_mounted: u64,
     /// Places that already held a blob.
     pub blobs_skipped: u64,
-    /// Blob bytes streamed to targets.
+    /// Blob bytes that reached a place (a registry repository or a layout) by a copy, once per
+    /// place written: a blob copied to two targets counts twice, a mounted one not at all.
     pub bytes_copied: u64,
-    /// Bytes received from registries.
+    /// Blob bytes ferry read: blob GET bodies received from registries (retried reads
+    /// included) and blob bytes read from layout sources. Manifests and listings are not
+    /// counted.
     pub bytes_read: u64,
-    /// Bytes sent to registries and written into layout targets.
+    /// Bytes ferry wrote: blob upload and manifest PUT bodies sent to registries, and the blob
+    /// and manifest bytes written into layout targets.
     pub bytes_written: u64,
     /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
     pub layout_bytes_written: u64,
-    /// Requests sent to registries, retries included.
+    /// HTTP requests sent to registries' own endpoints, retries included, each counted (an
+    /// upload session's POST and PUT are two; token realms and redirects to object storage not):
+    /// what the registries' access logs show.
     pub requests: u64,
-    /// Retries over every registry.
+    /// Attempts sent again after a transient failure, over every registry.
     pub retries: u64,
-    /// Throttling answers over every registry.
+    /// Throttling answers (429, or 503 with `Retry-After`) over every registry.
     pub throttled: u64,
+}
+
+impl Totals {
+    /// One registry's share: the bytes, requests, retries and throttles its client counted.
+    pub fn of(stats: &ferry_distribution::stats::StatsSnapshot) -> Totals {
+        Totals {
+            bytes_read: stats.bytes_read,
+            bytes_written: stats.bytes_written,
+            requests: stats.http_requests,
+            retries: stats.retries,
+            throttled: stats.throttled,
+            ..Totals::default()
+        }
+    }
+}
+
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, o: Totals) {
+        self.images_synced += o.images_synced;
+        self.images_up_to_date += o.images_up_to_date;
+        self.images_failed += o.images_failed;
+        self.images_interrupted += o.images_interrupted;
+        self.mappings_failed += o.mappings_failed;
+        self.blobs_copied += o.blobs_copied;
+        self.blobs_mounted += o.blobs_mounted;
+        self.blobs_skipped += o.blobs_skipped;
+        self.bytes_copied += o.bytes_copied;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.layout_bytes_written += o.layout_bytes_written;
+        self.requests += o.requests;
+        self.retries += o.retries;
+        self.throttled += o.throttled;
+    }
+}
+
+impl std::ops::Add for Totals {
+    type Output = Totals;
+    fn add(mut self, o: Totals) -> Totals {
+        self += o;
+        self
+    }
+}
+
+impl std::iter::Sum for Totals {
+    fn sum<I: Iterator<Item = Totals>>(parts: I) -> Totals {
+        parts.fold(Totals::default(), std::ops::Add::add)
+    }
 }
 
 /// One registry's counters and what it turned out to accept.
@@ -160,7 +225,30 @@ pub struct RegistryReport {
 }
 
 impl RegistryReport {
-    /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people.
+    /// `client`'s counters, window, breaker and capabilities now.
+    pub fn of(client: &ferry_distribution::RegistryClient) -> RegistryReport {
+        use ferry_distribution::breaker::BreakerState;
+        let gate = client.gate();
+        RegistryReport {
+            registry: client.host().to_owned(),
+            stats: gate.stats.snapshot(),
+            window_halvings: gate
+                .window(ferry_distribution::Operation::BlobGet)
+                .snapshot()
+                .halvings,
+            breaker: match gate.breaker.state() {
+                BreakerState::Closed => "closed",
+                BreakerState::HalfOpen => "half_open",
+                BreakerState::Open => "open",
+            }
+            .to_owned(),
+            capabilities: client.capabilities().snapshot(),
+        }
+    }
+
+    /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people. The
+    /// upload flow is named only for a registry the run sent bytes to; a registry only read
+    /// (or never reached) gets a line only for what it refused or ignored, else none (empty).
     pub fn render_capabilities(&self) -> String {
         use ferry_distribution::capabilities::{Support, UploadFlow};
         let c = &self.capabilities;
@@ -183,14 +271,16 @@ impl RegistryReport {
             Support::Works | Support::Unknown => None,
         })
         .collect();
-        if learned.is_empty() {
-            format!("registry {}: upload flow {flow}", self.registry)
-        } else {
-            format!(
+        let written = self.stats.bytes_written > 0;
+        match (written, learned.is_empty()) {
+            (true, true) => format!("registry {}: upload flow {flow}", self.registry),
+            (true, false) => format!(
                 "registry {}: upload flow {flow}; {}",
                 self.registry,
                 learned.join(", ")
-            )
+            ),
+            (false, false) => format!("registry {}: {}", self.registry, learned.join(", ")),
+            (false, true) => String::new(),
         }
     }
 }
@@ -281,6 +371,16 @@ impl SyncReport {
         any
     }
 
+    /// Brings each registry's `capabilities` up to date with what was learned after the engine
+    /// ran (pruning learns whether tags can be deleted); its counters stay the engine's.
+    pub fn refresh_capabilities(&mut self, registries: &crate::registries::Registries) {
+        for c in registries.built() {
+            if let Some(r) = self.registries.iter_mut().find(|r| r.registry == c.host()) {
+                r.capabilities = c.capabilities().snapshot();
+            }
+        }
+    }
+
     /// Records what each whole-registry mapping of `plan` expanded to.
     pub fn note_expansions(&mut self, plan: &crate::plan::Plan) {
         self.expansions = plan
@@ -361,7 +461,10 @@ impl SyncReport {
             }
         }
         for r in &self.registries {
-            let _ = writeln!(out, "{}", r.render_capabilities());
+            let line = r.render_capabilities();
+            if !line.is_empty() {
+                let _ = writeln!(out, "{line}");
+            }
         }
         let t = &self.totals;
         let _ = writeln!(

@@ -573,7 +573,7 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
     // Every unique blob once: what the source served is what progress expected and counted.
     let served: u64 = src.stats().blob_bytes_served.values().sum();
     assert_eq!(s.bytes_total, served);
-    assert_eq!(s.bytes_copied, served);
+    assert_eq!(s.blob_bytes_read, served);
     assert_eq!((s.images_done, s.images_total), (6, 6));
     assert!(
         options.progress.large_blobs().is_empty(),

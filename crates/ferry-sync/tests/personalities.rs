@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ferry_distribution::capabilities::{CapabilitiesSnapshot, Support, UploadFlow};
 use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, refresh_capabilities, sync};
+use ferry_sync::engine::{EngineOptions, StopSignal, sync};
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::prune;
 use ferry_sync::registries::Registries;
@@ -299,7 +299,7 @@ async fn a_registry_refusing_tag_deletes_copies_everything_and_reports_the_refus
     )
     .await;
     assert_eq!(pruned.unsupported, 1, "{}", pruned.render_text());
-    refresh_capabilities(&mut report, &registries);
+    report.refresh_capabilities(&registries);
     assert_eq!(capabilities(&report, &dst).tag_delete, Support::Refused);
     assert!(dst.tags("mirror/app").contains(&"gone".to_owned()));
 }

@@ -206,7 +206,7 @@ impl DockerConfig {
     }
 
     /// Parses config text; `origin` names the file in errors.
-    pub fn from_json(text: &str, origin: &Path) -> Result<DockerConfig, CredentialError> {
+    pub(crate) fn from_json(text: &str, origin: &Path) -> Result<DockerConfig, CredentialError> {
         let raw: RawConfig =
             serde_json::from_str(text).map_err(|e| CredentialError::Malformed {
                 path: origin.to_path_buf(),

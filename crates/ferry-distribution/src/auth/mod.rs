@@ -3,7 +3,7 @@
 
 pub mod discover;
 pub mod docker_config;
-pub mod token;
+pub(crate) mod token;
 
 use crate::secret::Secret;
 

@@ -89,7 +89,7 @@ impl Authenticator {
 
     /// Limits the credentials to token realms on `host`'s port and on that host or its domain
     /// (credentials found in a user's login files rather than configured for this registry).
-    pub fn bound_to(mut self, host: Option<String>) -> Self {
+    pub(crate) fn bound_to(mut self, host: Option<String>) -> Self {
         self.bound_to = host;
         self
     }
@@ -132,7 +132,7 @@ impl Authenticator {
     }
 
     /// Records that `/v2/` answered 200: requests go without authentication.
-    pub fn learn_none(&self) {
+    pub(crate) fn learn_none(&self) {
         *self.scheme.write().unwrap_or_else(|p| p.into_inner()) = Some(AuthScheme::None);
     }
 
@@ -160,7 +160,7 @@ impl Authenticator {
     }
 
     /// Forgets the token for `scopes` (after a 401 with it).
-    pub fn invalidate(&self, scopes: &Scopes) {
+    pub(crate) fn invalidate(&self, scopes: &Scopes) {
         let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         tokens.remove(&scopes.key());
     }

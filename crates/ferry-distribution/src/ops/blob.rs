@@ -100,7 +100,7 @@ impl RegistryClient {
     }
 
     /// One attempt at opening a blob stream (for callers composing their own retried attempt).
-    pub async fn open_blob_once(
+    pub(crate) async fn open_blob_once(
         &self,
         repository: &str,
         digest: &Digest,

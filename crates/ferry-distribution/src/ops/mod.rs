@@ -1,12 +1,12 @@
 //! The registry operations, each as a method on [`crate::RegistryClient`]: single attempts
 //! (`*_once`, for callers that compose several requests inside one retry) and retried wrappers.
 
-pub mod blob;
-pub mod catalog;
+pub(crate) mod blob;
+pub(crate) mod catalog;
 pub mod manifest;
-pub mod pages;
+pub(crate) mod pages;
 mod probe;
-pub mod referrers;
+pub(crate) mod referrers;
 pub mod tags;
 pub mod upload;
 

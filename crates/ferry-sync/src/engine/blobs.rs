@@ -46,8 +46,6 @@ pub struct BlobCounters {
     pub skipped: AtomicU64,
     /// Blob bytes streamed to targets, counted once per place written.
     pub bytes_copied: AtomicU64,
-    /// Blob bytes written into layout targets (part of `bytes_copied`).
-    pub layout_bytes_written: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -429,9 +427,7 @@ async fn copy_to(
                 .bytes_copied
                 .fetch_add(job.blob.size, Ordering::Relaxed);
             if matches!(place, Place::Layout(_)) {
-                counters
-                    .layout_bytes_written
-                    .fetch_add(job.blob.size, Ordering::Relaxed);
+                progress.layout_written(job.blob.size);
             }
         }
         outcome.insert(place, result);

@@ -12,6 +12,7 @@ use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Operation, RegistryClient};
 
 use super::graph::ImageGraph;
+use crate::report::KeptDigestRefused;
 
 /// Remembers which manifests this run already put where, so shared children go once.
 type PushKey = (String, String, String);
@@ -24,19 +25,20 @@ pub struct ManifestPusher {
     /// One push per (registry, repository, digest) in a run; a second image that needs the
     /// same manifest waits for that push to finish (and shares its outcome) before it goes on.
     pushed: Mutex<HashMap<PushKey, PushCell>>,
-    /// Manifest bytes written into layout targets.
-    pub layout_bytes: std::sync::atomic::AtomicU64,
+    /// The run's live counters: manifest bytes written into layout targets go there.
+    progress: Arc<crate::progress::SyncProgress>,
     /// Targets that refused a kept index digest, by (target, kept digest): what they got.
     refusals: Mutex<HashMap<(String, String), KeptDigestRefused>>,
 }
 
-/// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct KeptDigestRefused {
-    /// The digest the target holds instead: the filtered index's.
-    pub pushed: String,
-    /// What the target answered to the source's index.
-    pub reason: String,
+impl ManifestPusher {
+    /// A pusher that counts what it writes into layouts in `progress`.
+    pub fn new(progress: Arc<crate::progress::SyncProgress>) -> Self {
+        ManifestPusher {
+            progress,
+            ..ManifestPusher::default()
+        }
+    }
 }
 
 /// Whether a registry's answer to an index PUT refuses its content (children it does not hold,
@@ -168,8 +170,7 @@ impl ManifestPusher {
         let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
         for m in children.iter().chain([root]) {
             let written = write_manifest_blob(dir, m).await?;
-            self.layout_bytes
-                .fetch_add(written, std::sync::atomic::Ordering::Relaxed);
+            self.progress.layout_written(written);
         }
         update_index(dir, root, tag).await
     }

@@ -7,7 +7,7 @@ pub mod manifests;
 pub mod referrers;
 pub mod transfer;
 
-pub use manifests::KeptDigestRefused;
+pub use crate::report::KeptDigestRefused;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -161,7 +161,7 @@ where
         options.shape,
         Arc::clone(&options.progress),
     );
-    let pusher = ManifestPusher::default();
+    let pusher = ManifestPusher::new(Arc::clone(&options.progress));
     let (ready, queue) = futures::channel::mpsc::unbounded::<Arc<Work>>();
 
     let (intake_ref, scheduler_ref) = (&intake, &scheduler);
@@ -230,7 +230,7 @@ where
         failed_mappings,
         rejected_names,
         &scheduler,
-        &pusher,
+        &options.progress,
         registries,
         start,
         stop,
@@ -496,7 +496,7 @@ fn summarise(
     failed_mappings: Vec<MappingFailure>,
     rejected_names: Vec<RejectedNameReport>,
     scheduler: &BlobScheduler,
-    pusher: &ManifestPusher,
+    progress: &crate::progress::SyncProgress,
     registries: &Registries,
     start: Instant,
     stop: &StopSignal,
@@ -517,17 +517,11 @@ fn summarise(
     totals.blobs_mounted = c.mounted.load(Ordering::Relaxed);
     totals.blobs_skipped = c.skipped.load(Ordering::Relaxed);
     totals.bytes_copied = c.bytes_copied.load(Ordering::Relaxed);
-    totals.layout_bytes_written = c.layout_bytes_written.load(Ordering::Relaxed)
-        + pusher.layout_bytes.load(Ordering::Relaxed);
-    totals.bytes_written += totals.layout_bytes_written;
-    let registries_report = registry_reports(registries);
-    for r in &registries_report {
-        totals.bytes_read += r.stats.bytes_read;
-        totals.bytes_written += r.stats.bytes_written;
-        totals.requests += r.stats.requests;
-        totals.retries += r.stats.retries;
-        totals.throttled += r.stats.throttled;
-    }
+    let registries_report: Vec<RegistryReport> =
+        registries.built().iter().map(RegistryReport::of).collect();
+    // Bytes and requests: the layouts' share and every registry's, one meaning each.
+    totals += progress.totals();
+    totals += registries_report.iter().map(|r| Totals::of(&r.stats)).sum();
     let mut failed_mappings = failed_mappings;
     failed_mappings.sort_by_key(|f| f.mapping);
     let mut rejected_names = rejected_names;
@@ -606,44 +600,6 @@ fn referrers_to_index(ran: &[(Arc<Work>, Vec<ImageStatus>)]) -> Vec<referrers::P
         }
     }
     pushed
-}
-
-/// Per-registry counters of every client the run used.
-pub fn registry_reports(registries: &Registries) -> Vec<RegistryReport> {
-    registries
-        .built()
-        .iter()
-        .map(|c| RegistryReport {
-            registry: c.host().to_owned(),
-            stats: c.gate().stats.snapshot(),
-            window_halvings: c
-                .gate()
-                .window(ferry_distribution::Operation::BlobGet)
-                .snapshot()
-                .halvings,
-            breaker: match c.gate().breaker.state() {
-                ferry_distribution::breaker::BreakerState::Closed => "closed",
-                ferry_distribution::breaker::BreakerState::HalfOpen => "half_open",
-                ferry_distribution::breaker::BreakerState::Open => "open",
-            }
-            .to_owned(),
-            capabilities: c.capabilities().snapshot(),
-        })
-        .collect()
-}
-
-/// Brings the report's `capabilities` up to date with what was learned after the engine ran
-/// (pruning learns whether tags can be deleted).
-pub fn refresh_capabilities(report: &mut SyncReport, registries: &Registries) {
-    for c in registries.built() {
-        if let Some(r) = report
-            .registries
-            .iter_mut()
-            .find(|r| r.registry == c.host())
-        {
-            r.capabilities = c.capabilities().snapshot();
-        }
-    }
 }
 
 fn report(

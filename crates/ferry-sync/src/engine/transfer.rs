@@ -126,6 +126,9 @@ async fn read_once(
             Ok(chunk) => {
                 digester.update(&chunk);
                 progress.blob_read(&name, chunk.len() as u64);
+                if matches!(source, Source::Layout(_)) {
+                    progress.layout_read(chunk.len() as u64);
+                }
                 if let Some(prev) = held.replace(chunk) {
                     live = broadcast(&mut live, Ok(prev)).await;
                     if live.iter().all(Option::is_none) {
