@@ -583,6 +583,7 @@ async fn a_layout_ferry_creates_under_a_group_umask_is_accepted() {
     assert_eq!(layout_tags(&dir), ["v1"]);
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o755, "{mode:o}");
+}
 
 /// What a run into a layout says about the registry it only read, and where the prune report
 /// sits in the JSON.
