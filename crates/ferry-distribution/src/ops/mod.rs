@@ -5,12 +5,14 @@ pub mod blob;
 pub mod catalog;
 pub mod manifest;
 pub mod pages;
+pub mod push;
 pub mod referrers;
 pub mod tags;
 pub mod upload;
 
 pub use blob::BlobStream;
 pub use manifest::{Manifest, ManifestInfo};
+pub use push::{BlobBytes, BlobPush, PushFlow, UploadShape};
 pub use referrers::Referrer;
 pub use upload::{MountOutcome, UploadSession};
 

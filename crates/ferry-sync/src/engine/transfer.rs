@@ -5,14 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
-use tokio::sync::{Mutex, mpsc};
+use futures::StreamExt;
+use tokio::sync::mpsc;
 
-use ferry_distribution::capabilities::{self, Feature, Support, UploadFlow};
 use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::ops::UploadSession;
-use ferry_distribution::retry::{Call, Failure};
-use ferry_distribution::{Operation, RegistryClient, quirks};
+use ferry_distribution::ops::{BlobBytes, BlobPush, UploadSession};
+use ferry_distribution::retry::Failure;
+use ferry_distribution::{Operation, RegistryClient};
 
 use super::graph::BlobRef;
 use crate::source::{ByteStream, Source};
@@ -39,14 +38,7 @@ pub enum Sink {
     },
 }
 
-/// How uploads are shaped.
-#[derive(Debug, Clone, Copy)]
-pub struct UploadShape {
-    /// Bytes per PATCH in a chunked upload.
-    pub chunk_size: u64,
-    /// Blobs up to this size go in one request.
-    pub monolithic_limit: u64,
-}
+pub use ferry_distribution::ops::UploadShape;
 
 /// Reads `blob` from `source` once and writes it to every sink, each retried and resumed on
 /// its own. The result for sink `i` is at position `i`.
@@ -191,67 +183,21 @@ async fn write_sink(
                 Some(rx) => Some(primed(receiver_stream(rx)).await),
                 None => None,
             };
-            // Then the session is opened, retried on its own: an upload attempt is one write
-            // (a PUT, or docker's PATCH and PUT), and a lost POST reply costs a retry of the
-            // POST rather than an attempt of the upload. A POST that needs a retry lets the tee
-            // go on without this sink (which reads the source again later), so one lost reply
-            // does not stall the blob's other targets through the backoff.
-            let source_failed = matches!(tee, Some(Err(_)));
-            let first = std::sync::Mutex::new(tee);
-            let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let session = match session {
-                Some(s) => Some(s),
-                None if source_failed => None,
-                None => {
-                    let call = Call::new(Operation::UploadStart, Some(&repository));
-                    let opened = client
-                        .run(call, |attempt| {
-                            if attempt.number > 1 {
-                                drop(take_first());
-                            }
-                            client.start_upload_once(&repository)
-                        })
-                        .await;
-                    match opened {
-                        Ok(s) => Some(s),
-                        Err(e) => return Err(poisoned.get().cloned().unwrap_or(e)),
-                    }
-                }
+            let push = BlobPush {
+                repository: &repository,
+                digest: &blob.digest,
+                size: blob.size,
+                shape,
+                session,
             };
-            let session = Mutex::new(session);
-            // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
-            let operation = if fits_one_request(client.host(), blob, shape) {
-                Operation::UploadFinish
-            } else {
-                Operation::UploadChunk
+            let bytes = SourceBytes {
+                source,
+                blob,
+                poisoned: &poisoned,
             };
-            let call = Call::new(operation, Some(&repository));
-            client
-                .run(call, |attempt| {
-                    let rx = take_first();
-                    let client = &client;
-                    let repository = &repository;
-                    let session = &session;
-                    let poisoned = &poisoned;
-                    async move {
-                        let result = upload_attempt(
-                            client,
-                            repository,
-                            source,
-                            blob,
-                            rx,
-                            session,
-                            shape,
-                            attempt.number,
-                        )
-                        .await;
-                        result.map_err(|f| match poisoned.get() {
-                            Some(e) => Failure::Final(e.kind.clone()),
-                            None => f,
-                        })
-                    }
-                })
-                .await
+            client.push_blob(push, tee, &bytes).await.map(|flow| {
+                tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
+            })
         }
         Sink::Layout { dir } => {
             source
@@ -291,189 +237,22 @@ async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<By
     )))
 }
 
-/// One attempt at getting the blob into a registry repository. The first attempt streams from
-/// the tee; a later one asks the session how much it holds and sends only the rest, read from
-/// the source with a ranged GET.
-#[allow(clippy::too_many_arguments)]
-async fn upload_attempt(
-    client: &RegistryClient,
-    repository: &str,
-    source: &Source,
-    blob: &BlobRef,
-    tee: Option<Result<ByteStream, Failure>>,
-    session: &Mutex<Option<UploadSession>>,
-    shape: UploadShape,
-    attempt: u32,
-) -> Result<(), Failure> {
-    let tee = tee.transpose()?;
-    let mut current = session.lock().await.clone();
-    let mut offset = 0;
-    if attempt > 1
-        && let Some(s) = &current
-    {
-        match client.upload_status_once(s).await {
-            Ok(held) => offset = held,
-            Err(Failure::Status { status: 404, .. }) => {
-                // The session is gone: a lost reply may hide a finished upload.
-                if client
-                    .head_blob(repository, &blob.digest)
-                    .await
-                    .map_err(|e| Failure::Inner(Box::new(e)))?
-                    .is_some()
-                {
-                    return Ok(());
-                }
-                current = None;
-            }
-            Err(f) => return Err(f),
-        }
-    }
-    let mut s = match current {
-        Some(s) => s,
-        None => {
-            let s = client.start_upload_once(repository).await?;
-            *session.lock().await = Some(s.clone());
-            s
-        }
-    };
-    if offset > 0 && offset >= blob.size {
-        // Every byte landed before a reply was lost (the last chunk's): only the close is
-        // missing, and the source has nothing past the end to read again.
-        return client.finish_upload_once(&s, &blob.digest, None).await;
-    }
-    let stream = match tee {
-        Some(stream) if offset == 0 => stream,
-        _ => reopen(source, blob, offset).await?,
-    };
-    let host = client.host();
-    let caps = client.capabilities();
-    let chunks_refused = caps.support(Feature::ChunkedPatch) == Support::Refused;
-    let small = fits_one_request(host, blob, shape);
-    if (small && caps.upload_flow() == UploadFlow::Docker) || chunks_refused {
-        // Docker's flow: the rest of the blob in one PATCH (appended to what the session
-        // holds, so a resumed attempt sends only what is missing), then an empty PUT.
-        let body = reqwest::Body::wrap_stream(stream);
-        s = client
-            .patch_stream_once(&s, blob.size.saturating_sub(offset), body)
-            .await?;
-        *session.lock().await = Some(s.clone());
-        return client.finish_upload_once(&s, &blob.digest, None).await;
-    }
-    if small && offset == 0 {
-        let body = reqwest::Body::wrap_stream(stream);
-        return match client
-            .finish_upload_once(&s, &blob.digest, Some((body, blob.size)))
-            .await
-        {
-            Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
-                docker_flow(
-                    client,
-                    repository,
-                    source,
-                    blob,
-                    session,
-                    &s,
-                    Refused::PutBody,
-                )
-                .await
-            }
-            other => other,
-        };
-    }
-    let fresh = offset == 0;
-    let shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
-    while offset < blob.size {
-        let chunk = quirks::max_chunk(host).map_or(shape.chunk_size, |m| m.min(shape.chunk_size));
-        let n = chunk.max(1).min(blob.size - offset);
-        let body = reqwest::Body::wrap_stream(take_bytes(Arc::clone(&shared), n));
-        s = match client.patch_chunk_once(&s, offset, n, body).await {
-            // The first chunk of a session just accepted, refused: chunks are not taken here.
-            Err(Failure::Status { status, .. })
-                if fresh && offset == 0 && capabilities::refuses_flow(status) =>
-            {
-                return docker_flow(
-                    client,
-                    repository,
-                    source,
-                    blob,
-                    session,
-                    &s,
-                    Refused::Chunks,
-                )
-                .await;
-            }
-            other => other?,
-        };
-        *session.lock().await = Some(s.clone());
-        offset += n;
-    }
-    client.finish_upload_once(&s, &blob.digest, None).await
+/// The source's bytes of one blob as an upload reads them again, and the source's own failure
+/// (a digest mismatch) that stands for whatever the registry answered.
+struct SourceBytes<'a> {
+    source: &'a Source,
+    blob: &'a BlobRef,
+    poisoned: &'a OnceLock<Error>,
 }
 
-/// Whether `blob` goes to `host` in one request (the closing PUT, or docker's one PATCH) rather
-/// than in chunks: at most the monolithic limit, unless the registry's quirks say otherwise.
-fn fits_one_request(host: &str, blob: &BlobRef, shape: UploadShape) -> bool {
-    !quirks::needs_chunked_uploads(host)
-        && (blob.size <= shape.monolithic_limit || quirks::single_request_uploads(host))
-}
-
-/// What the registry refused of the cheapest flow.
-#[derive(Debug, Clone, Copy)]
-enum Refused {
-    /// The closing PUT carrying the blob: small blobs take docker's flow from now on, large
-    /// ones stay chunked (and resumable).
-    PutBody,
-    /// The first chunked PATCH: large blobs go up in one PATCH from now on.
-    Chunks,
-}
-
-/// The registry refused the cheapest flow for this blob in a way that is about the flow (see
-/// `capabilities::refuses_flow`): the blob goes up again through docker's flow (POST, one PATCH
-/// with the whole blob read afresh from the source, empty PUT) inside the same attempt, so the
-/// refusal spends neither a retry nor the breaker. Once that works, the registry keeps docker's
-/// flow for the rest of the run; if it fails too, that failure is the retry loop's to judge.
-async fn docker_flow(
-    client: &RegistryClient,
-    repository: &str,
-    source: &Source,
-    blob: &BlobRef,
-    session: &Mutex<Option<UploadSession>>,
-    refused: &UploadSession,
-    what: Refused,
-) -> Result<(), Failure> {
-    tracing::debug!(
-        registry = client.host(),
-        repository,
-        blob = %blob.digest,
-        "upload refused for its flow: trying docker's flow"
-    );
-    let _ = client.cancel_upload_once(refused).await;
-    *session.lock().await = None;
-    let s = client.start_upload_once(repository).await?;
-    *session.lock().await = Some(s.clone());
-    let stream = reopen(source, blob, 0).await?;
-    let s = client
-        .patch_stream_once(&s, blob.size, reqwest::Body::wrap_stream(stream))
-        .await?;
-    *session.lock().await = Some(s.clone());
-    client.finish_upload_once(&s, &blob.digest, None).await?;
-    let caps = client.capabilities();
-    let news = match what {
-        Refused::PutBody => caps.learn_docker_flow(),
-        Refused::Chunks => {
-            let news = caps.support(Feature::ChunkedPatch) != Support::Refused;
-            caps.learn(Feature::ChunkedPatch, Support::Refused);
-            caps.learn_docker_flow() || news
-        }
-    };
-    if news {
-        tracing::info!(
-            registry = client.host(),
-            refused = ?what,
-            "the registry refused the cheapest upload flow: docker's flow (POST, PATCH, empty PUT) for it from now on"
-        );
+impl BlobBytes for SourceBytes<'_> {
+    fn open(&self, offset: u64) -> impl Future<Output = Result<ByteStream, Failure>> + Send {
+        reopen(self.source, self.blob, offset)
     }
-    Ok(())
+
+    fn poisoned(&self) -> Option<ErrorKind> {
+        self.poisoned.get().map(|e| e.kind.clone())
+    }
 }
 
 /// Waits for the stream's first item; a failure before any byte is returned as is.
@@ -485,48 +264,6 @@ async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
             futures::stream::once(async move { Ok(first) }).chain(stream),
         )),
     }
-}
-
-/// The next `n` bytes of a shared stream, splitting a chunk at the boundary and keeping the
-/// rest for the next taker.
-fn take_bytes(
-    shared: Arc<Mutex<(ByteStream, Option<Bytes>)>>,
-    n: u64,
-) -> impl Stream<Item = Result<Bytes, Failure>> + Send {
-    futures::stream::unfold((shared, n), |(shared, left)| async move {
-        if left == 0 {
-            return None;
-        }
-        let mut guard = shared.lock().await;
-        let (stream, leftover) = &mut *guard;
-        let chunk = match leftover.take() {
-            Some(b) => b,
-            None => match stream.next().await {
-                Some(Ok(b)) => b,
-                Some(Err(f)) => {
-                    drop(guard);
-                    return Some((Err(f), (shared, 0)));
-                }
-                None => {
-                    drop(guard);
-                    return Some((
-                        Err(Failure::Transport {
-                            message: "source ended early".into(),
-                            sent: ferry_distribution::retry::Sent::Unknown,
-                            local: false,
-                        }),
-                        (shared, 0),
-                    ));
-                }
-            },
-        };
-        let take = (chunk.len() as u64).min(left) as usize;
-        if take < chunk.len() {
-            *leftover = Some(chunk.slice(take..));
-        }
-        drop(guard);
-        Some((Ok(chunk.slice(..take)), (shared, left - take as u64)))
-    })
 }
 
 /// Writes a blob into a layout: to a temporary created exclusively (never through a symlink)
