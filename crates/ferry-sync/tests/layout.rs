@@ -921,3 +921,35 @@ async fn a_layout_targets_images_are_each_new_up_to_date_missing_or_stale() {
         ])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_operation() {
+    use ferry_sync::layout::lock::{self, LockKind};
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let image = layout.image("amd64", &[b"layer"]);
+    layout.tag(&image, Some("1.0"));
+    // Garbage collection holds the layout for the whole wait: the run writes nothing there.
+    let _gc = lock::acquire(&dst, LockKind::Collecting, lock::LOCK_WAIT)
+        .await
+        .unwrap();
+    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let ImageStatus::Failed {
+        registry,
+        operation,
+        http_status,
+        error,
+        ..
+    } = &report.images[0].status
+    else {
+        panic!("{}", report.render_text());
+    };
+    assert_eq!(registry, &format!("oci:{}", dst.display()));
+    assert_eq!(operation, "layout lock");
+    assert_eq!(*http_status, None);
+    assert!(error.contains("still held by another ferry run"), "{error}");
+    assert!(!dst.join("index.json").exists(), "nothing was written");
+}

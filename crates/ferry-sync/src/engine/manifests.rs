@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use ferry_distribution::RegistryClient;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
-use ferry_distribution::{Operation, RegistryClient};
 
 use super::graph::ImageGraph;
+use crate::error::SyncError;
 
 /// Remembers which manifests this run already put where, so shared children go once.
 type PushKey = (String, String, String);
@@ -162,7 +163,7 @@ impl ManifestPusher {
         dir: &Path,
         graph: &ImageGraph,
         tag: Option<&str>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), SyncError> {
         // A layout holds the source's index as it is, children missing or not.
         let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
         let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
@@ -175,37 +176,32 @@ impl ManifestPusher {
     }
 }
 
-fn layout_error(dir: &Path, e: impl std::fmt::Display) -> Error {
-    Error::new(
-        format!("oci:{}", dir.display()),
-        None,
-        Operation::ManifestPutByTag,
-        ErrorKind::Local(e.to_string()),
-    )
+fn layout_error(dir: &Path, what: &'static str, e: impl std::fmt::Display) -> SyncError {
+    SyncError::layout_write(dir.to_path_buf(), what, e)
 }
 
 /// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
-async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<u64, Error> {
+async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<u64, SyncError> {
     if crate::layout::writer::holds_blob(dir, &m.digest) {
         return Ok(0);
     }
     let parent = crate::layout::writer::blob_dir(dir, &m.digest)
         .await
-        .map_err(|e| layout_error(dir, e))?;
+        .map_err(|e| layout_error(dir, "manifest", e))?;
     crate::layout::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
         .await
-        .map_err(|e| layout_error(dir, e))?;
+        .map_err(|e| layout_error(dir, "manifest", e))?;
     Ok(m.bytes.len() as u64)
 }
 
 /// Points the layout's `index.json` at `root` under `tag` (replacing the entry whose `ref.name`
 /// is exactly `tag`), or adds it untagged; under the layout's cross-process index lock.
-async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), Error> {
+async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), SyncError> {
     let layout = dir.join("oci-layout");
     if tokio::fs::symlink_metadata(&layout).await.is_err() {
         crate::layout::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
             .await
-            .map_err(|e| layout_error(dir, e))?;
+            .map_err(|e| layout_error(dir, "oci-layout", e))?;
     }
     let entry = {
         let mut e = serde_json::json!({
@@ -231,5 +227,5 @@ async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<
         (true, ())
     })
     .await
-    .map_err(|e| layout_error(dir, e))
+    .map_err(|e| layout_error(dir, "index.json", e))
 }

@@ -20,6 +20,7 @@ use ferry_distribution::error::Error;
 use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
+use crate::error::SyncError;
 use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
 use crate::platform::Platform;
 use crate::registries::Registries;
@@ -114,7 +115,7 @@ type GraphResult = Result<ImageGraph, Error>;
 struct LayoutHolds {
     held: Vec<crate::layout::lock::LayoutLock>,
     taken: std::collections::HashSet<std::path::PathBuf>,
-    refused: HashMap<std::path::PathBuf, Error>,
+    refused: HashMap<std::path::PathBuf, SyncError>,
 }
 
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -357,31 +358,11 @@ async fn take_in(
                     &m.source,
                     &image,
                     &target,
-                    ImageStatus::failed(e),
+                    ImageStatus::failed_sync(e),
                 ));
                 continue;
             }
-            // A missing repository on a registry that needs it made (ECR's
-            // `create_repositories`) is created before anything is pushed to it, once per run.
-            let created = match (&target, &state) {
-                (
-                    Target::Registry {
-                        registry,
-                        repository,
-                    },
-                    TargetState::NewRepository,
-                ) => registries.ensure_repository(registry, repository).await,
-                _ => None,
-            };
-            let place = match created {
-                Some(Err(e)) => Err(e),
-                _ => resolve_target(&target, registries).await,
-            };
-            targets.push(ResolvedTarget {
-                target,
-                state,
-                place,
-            });
+            targets.push((target, state));
         }
         if targets.is_empty() {
             continue;
@@ -397,13 +378,22 @@ async fn take_in(
     let works: Vec<Work> = futures::stream::iter(works)
         .map(|(image, targets)| async move {
             let graph = graph_of(intake, source, &image, platforms).await;
+            let mut resolved = Vec::new();
+            for (target, state) in targets {
+                let place = open_target(&target, &state, graph.is_ok(), registries).await;
+                resolved.push(ResolvedTarget {
+                    target,
+                    state,
+                    place,
+                });
+            }
             Work {
                 mapping: m.index,
                 source_name: name.clone(),
                 source: source.clone(),
                 image,
                 graph,
-                targets,
+                targets: resolved,
             }
         })
         .buffer_unordered(options.images_in_flight.max(1))
@@ -483,7 +473,7 @@ async fn run_image(
     for t in &w.targets {
         out.push(match copy_to_target(w, graph, t, scheduler, pusher).await {
             Ok(()) => ImageStatus::Synced,
-            Err(e) => ImageStatus::failed(&e),
+            Err(e) => ImageStatus::failed_sync(&e),
         });
     }
     out
@@ -550,7 +540,7 @@ fn summarise(
 async fn hold_layouts(
     images: &[(ImagePlan, Vec<(Target, TargetState)>)],
     holds: &tokio::sync::Mutex<LayoutHolds>,
-) -> HashMap<std::path::PathBuf, Error> {
+) -> HashMap<std::path::PathBuf, SyncError> {
     use crate::layout::lock::{self, LockKind};
     let mut holds = holds.lock().await;
     for (_, targets) in images {
@@ -567,12 +557,7 @@ async fn hold_layouts(
                     holds.taken.insert(path.clone());
                 }
                 Err(e) => {
-                    let error = Error::new(
-                        format!("oci:{}", path.display()),
-                        None,
-                        ferry_distribution::Operation::ManifestPutByTag,
-                        ferry_distribution::error::ErrorKind::Local(e.to_string()),
-                    );
+                    let error = SyncError::lock(path.clone(), e);
                     holds.refused.insert(path.clone(), error);
                 }
             }
@@ -668,7 +653,30 @@ fn report(
 /// platform filter, so two filters of one index are two graphs).
 type GraphKey = (String, Digest, Option<Digest>);
 
-/// Where `target`'s blobs go, and the client that writes them (resolved once per target).
+/// Where `target`'s blobs go, and the client that writes them (resolved once per target). A
+/// missing repository on a registry that needs it made (ECR's `create_repositories`) is created
+/// here, once per run, and only for an image whose graph was fetched and verified (`fetched`): a
+/// hostile source cannot have a repository made for an image it never serves.
+async fn open_target(
+    target: &Target,
+    state: &TargetState,
+    fetched: bool,
+    registries: &Registries,
+) -> Result<(Place, Option<RegistryClient>), Error> {
+    if fetched
+        && *state == TargetState::NewRepository
+        && let Target::Registry {
+            registry,
+            repository,
+        } = target
+        && let Some(Err(e)) = registries.ensure_repository(registry, repository).await
+    {
+        return Err(e);
+    }
+    resolve_target(target, registries).await
+}
+
+/// Where `target`'s blobs go, and the client that writes them.
 async fn resolve_target(
     target: &Target,
     registries: &Registries,
@@ -697,7 +705,7 @@ async fn copy_to_target(
     target: &ResolvedTarget,
     scheduler: &BlobScheduler,
     pusher: &ManifestPusher,
-) -> Result<(), Error> {
+) -> Result<(), SyncError> {
     let (place, client) = target.place.clone()?;
     // Every blob first; the first failure fails this target (nothing gets tagged).
     let results = futures::future::join_all(
@@ -727,6 +735,7 @@ async fn copy_to_target(
             None,
             ferry_distribution::Operation::ManifestPutByTag,
             ferry_distribution::error::ErrorKind::Local("no client for the target registry".into()),
-        )),
+        )
+        .into()),
     }
 }

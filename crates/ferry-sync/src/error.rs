@@ -1,0 +1,73 @@
+//! Failures of a sync that are not a registry's answer (a layout that cannot be written or
+//! locked), beside the registry's `Error`; the report matches on the type, never on a string.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ferry_distribution::error::Error;
+
+use crate::layout::lock::LockError;
+
+/// What failed one image on one target.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SyncError {
+    /// A registry request failed (the registry, repository, operation and status are in it).
+    #[error(transparent)]
+    Registry(#[from] Error),
+    /// A layout target's writing lock could not be taken: nothing was written to it.
+    #[error("{source}")]
+    LayoutLock {
+        /// The layout directory.
+        path: PathBuf,
+        /// Why (held by another run, or the lock file could not be opened).
+        source: Arc<LockError>,
+    },
+    /// A layout target could not be written.
+    #[error("oci:{}: {message}", path.display())]
+    LayoutWrite {
+        /// The layout directory.
+        path: PathBuf,
+        /// What was being written: `manifest`, `index.json`.
+        what: &'static str,
+        /// What went wrong, naming the file.
+        message: String,
+    },
+}
+
+impl SyncError {
+    /// A lock refusal of the layout at `path`.
+    pub fn lock(path: PathBuf, e: LockError) -> Self {
+        SyncError::LayoutLock {
+            path,
+            source: Arc::new(e),
+        }
+    }
+
+    /// A failed write of `what` into the layout at `path`.
+    pub fn layout_write(path: PathBuf, what: &'static str, e: impl std::fmt::Display) -> Self {
+        SyncError::LayoutWrite {
+            path,
+            what,
+            message: e.to_string(),
+        }
+    }
+
+    /// Where it failed as reports name it: the registry, or `oci:<dir>`.
+    pub fn place(&self) -> String {
+        match self {
+            SyncError::Registry(e) => e.registry.clone(),
+            SyncError::LayoutLock { path, .. } | SyncError::LayoutWrite { path, .. } => {
+                format!("oci:{}", path.display())
+            }
+        }
+    }
+
+    /// What was being done, as reports name it (`manifest PUT (tag)`, `layout lock`).
+    pub fn operation(&self) -> String {
+        match self {
+            SyncError::Registry(e) => e.operation.name().to_owned(),
+            SyncError::LayoutLock { .. } => "layout lock".to_owned(),
+            SyncError::LayoutWrite { what, .. } => format!("layout write ({what})"),
+        }
+    }
+}
