@@ -22,6 +22,9 @@ pub enum SyncError {
         /// Why (held by another run, or the lock file could not be opened).
         source: Arc<LockError>,
     },
+    /// Not started: the run was stopped first.
+    #[error("interrupted before it started")]
+    Interrupted,
     /// A layout target could not be written.
     #[error("oci:{}: {message}", path.display())]
     LayoutWrite {
@@ -56,6 +59,7 @@ impl SyncError {
     pub fn place(&self) -> String {
         match self {
             SyncError::Registry(e) => e.registry.clone(),
+            SyncError::Interrupted => String::new(),
             SyncError::LayoutLock { path, .. } | SyncError::LayoutWrite { path, .. } => {
                 format!("oci:{}", path.display())
             }
@@ -66,6 +70,7 @@ impl SyncError {
     pub fn operation(&self) -> String {
         match self {
             SyncError::Registry(e) => e.operation.name().to_owned(),
+            SyncError::Interrupted => String::new(),
             SyncError::LayoutLock { .. } => "layout lock".to_owned(),
             SyncError::LayoutWrite { what, .. } => format!("layout write ({what})"),
         }

@@ -52,6 +52,7 @@ impl ImageStatus {
     pub fn failed_sync(e: &crate::error::SyncError) -> Self {
         match e {
             crate::error::SyncError::Registry(e) => ImageStatus::failed(e),
+            crate::error::SyncError::Interrupted => ImageStatus::Interrupted,
             other => ImageStatus::Failed {
                 registry: other.place(),
                 repository: None,

@@ -1,51 +1,33 @@
-//! Moves one blob: reads it from the source once and streams it to every sink at the same time
-//! (a tee whose slowest sink sets the pace), verifying the digest before the last byte goes out.
+//! Moves one blob: reads it from the source once and streams it to every destination at the same
+//! time (a tee whose slowest one sets the pace), verifying the digest before the last byte goes out.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use ferry_distribution::Operation;
 use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::ops::{BlobBytes, BlobPush, UploadSession};
+use ferry_distribution::ops::{BlobBytes, UploadSession};
 use ferry_distribution::retry::Failure;
-use ferry_distribution::{Operation, RegistryClient};
 
+use super::destination::Destination;
 use super::graph::BlobRef;
 use crate::source::{ByteStream, Source};
 
 /// Chunks buffered between the source and each sink: the backpressure window.
 const TEE_DEPTH: usize = 4;
 
-/// Where a blob goes.
-#[derive(Debug)]
-pub enum Sink {
-    /// A registry repository, possibly with the upload session a refused mount opened.
-    Registry {
-        /// A client for the target's registry.
-        client: RegistryClient,
-        /// The target repository.
-        repository: String,
-        /// The session a refused mount opened, to upload into instead of starting another.
-        session: Option<UploadSession>,
-    },
-    /// An OCI image-layout directory.
-    Layout {
-        /// The layout's directory.
-        dir: PathBuf,
-    },
-}
-
 pub use ferry_distribution::ops::UploadShape;
 
-/// Reads `blob` from `source` once and writes it to every sink, each retried and resumed on
-/// its own. The result for sink `i` is at position `i`.
+/// Reads `blob` from `source` once and writes it to every destination (into the upload session
+/// given with it, if any), each retried and resumed on its own. The result for destination `i`
+/// is at position `i`.
 pub async fn transfer(
     source: &Source,
     blob: &BlobRef,
-    sinks: Vec<Sink>,
+    to: Vec<(Destination, Option<UploadSession>)>,
     shape: UploadShape,
     progress: &crate::progress::SyncProgress,
 ) -> Vec<Result<(), Error>> {
@@ -54,18 +36,25 @@ pub async fn transfer(
     let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
-    for _ in &sinks {
+    for _ in &to {
         let (tx, rx) = mpsc::channel::<Result<Bytes, Failure>>(TEE_DEPTH);
         senders.push(tx);
         receivers.push(rx);
     }
     let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
-    let writers = futures::future::join_all(
-        sinks
-            .into_iter()
-            .zip(receivers)
-            .map(|(sink, rx)| write_sink(source, blob, sink, rx, shape, Arc::clone(&poisoned))),
-    );
+    let writers = futures::future::join_all(to.into_iter().zip(receivers).map(
+        |((destination, session), rx)| {
+            write_one(
+                source,
+                blob,
+                destination,
+                session,
+                rx,
+                shape,
+                Arc::clone(&poisoned),
+            )
+        },
+    ));
     let ((), results) = futures::join!(reader, writers);
     results
 }
@@ -159,63 +148,66 @@ fn receiver_stream(rx: mpsc::Receiver<Result<Bytes, Failure>>) -> ByteStream {
     }))
 }
 
-async fn write_sink(
+async fn write_one(
     source: &Source,
     blob: &BlobRef,
-    sink: Sink,
+    destination: Destination,
+    session: Option<UploadSession>,
     rx: mpsc::Receiver<Result<Bytes, Failure>>,
     shape: UploadShape,
     poisoned: Arc<OnceLock<Error>>,
 ) -> Result<(), Error> {
-    let first = std::sync::Mutex::new(Some(rx));
-    let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let result = match sink {
-        Sink::Registry {
-            client,
-            repository,
-            session,
-        } => {
-            // Nothing goes to the target until the source has produced its first bytes: a
-            // source that is paused or slow must not hold a target request open until it times
-            // out (and is blamed on the target). A source that fails first fails the first
-            // attempt, which later attempts recover from with a fresh read.
-            let tee = match take_first() {
-                Some(rx) => Some(primed(receiver_stream(rx)).await),
-                None => None,
-            };
-            let push = BlobPush {
-                repository: &repository,
-                digest: &blob.digest,
-                size: blob.size,
-                shape,
-                session,
-            };
-            let bytes = SourceBytes {
-                source,
-                blob,
-                poisoned: &poisoned,
-            };
-            client.push_blob(push, tee, &bytes).await.map(|flow| {
-                tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
-            })
-        }
-        Sink::Layout { dir } => {
-            source
-                .read_with_retry(|| {
-                    let rx = take_first();
-                    let dir = &dir;
-                    async move {
-                        let stream = match rx {
-                            Some(rx) => receiver_stream(rx),
-                            None => reopen(source, blob, 0).await?,
-                        };
-                        write_layout_blob(dir, blob, stream).await
-                    }
-                })
-                .await
-        }
+    let feed = Feed {
+        source,
+        blob,
+        first: std::sync::Mutex::new(Some(rx)),
+        poisoned: &poisoned,
     };
+    let result = destination.write_blob(&feed, shape, session).await;
     result.map_err(|e| poisoned.get().cloned().unwrap_or(e))
+}
+
+/// One destination's feed of a blob: the tee's stream for its first attempt, fresh reads of the
+/// source after that, and the source's own failure (a digest mismatch) that stands for
+/// whatever the destination answered.
+pub(crate) struct Feed<'a> {
+    source: &'a Source,
+    blob: &'a BlobRef,
+    first: std::sync::Mutex<Option<mpsc::Receiver<Result<Bytes, Failure>>>>,
+    poisoned: &'a OnceLock<Error>,
+}
+
+impl Feed<'_> {
+    /// The source the blob is read from.
+    pub(crate) fn source(&self) -> &Source {
+        self.source
+    }
+
+    /// The blob.
+    pub(crate) fn blob(&self) -> &BlobRef {
+        self.blob
+    }
+
+    /// The tee's stream, the first time it is asked for.
+    pub(crate) fn take_first(&self) -> Option<ByteStream> {
+        let rx = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        rx.map(receiver_stream)
+    }
+
+    /// A fresh read of the source from `offset`, its failure final for this destination.
+    pub(crate) async fn reopen(&self, offset: u64) -> Result<ByteStream, Failure> {
+        reopen(self.source, self.blob, offset).await
+    }
+}
+
+impl BlobBytes for Feed<'_> {
+    fn open(&self, offset: u64) -> impl Future<Output = Result<ByteStream, Failure>> + Send {
+        reopen(self.source, self.blob, offset)
+    }
+
+    fn poisoned(&self) -> Option<ErrorKind> {
+        self.poisoned.get().map(|e| e.kind.clone())
+    }
 }
 
 /// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
@@ -237,26 +229,8 @@ async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<By
     )))
 }
 
-/// The source's bytes of one blob as an upload reads them again, and the source's own failure
-/// (a digest mismatch) that stands for whatever the registry answered.
-struct SourceBytes<'a> {
-    source: &'a Source,
-    blob: &'a BlobRef,
-    poisoned: &'a OnceLock<Error>,
-}
-
-impl BlobBytes for SourceBytes<'_> {
-    fn open(&self, offset: u64) -> impl Future<Output = Result<ByteStream, Failure>> + Send {
-        reopen(self.source, self.blob, offset)
-    }
-
-    fn poisoned(&self) -> Option<ErrorKind> {
-        self.poisoned.get().map(|e| e.kind.clone())
-    }
-}
-
 /// Waits for the stream's first item; a failure before any byte is returned as is.
-async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
+pub(crate) async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
     match stream.next().await {
         None => Ok(Box::pin(futures::stream::empty())),
         Some(Err(f)) => Err(f),
@@ -264,53 +238,4 @@ async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
             futures::stream::once(async move { Ok(first) }).chain(stream),
         )),
     }
-}
-
-/// Writes a blob into a layout: to a temporary created exclusively (never through a symlink)
-/// inside a real `blobs/<alg>` directory, verified, synced, then renamed, so an interrupted run
-/// never leaves a partial file under a digest.
-pub async fn write_layout_blob(
-    dir: &Path,
-    blob: &BlobRef,
-    mut stream: ByteStream,
-) -> Result<(), Failure> {
-    use tokio::io::AsyncWriteExt;
-    let local =
-        |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
-    if crate::layout::writer::holds_blob(dir, &blob.digest) {
-        return Ok(());
-    }
-    // `blobs/<alg>` must be a real directory of the layout, and the temporary a new file.
-    let parent = crate::layout::writer::blob_dir(dir, &blob.digest)
-        .await
-        .map_err(local)?;
-    let path = parent.join(blob.digest.hex());
-    let tmp = parent.join(crate::layout::temp_name(blob.digest.hex()));
-    let mut file = crate::layout::writer::create_temp(&tmp)
-        .await
-        .map_err(local)?;
-    let mut digester = blob.digest.digester();
-    let result = async {
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            digester.update(&chunk);
-            file.write_all(&chunk).await.map_err(local)?;
-        }
-        let seen = digester.bytes_seen();
-        let actual = digester.finish();
-        if actual != blob.digest || seen != blob.size {
-            return Err(Failure::Final(ErrorKind::DigestMismatch {
-                expected: blob.digest.to_string(),
-                actual: actual.to_string(),
-            }));
-        }
-        file.sync_all().await.map_err(local)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(local)?;
-        crate::layout::sync_dir(&parent).await.map_err(local)
-    }
-    .await;
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    result
 }
