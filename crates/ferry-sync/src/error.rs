@@ -1,5 +1,5 @@
 //! Failures of a sync that are not a registry's answer (a layout that cannot be written or
-//! locked), beside the registry's `Error`; the report matches on the type, never on a string.
+//! locked, a broken plan invariant), beside the registry's `Error`; the report matches on the type.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +21,17 @@ pub enum SyncError {
         path: PathBuf,
         /// Why (held by another run, or the lock file could not be opened).
         source: Arc<LockError>,
+    },
+    /// A plan invariant broke: the engine asked the scheduler for a blob it never planned for
+    /// this destination. Reported as a failure, never taken for a success.
+    #[error("{destination}: blob {digest} {what}")]
+    Unplanned {
+        /// The destination, as reports name it.
+        destination: String,
+        /// The blob.
+        digest: String,
+        /// What was not planned.
+        what: &'static str,
     },
     /// Not started: the run was stopped first.
     #[error("interrupted before it started")]
@@ -60,6 +71,7 @@ impl SyncError {
         match self {
             SyncError::Registry(e) => e.registry.clone(),
             SyncError::Interrupted => String::new(),
+            SyncError::Unplanned { destination, .. } => destination.clone(),
             SyncError::LayoutLock { path, .. } | SyncError::LayoutWrite { path, .. } => {
                 format!("oci:{}", path.display())
             }
@@ -71,6 +83,7 @@ impl SyncError {
         match self {
             SyncError::Registry(e) => e.operation.name().to_owned(),
             SyncError::Interrupted => String::new(),
+            SyncError::Unplanned { .. } => "plan".to_owned(),
             SyncError::LayoutLock { .. } => "layout lock".to_owned(),
             SyncError::LayoutWrite { what, .. } => format!("layout write ({what})"),
         }

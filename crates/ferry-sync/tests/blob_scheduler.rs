@@ -124,6 +124,11 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
             .contains("never scheduled for this place"),
         "{elsewhere}"
     );
+    // A broken plan invariant, typed as one (not a registry's answer).
+    assert!(
+        matches!(elsewhere, ferry_sync::error::SyncError::Unplanned { .. }),
+        "{elsewhere:?}"
+    );
     assert!(!dst.has_blob("mirror/b", &digest));
 
     let other = Digest::parse(&src.seed_blob("lib/a", b"never planned")).unwrap();

@@ -16,14 +16,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OnceCell, Semaphore};
 
+use ferry_distribution::Digest;
 use ferry_distribution::capabilities::{Feature, Support};
-use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::error::Error;
 use ferry_distribution::ops::MountOutcome;
-use ferry_distribution::{Digest, Operation};
 
 use super::destination::Destination;
 use super::graph::BlobRef;
 use super::transfer::{UploadShape, transfer};
+use crate::error::SyncError;
 use crate::source::Source;
 
 /// What the scheduler did, for the report.
@@ -165,12 +166,13 @@ impl BlobScheduler {
     /// pending, and the next caller runs its transfer again from the start (the skip check finds
     /// what already landed). Callers waiting on another caller's run wait on; if that run is
     /// dropped, one of them takes it over.
-    pub async fn ensure(&self, digest: &Digest, place: &Destination) -> Result<(), Error> {
-        let unplanned = |what: &str| {
-            Err(place.error(
-                Operation::UploadStart,
-                ErrorKind::Local(format!("blob {digest} {what}")),
-            ))
+    pub async fn ensure(&self, digest: &Digest, place: &Destination) -> Result<(), SyncError> {
+        let unplanned = |what: &'static str| {
+            Err(SyncError::Unplanned {
+                destination: place.name(),
+                digest: digest.to_string(),
+                what,
+            })
         };
         let cell = {
             let cells = self.cells();
@@ -186,7 +188,7 @@ impl BlobScheduler {
             return unplanned("was never scheduled for this place");
         };
         match self.outcome(&cell).await.get(place) {
-            Some(r) => r.clone(),
+            Some(r) => r.clone().map_err(SyncError::from),
             None => unplanned("was never scheduled for this place"),
         }
     }
