@@ -67,3 +67,56 @@ async fn a_refused_mount_opens_an_upload_session_and_is_not_asked_again() {
     assert_eq!(reg.stats().op(OpKind::Mount), 1, "asked once");
     assert_eq!(c.gate().stats.snapshot().retries, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn push_blob_reports_the_flow_it_used_and_keeps_the_learned_one() {
+    use ferry_distribution::ops::push::{BlobPush, InMemory, PushFlow, UploadShape};
+    let shape = UploadShape {
+        chunk_size: 4,
+        monolithic_limit: 16,
+    };
+    let push = |c: &ferry_distribution::RegistryClient, bytes: &'static [u8]| {
+        let c = c.clone();
+        async move {
+            let digest = sha256(bytes);
+            let push = BlobPush {
+                repository: "lib/app",
+                digest: &digest,
+                size: bytes.len() as u64,
+                shape,
+                session: None,
+            };
+            c.push_blob(push, None, &InMemory(Bytes::from_static(bytes)))
+                .await
+                .unwrap()
+        }
+    };
+    let plain = TestRegistry::builder().start().await.unwrap();
+    let c = client_at(&plain.url(), 3);
+    assert_eq!(push(&c, b"small").await, PushFlow::Monolithic);
+    assert_eq!(
+        push(&c, b"larger than sixteen bytes").await,
+        PushFlow::Chunked
+    );
+    assert_eq!(
+        plain.stats().op(OpKind::UploadPatch),
+        7,
+        "25 bytes in chunks of 4"
+    );
+
+    let docker = TestRegistry::builder()
+        .personality(Personality::docker_flow_only())
+        .start()
+        .await
+        .unwrap();
+    let c = client_at(&docker.url(), 3);
+    assert_eq!(push(&c, b"small").await, PushFlow::Docker);
+    assert_eq!(push(&c, b"also small").await, PushFlow::Docker);
+    // Above the monolithic limit, blobs stay chunked (the empty closing PUT is taken).
+    assert_eq!(
+        push(&c, b"larger than sixteen bytes").await,
+        PushFlow::Chunked
+    );
+    assert!(docker.has_blob("lib/app", &sha256(b"also small").to_string()));
+    assert_eq!(c.gate().stats.snapshot().retries, 0);
+}

@@ -9,8 +9,7 @@ use bytes::Bytes;
 use ferry_distribution::Digest;
 use ferry_distribution::client::RegistryClient;
 use ferry_distribution::error::ErrorKind;
-use ferry_distribution::ops::pages::MAX_LISTING_BYTES;
-use ferry_distribution::ops::referrers::MAX_REFERRERS_BYTES;
+use ferry_distribution::ops::{MAX_LISTING_BYTES, MAX_REFERRERS_BYTES};
 use ferry_testkit::registry::{HostileRule, Hostility, OpKind, TestRegistry};
 
 use common::{fast_policy, options_at};

@@ -11,9 +11,10 @@ use std::sync::Mutex;
 use futures::StreamExt;
 use serde::Serialize;
 
-use ferry_distribution::{Digest, RegistryClient};
+use ferry_distribution::Digest;
 
-use crate::config::{Origin, Target};
+use crate::config::Origin;
+use crate::engine::destination::{Destination, repository_to_create};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
 use crate::platform::Platform;
@@ -145,10 +146,8 @@ fn to_create(plan: &Plan, registries: &Registries) -> Vec<String> {
     for (_, resolved) in plan.resolved() {
         for image in &resolved.images {
             for t in &image.targets {
-                if let (Target::Registry { registry, .. }, TargetState::NewRepository) =
-                    (&t.target, &t.state)
-                    && registries.settings(registry).create_repositories.is_some()
-                {
+                // The engine's own rule (it creates them once an image for them is fetched).
+                if repository_to_create(&t.target, &t.state, registries).is_some() {
                     out.insert(t.target.to_string());
                 }
             }
@@ -474,26 +473,15 @@ impl<'a> BlobChecker<'a> {
             .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for t in image.targets.iter().filter(|t| t.state.needs_copy()) {
-            let missing = match (&t.target, &t.state) {
-                (_, TargetState::UpToDate) => Vec::new(),
-                (Target::Registry { .. }, TargetState::NewRepository) => graph.blobs.clone(),
-                (
-                    Target::Registry {
-                        registry,
-                        repository,
-                    },
-                    _,
-                ) => {
-                    self.missing_on_registry(registry, repository, &graph.blobs)
-                        .await?
-                }
-                (Target::OciLayout { path }, _) => graph
-                    .blobs
-                    .iter()
-                    .filter(|b| !path.join(crate::layout::blob_path(&b.digest)).is_file())
-                    .cloned()
-                    .collect(),
-            };
+            // The engine's questions, asked of the same destination: a repository that does not
+            // exist holds nothing, a layout holds a blob only as a regular file.
+            let destination = Destination::open(&t.target, self.registries)
+                .await
+                .map_err(|e| e.to_string())?;
+            let new_repository = t.state == TargetState::NewRepository;
+            let missing = self
+                .missing(&destination, new_repository, &graph.blobs)
+                .await?;
             out.push(TargetSize {
                 target: t.target.to_string(),
                 missing,
@@ -502,39 +490,32 @@ impl<'a> BlobChecker<'a> {
         Ok(out)
     }
 
-    async fn missing_on_registry(
+    /// The blobs `destination` lacks, each (destination, blob) asked once.
+    async fn missing(
         &self,
-        registry: &str,
-        repository: &str,
+        destination: &Destination,
+        new_repository: bool,
         blobs: &[BlobRef],
     ) -> Result<Vec<BlobRef>, String> {
-        let client = self
-            .registries
-            .client(registry)
-            .await
-            .map_err(|e| e.to_string())?;
-        let reference = format!("{registry}/{repository}");
+        let reference = destination.name();
         let key = |b: &BlobRef| (reference.clone(), b.digest.clone());
         let results: Vec<Result<Option<BlobRef>, String>> =
-            crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| {
-                let client: &RegistryClient = &client;
-                let repo = repository;
-                async move {
-                    let known = self.lock().get(&key(b)).copied();
-                    let held = match known {
-                        Some(held) => held,
-                        None => {
-                            let held = client
-                                .head_blob(repo, &b.digest)
-                                .await
-                                .map_err(|e| e.to_string())?
-                                .is_some();
+            crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| async move {
+                let known = self.lock().get(&key(b)).copied();
+                let held = match known {
+                    Some(held) => held,
+                    None => {
+                        let held = destination
+                            .holds_blob(&b.digest, new_repository)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        if !new_repository {
                             self.lock().insert(key(b), held);
-                            held
                         }
-                    };
-                    Ok((!held).then(|| b.clone()))
-                }
+                        held
+                    }
+                };
+                Ok((!held).then(|| b.clone()))
             })
             .await;
         results.into_iter().filter_map(Result::transpose).collect()

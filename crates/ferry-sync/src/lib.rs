@@ -6,6 +6,7 @@ pub mod config;
 pub mod dryrun;
 pub mod ecr;
 pub mod engine;
+pub mod error;
 pub mod filter;
 pub mod in_window;
 pub mod layout;

@@ -276,7 +276,7 @@ fn login_host(settings: &RegistrySettings) -> String {
     settings
         .url
         .as_deref()
-        .and_then(|u| reqwest::Url::parse(u).ok())
+        .and_then(|u| url::Url::parse(u).ok())
         .and_then(|u| {
             let host = u.host_str()?.to_owned();
             Some(match u.port() {

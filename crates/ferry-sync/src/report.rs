@@ -46,6 +46,23 @@ impl ImageStatus {
             error: e.to_string(),
         }
     }
+
+    /// The failed status for a sync-level failure: a registry's as [`ImageStatus::failed`], a
+    /// layout's naming the layout and what was done there (never a registry operation).
+    pub fn failed_sync(e: &crate::error::SyncError) -> Self {
+        match e {
+            crate::error::SyncError::Registry(e) => ImageStatus::failed(e),
+            crate::error::SyncError::Interrupted => ImageStatus::Interrupted,
+            other => ImageStatus::Failed {
+                registry: other.place(),
+                repository: None,
+                operation: other.operation(),
+                http_status: None,
+                attempts: 0,
+                error: other.to_string(),
+            },
+        }
+    }
 }
 
 /// What happened to one image on one target.

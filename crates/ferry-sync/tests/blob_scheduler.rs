@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use ferry_distribution::Digest;
 use ferry_sync::config;
-use ferry_sync::engine::blobs::{BlobScheduler, Place};
+use ferry_sync::engine::blobs::BlobScheduler;
+use ferry_sync::engine::destination::Destination;
 use ferry_sync::engine::graph::BlobRef;
 use ferry_sync::engine::transfer::UploadShape;
 use ferry_sync::registries::Registries;
@@ -47,8 +48,8 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
         repository: "lib/a".into(),
     };
     let target = regs.client(&dst.host()).await.unwrap();
-    let place = Place::Registry {
-        host: dst.host(),
+    let place = Destination::Registry {
+        client: target.clone(),
         repository: "mirror/a".into(),
     };
     let blob = BlobRef {
@@ -60,7 +61,7 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
         monolithic_limit: 64 * 1024,
     };
     let scheduler = BlobScheduler::new(2, shape, Arc::default());
-    scheduler.need(&blob, &source, place.clone(), true, Some(&target));
+    scheduler.need(&blob, &source, place.clone(), true);
 
     // The source sends the first bytes and then nothing: the caller gives up (a timeout) with
     // the transfer part way.
@@ -94,8 +95,8 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
         repository: "lib/a".into(),
     };
     let target = regs.client(&dst.host()).await.unwrap();
-    let place = |repo: &str| Place::Registry {
-        host: dst.host(),
+    let place = |repo: &str| Destination::Registry {
+        client: target.clone(),
         repository: repo.into(),
     };
     let blob = BlobRef {
@@ -107,7 +108,7 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
         monolithic_limit: 64 * 1024,
     };
     let scheduler = BlobScheduler::new(2, shape, Arc::default());
-    scheduler.need(&blob, &source, place("mirror/a"), true, Some(&target));
+    scheduler.need(&blob, &source, place("mirror/a"), true);
 
     scheduler
         .ensure(&blob.digest, &place("mirror/a"))
@@ -122,6 +123,11 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
             .to_string()
             .contains("never scheduled for this place"),
         "{elsewhere}"
+    );
+    // A broken plan invariant, typed as one (not a registry's answer).
+    assert!(
+        matches!(elsewhere, ferry_sync::error::SyncError::Unplanned { .. }),
+        "{elsewhere:?}"
     );
     assert!(!dst.has_blob("mirror/b", &digest));
 

@@ -382,3 +382,56 @@ fn create_repositories_is_refused_on_a_registry_that_is_not_ecr() {
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_is_created_only_for_an_image_that_was_fetched_and_verified() {
+    use ferry_testkit::registry::{HostileRule, Hostility};
+    // Issue 30 item 7: a hostile source lists an image it never serves (the index resolves,
+    // its child does not match its digest). No repository is made for it; the image it does
+    // serve gets one.
+    let src = TestRegistry::builder().start().await.unwrap();
+    src.seed_image("lib/app", "v1", &[b"app"]);
+    let child = src.seed_image("lib/bad", "child", &[b"bad"]);
+    src.seed_index("lib/bad", "v1", &[child]);
+    src.untag("lib/bad", "child");
+    // The index's own GET (the prepare phase's) goes through; every later one is mangled.
+    src.hostile().add(
+        HostileRule::new(
+            OpKind::ManifestGet,
+            Some("lib/bad"),
+            vec![Hostility::Body(bytes::Bytes::from_static(
+                b"{\"not\":\"it\"}",
+            ))],
+        )
+        .after(1),
+    );
+    let ecr = ecr_like().await;
+    let stub = Stub::start(Arc::clone(&ecr), Vec::new()).await;
+    let cfg = parse(&format!(
+        "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{h}/lib/app\"\n    targets: [\"{ECR_HOST}/mirror/app\"]\n  - source: \"{h}/lib/bad\"\n    targets: [\"{ECR_HOST}/mirror/bad\"]\n",
+        source_yaml(&src),
+        ecr_yaml(&ecr, "    create_repositories: true\n"),
+        h = src.host()
+    ));
+    let (_, report) = run(&cfg, &stub, false).await;
+    let report = report.unwrap();
+    let text = report.render_text();
+    assert_eq!(report.totals.images_synced, 1, "{text}");
+    assert_eq!(report.totals.images_failed, 1, "{text}");
+    let created: Vec<_> = stub
+        .calls("CreateRepository")
+        .iter()
+        .map(|c| {
+            c.body["repositoryName"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(created, ["mirror/app"], "{text}");
+    assert_eq!(ecr.repositories(), ["mirror/app"]);
+    assert_eq!(
+        report.repositories_created,
+        [format!("{ECR_HOST}/mirror/app")]
+    );
+}

@@ -631,7 +631,7 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
 #[tokio::test(start_paused = true)]
 async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_digest() {
     use ferry_sync::engine::graph::BlobRef;
-    use ferry_sync::engine::transfer::write_layout_blob;
+    use ferry_sync::layout::writer::LayoutWriter;
     use futures::StreamExt as _;
     let tmp = tempfile::tempdir().unwrap();
     let bytes = noise(11, 200_000);
@@ -645,7 +645,7 @@ async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_d
     let stream = futures::stream::once(async move { Ok(first) }).chain(futures::stream::pending());
     let cut = tokio::time::timeout(
         std::time::Duration::from_secs(5),
-        write_layout_blob(tmp.path(), &blob, Box::pin(stream)),
+        LayoutWriter::new(tmp.path()).write_blob(&blob.digest, blob.size, Box::pin(stream)),
     )
     .await;
     assert!(cut.is_err(), "the write finished without its bytes");
@@ -920,4 +920,69 @@ async fn a_layout_targets_images_are_each_new_up_to_date_missing_or_stale() {
             (&sig_name, TargetState::UpToDate),
         ])
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_operation() {
+    use ferry_sync::layout::lock::{self, LockKind};
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let image = layout.image("amd64", &[b"layer"]);
+    layout.tag(&image, Some("1.0"));
+    // Garbage collection holds the layout for the whole wait: the run writes nothing there.
+    let _gc = lock::acquire(&dst, LockKind::Collecting, lock::LOCK_WAIT)
+        .await
+        .unwrap();
+    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
+    let ImageStatus::Failed {
+        registry,
+        operation,
+        http_status,
+        error,
+        ..
+    } = &report.images[0].status
+    else {
+        panic!("{}", report.render_text());
+    };
+    assert_eq!(registry, &format!("oci:{}", dst.display()));
+    assert_eq!(operation, "layout lock");
+    assert_eq!(*http_status, None);
+    assert!(error.contains("still held by another ferry run"), "{error}");
+    assert!(!dst.join("index.json").exists(), "nothing was written");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_dry_run_counts_a_symlinked_blob_in_a_layout_target_as_missing_as_the_engine_does() {
+    // A symlink planted at a blob name of the target, pointing at the right bytes outside it:
+    // the engine does not count it as held (it writes the blob), so the dry run must not either.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let dst = tmp.path().join("dst");
+    let mut layout = HandLayout::new(&src);
+    let image = layout.image("amd64", &[b"planted layer"]);
+    layout.tag(&image, Some("1.0"));
+    let layer = Digest::of_bytes(Algorithm::Sha256, b"planted layer");
+    std::fs::create_dir_all(dst.join("blobs/sha256")).unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::write(&outside, b"planted layer").unwrap();
+    let planted = dst.join("blobs/sha256").join(layer.hex());
+    std::os::unix::fs::symlink(&outside, &planted).unwrap();
+
+    let config = layout_to_layout(&src, &dst, "");
+    let registries = Registries::new(&config);
+    let plan = prepare(&config, &registries).await;
+    let dry = ferry_sync::dryrun::DryRun::measure(&plan, &registries).await;
+    let report = run(&config).await;
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    assert_eq!(report.totals.blobs_skipped, 0, "{}", report.render_text());
+    assert_eq!(
+        dry.totals.blobs_to_transfer, report.totals.blobs_copied,
+        "the dry run and the engine disagree on what the layout holds"
+    );
+    assert_eq!(dry.totals.blobs_to_transfer, 2, "the config and the layer");
+    assert!(std::fs::symlink_metadata(&planted).unwrap().is_file());
+    assert_eq!(std::fs::read(&outside).unwrap(), b"planted layer");
 }

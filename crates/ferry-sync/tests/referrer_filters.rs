@@ -373,3 +373,52 @@ async fn on_a_real_registry_filters_and_requirements_read_the_tag_schema_index()
             .is_some()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_tag_schema_index_fails_the_referrer_on_that_target_only() {
+    use ferry_testkit::registry::{HostileRule, Hostility};
+    // One mapping, two targets: `a` has no referrers API (the referrer is listed in its
+    // subject's tag-schema index, whose PUT is refused), `b` has one. The failure belongs to
+    // the referrer's report on `a`; on `b` the same referrer stays synced.
+    let src = started(true).await;
+    let image = src.seed_image("lib/app", "v1", &[b"layer"]);
+    let sbom = seed_referrer(&src, "lib/app", &image, SBOM, b"sbom");
+    let a = started(false).await;
+    let b = started(true).await;
+    // On `a`: the image's PUT and the referrer's go through; the third, the index, is refused.
+    a.hostile().add(
+        HostileRule::new(
+            OpKind::ManifestPut,
+            Some("m/app"),
+            vec![Hostility::Status(400)],
+        )
+        .after(2),
+    );
+    let text = format!(
+        "version: 1\nregistries:\n{}{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\", \"{}/m/app\"]\n    referrers: true\n",
+        registry_yaml(&src.url(), &src.host()),
+        registry_yaml(&a.url(), &a.host()),
+        registry_yaml(&b.url(), &b.host()),
+        src.host(),
+        a.host(),
+        b.host(),
+    );
+    let config = config::parse(&text, Path::new("referrers.yaml"), &|_| None).unwrap();
+    let (_, report) = run(&config).await;
+    let rendered = report.render_text();
+    let status = |host: &str| {
+        report
+            .images
+            .iter()
+            .find(|i| i.image == sbom && i.target == format!("{host}/m/app"))
+            .map(|i| i.status.clone())
+            .unwrap_or_else(|| panic!("no report for the referrer on {host}: {rendered}"))
+    };
+    assert!(
+        matches!(status(&a.host()), ImageStatus::Failed { .. }),
+        "{rendered}"
+    );
+    assert_eq!(status(&b.host()), ImageStatus::Synced, "{rendered}");
+    assert!(b.manifest("m/app", &sbom).is_some());
+    assert_eq!(report.totals.images_failed, 1, "{rendered}");
+}

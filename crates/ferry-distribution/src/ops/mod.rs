@@ -6,13 +6,16 @@ pub(crate) mod catalog;
 pub mod manifest;
 pub(crate) mod pages;
 mod probe;
+pub mod push;
 pub(crate) mod referrers;
 pub mod tags;
 pub mod upload;
 
 pub use blob::BlobStream;
 pub use manifest::{Manifest, ManifestInfo};
-pub use referrers::Referrer;
+pub use pages::MAX_LISTING_BYTES;
+pub use push::{BlobBytes, BlobPush, PushFlow, UploadShape};
+pub use referrers::{MAX_REFERRERS_BYTES, Referrer};
 pub use upload::{MountOutcome, UploadSession};
 
 use reqwest::Response;

@@ -7,13 +7,14 @@ use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use url::Url;
 
 use crate::auth::Scopes;
-use crate::capabilities::{self, Feature, Support, UploadFlow};
+use crate::capabilities::{self, Feature, Support};
 use crate::client::RegistryClient;
 use crate::digest::Digest;
 use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure};
 
+use super::push::{BlobPush, InMemory, UploadShape};
 use super::{Segment, expect_status, invalid, repository_name, repository_url};
 
 /// An open upload session. Every answer may move it: keep the latest `location`.
@@ -292,46 +293,27 @@ impl RegistryClient {
         .await
     }
 
-    /// Uploads a small blob held in memory (a config, a test fixture): POST, then PUT with the
-    /// bytes, as one retried operation. Large blobs stream through the engine instead.
+    /// Uploads a small blob held in memory (a config, a test fixture) in one request, through
+    /// `push_blob` (so in docker's flow where the registry wants it). Large blobs stream.
     pub async fn push_blob_bytes(
         &self,
         repository: &str,
         digest: &Digest,
         bytes: Bytes,
     ) -> Result<(), Error> {
-        self.run(Call::new(Operation::UploadFinish, Some(repository)), |_| {
-            let bytes = bytes.clone();
-            async move {
-                let session = self.start_upload_once(repository).await?;
-                let len = bytes.len() as u64;
-                if self.capabilities().upload_flow() == UploadFlow::Docker {
-                    let session = self.patch_stream_once(&session, len, bytes.into()).await?;
-                    return self.finish_upload_once(&session, digest, None).await;
-                }
-                match self
-                    .finish_upload_once(&session, digest, Some((bytes.clone().into(), len)))
-                    .await
-                {
-                    Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
-                        // Refused for the flow, not for load: docker's flow, in this attempt.
-                        let _ = self.cancel_upload_once(&session).await;
-                        let session = self.start_upload_once(repository).await?;
-                        let session = self.patch_stream_once(&session, len, bytes.into()).await?;
-                        self.finish_upload_once(&session, digest, None).await?;
-                        if self.capabilities().learn_docker_flow() {
-                            tracing::info!(
-                                registry = self.host(),
-                                "the registry refused a PUT carrying the blob: docker's upload flow (POST, PATCH, empty PUT) from now on"
-                            );
-                        }
-                        Ok(())
-                    }
-                    other => other,
-                }
-            }
-        })
-        .await
+        let push = BlobPush {
+            repository,
+            digest,
+            size: bytes.len() as u64,
+            shape: UploadShape {
+                chunk_size: u64::MAX,
+                monolithic_limit: u64::MAX,
+            },
+            session: None,
+        };
+        self.push_blob(push, None, &InMemory(bytes))
+            .await
+            .map(|_| ())
     }
 
     /// Uploads a blob in chunks of `chunk` bytes from memory: POST, PATCH…, PUT. For tests of

@@ -1,39 +1,31 @@
-//! The BlobScheduler: every blob of the run once, by digest. It knows every place a blob must
-//! reach, skips what is there, uploads once per registry (one source read for all), mounts the rest.
+//! The BlobScheduler: every blob of the run once, by digest. It knows every destination a blob
+//! must reach, skips what is there, uploads once per registry (one source read for all), mounts
+//! the rest.
 //!
-//! Places can be added while transfers run (mappings reach the engine as they resolve). A place
-//! added after its blob's transfer started goes into a new generation of that blob, which runs
-//! after the earlier ones and mounts from any registry repository they reached.
+//! Destinations can be added while transfers run (mappings reach the engine as they resolve). A
+//! destination added after its blob's transfer started goes into a new generation of that
+//! blob, which runs after the earlier ones and mounts from any registry repository they reached.
+
+// A `Destination` holds a client with interior mutability, but hashes and orders by what it
+// names alone (host and repository, or the layout's directory), which never changes.
+#![allow(clippy::mutable_key_type)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{OnceCell, Semaphore};
 
+use ferry_distribution::Digest;
 use ferry_distribution::capabilities::{Feature, Support};
-use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::error::Error;
 use ferry_distribution::ops::MountOutcome;
-use ferry_distribution::{Digest, Operation, RegistryClient};
 
+use super::destination::Destination;
 use super::graph::BlobRef;
-use super::transfer::{Sink, UploadShape, transfer};
+use super::transfer::{UploadShape, transfer};
+use crate::error::SyncError;
 use crate::source::Source;
-
-/// A place a blob must be: a registry repository or a layout directory.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Place {
-    /// A repository on a registry.
-    Registry {
-        /// The registry host.
-        host: String,
-        /// The repository on it.
-        repository: String,
-    },
-    /// An OCI image-layout directory.
-    Layout(PathBuf),
-}
 
 /// What the scheduler did, for the report.
 #[derive(Debug, Default)]
@@ -52,16 +44,14 @@ pub struct BlobCounters {
 struct Job {
     blob: BlobRef,
     source: Source,
-    /// Every place, and whether it is a repository that did not exist before this run.
-    places: BTreeMap<Place, bool>,
-    /// Clients for the registry places, by host.
-    clients: HashMap<String, RegistryClient>,
-    /// Places an earlier generation of this blob reached: a registry place of the same host
-    /// mounts from one instead of reading the source again.
-    held: Vec<Place>,
+    /// Every destination, and whether it is a repository that did not exist before this run.
+    places: BTreeMap<Destination, bool>,
+    /// Destinations an earlier generation of this blob reached: a registry repository of the
+    /// same host mounts from one instead of reading the source again.
+    held: Vec<Destination>,
 }
 
-type Outcome = HashMap<Place, Result<(), Error>>;
+type Outcome = HashMap<Destination, Result<(), Error>>;
 
 /// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
 /// it to the end, then done with a result for every place it was planned for. The job stays in
@@ -126,17 +116,9 @@ impl BlobScheduler {
         &self,
         blob: &BlobRef,
         source: &Source,
-        place: Place,
+        place: Destination,
         new_repository: bool,
-        target_client: Option<&RegistryClient>,
     ) -> u64 {
-        let add_client = |job: &mut Job| {
-            if let Some(c) = target_client {
-                job.clients
-                    .entry(c.host().to_owned())
-                    .or_insert_with(|| c.clone());
-            }
-        };
         let mut cells = self.cells();
         let generations = cells.entry(blob.digest.clone()).or_default();
         if let Some(last) = generations.last() {
@@ -144,7 +126,6 @@ impl BlobScheduler {
             if !planned.started {
                 let entry = planned.job.places.entry(place).or_insert(new_repository);
                 *entry &= new_repository;
-                add_client(&mut planned.job);
                 return 0;
             }
         }
@@ -155,14 +136,12 @@ impl BlobScheduler {
             // Already on its way there (or already there) in a generation that started.
             return 0;
         }
-        let mut job = Job {
+        let job = Job {
             blob: blob.clone(),
             source: source.clone(),
             places: BTreeMap::from([(place, new_repository)]),
-            clients: HashMap::new(),
             held: Vec::new(),
         };
-        add_client(&mut job);
         let cell = Arc::new(Cell {
             planned: std::sync::Mutex::new(Planned {
                 job,
@@ -185,18 +164,13 @@ impl BlobScheduler {
     /// pending, and the next caller runs its transfer again from the start (the skip check finds
     /// what already landed). Callers waiting on another caller's run wait on; if that run is
     /// dropped, one of them takes it over.
-    pub async fn ensure(&self, digest: &Digest, place: &Place) -> Result<(), Error> {
-        let unplanned = |what: &str| {
-            let (host, repository) = match place {
-                Place::Registry { host, repository } => (host.clone(), Some(repository.as_str())),
-                Place::Layout(dir) => (format!("oci:{}", dir.display()), None),
-            };
-            Err(Error::new(
-                host,
-                repository,
-                Operation::UploadStart,
-                ErrorKind::Local(format!("blob {digest} {what}")),
-            ))
+    pub async fn ensure(&self, digest: &Digest, place: &Destination) -> Result<(), SyncError> {
+        let unplanned = |what: &'static str| {
+            Err(SyncError::Unplanned {
+                destination: place.name(),
+                digest: digest.to_string(),
+                what,
+            })
         };
         let cell = {
             let cells = self.cells();
@@ -212,7 +186,7 @@ impl BlobScheduler {
             return unplanned("was never scheduled for this place");
         };
         match self.outcome(&cell).await.get(place) {
-            Some(r) => r.clone(),
+            Some(r) => r.clone().map_err(SyncError::from),
             None => unplanned("was never scheduled for this place"),
         }
     }
@@ -258,22 +232,14 @@ async fn run_job(
     let digest = &job.blob.digest;
 
     // 1. Skip what is already there (never a HEAD in a repository that did not exist).
-    let mut needed: Vec<Place> = Vec::new();
+    let mut needed: Vec<&Destination> = Vec::new();
     for (place, new_repo) in &job.places {
-        let present = match place {
-            Place::Layout(dir) => Ok(crate::layout::writer::holds_blob(dir, digest)),
-            Place::Registry { .. } if *new_repo => Ok(false),
-            Place::Registry { host, repository } => match job.clients.get(host) {
-                Some(c) => c.head_blob(repository, digest).await.map(|s| s.is_some()),
-                None => Ok(false),
-            },
-        };
-        match present {
+        match place.holds_blob(digest, *new_repo).await {
             Ok(true) => {
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 outcome.insert(place.clone(), Ok(()));
             }
-            Ok(false) => needed.push(place.clone()),
+            Ok(false) => needed.push(place),
             Err(e) => {
                 outcome.insert(place.clone(), Err(e));
             }
@@ -285,32 +251,23 @@ async fn run_job(
     //    A repository with a namespace goes first: a registry may refuse one-component names,
     //    and a refused primary must not take the mounts of the others down with it.
     needed.sort_by_key(|p| match p {
-        Place::Registry { repository, .. } => !repository.contains('/'),
-        Place::Layout(_) => false,
+        Destination::Registry { repository, .. } => !repository.contains('/'),
+        Destination::Layout(_) => false,
     });
-    let mut primaries: Vec<Place> = Vec::new();
-    let mut mounts: Vec<(Place, Place)> = Vec::new();
+    let mut primaries: Vec<Destination> = Vec::new();
+    let mut mounts: Vec<(Destination, Destination)> = Vec::new();
     for place in needed {
-        match &place {
-            Place::Layout(_) => primaries.push(place),
-            Place::Registry { host, .. } => {
-                // A registry that refused or ignored a mount this run is uploaded to directly,
-                // from the same source read.
-                let mounts_there = job
-                    .clients
-                    .get(host)
-                    .is_none_or(|c| !c.capabilities().support(Feature::Mount).is_unavailable());
-                let primary = job
-                    .held
-                    .iter()
-                    .chain(&primaries)
-                    .filter(|_| mounts_there)
-                    .find(|p| matches!(p, Place::Registry { host: h, .. } if h == host));
-                match primary {
-                    Some(p) => mounts.push((place.clone(), p.clone())),
-                    None => primaries.push(place),
-                }
-            }
+        // A registry that refused or ignored a mount this run is uploaded to directly, from
+        // the same source read; a layout always is.
+        let primary = job
+            .held
+            .iter()
+            .chain(&primaries)
+            .find(|p| place.mounts_from(p))
+            .cloned();
+        match primary {
+            Some(from) => mounts.push((place.clone(), from)),
+            None => primaries.push(place.clone()),
         }
     }
     let results = copy_to(
@@ -328,25 +285,12 @@ async fn run_job(
     let mut sessions = HashMap::new();
     let mut fallbacks = Vec::new();
     for (place, from) in mounts {
-        let (
-            Place::Registry { host, repository },
-            Place::Registry {
-                repository: from_repo,
-                ..
-            },
-        ) = (&place, &from)
-        else {
-            continue;
-        };
         if let Some(Err(e)) = outcome.get(&from) {
             let e = e.clone();
-            outcome.insert(place.clone(), Err(e));
+            outcome.insert(place, Err(e));
             continue;
         }
-        let Some(client) = job.clients.get(host) else {
-            continue;
-        };
-        match client.mount_blob(repository, digest, from_repo).await {
+        match place.mount(digest, &from).await {
             Ok(MountOutcome::Mounted) => {
                 counters.mounted.fetch_add(1, Ordering::Relaxed);
                 outcome.insert(place, Ok(()));
@@ -354,7 +298,9 @@ async fn run_job(
             Ok(MountOutcome::Session(s)) => {
                 // The blob was just uploaded to `from`: a registry that has never mounted and
                 // does not mount it ignores mounts (learned; later blobs skip the request).
-                if client.capabilities().support(Feature::Mount) == Support::Unknown {
+                if let Destination::Registry { client, .. } = &place
+                    && client.capabilities().support(Feature::Mount) == Support::Unknown
+                {
                     client
                         .capabilities()
                         .learn(Feature::Mount, Support::Ignored);
@@ -381,8 +327,8 @@ async fn run_job(
 /// Streams the blob to `places` from one source read.
 async fn copy_to(
     job: &Job,
-    places: Vec<Place>,
-    sessions: &HashMap<Place, ferry_distribution::ops::UploadSession>,
+    places: Vec<Destination>,
+    sessions: &HashMap<Destination, ferry_distribution::ops::UploadSession>,
     shape: UploadShape,
     counters: &BlobCounters,
     progress: &crate::progress::SyncProgress,
@@ -391,42 +337,18 @@ async fn copy_to(
     if places.is_empty() {
         return outcome;
     }
-    let mut sinks = Vec::new();
-    let mut order = Vec::new();
-    for place in places {
-        let sink = match &place {
-            Place::Layout(dir) => Sink::Layout { dir: dir.clone() },
-            Place::Registry { host, repository } => match job.clients.get(host) {
-                Some(client) => Sink::Registry {
-                    client: client.clone(),
-                    repository: repository.clone(),
-                    session: sessions.get(&place).cloned(),
-                },
-                None => {
-                    outcome.insert(
-                        place.clone(),
-                        Err(Error::new(
-                            host.clone(),
-                            Some(repository),
-                            Operation::UploadStart,
-                            ErrorKind::Local("no client for the target registry".into()),
-                        )),
-                    );
-                    continue;
-                }
-            },
-        };
-        sinks.push(sink);
-        order.push(place);
-    }
-    let results = transfer(&job.source, &job.blob, sinks, shape, progress).await;
-    for (place, result) in order.into_iter().zip(results) {
+    let to: Vec<_> = places
+        .iter()
+        .map(|p| (p.clone(), sessions.get(p).cloned()))
+        .collect();
+    let results = transfer(&job.source, &job.blob, to, shape, progress).await;
+    for (place, result) in places.into_iter().zip(results) {
         if result.is_ok() {
             counters.copied.fetch_add(1, Ordering::Relaxed);
             counters
                 .bytes_copied
                 .fetch_add(job.blob.size, Ordering::Relaxed);
-            if matches!(place, Place::Layout(_)) {
+            if matches!(place, Destination::Layout(_)) {
                 progress.layout_written(job.blob.size);
             }
         }

@@ -2,16 +2,17 @@
 //! per place in a run; into a layout they go as blobs with `index.json` updated atomically.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use ferry_distribution::RegistryClient;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
-use ferry_distribution::{Operation, RegistryClient};
 
 use super::graph::ImageGraph;
+use crate::error::SyncError;
+use crate::layout::writer::LayoutWriter;
 use crate::report::KeptDigestRefused;
 
 /// Remembers which manifests this run already put where, so shared children go once.
@@ -27,8 +28,6 @@ pub struct ManifestPusher {
     pushed: Mutex<HashMap<PushKey, PushCell>>,
     /// The run's live counters: manifest bytes written into layout targets go there.
     progress: Arc<crate::progress::SyncProgress>,
-    /// Targets that refused a kept index digest, by (target, kept digest): what they got.
-    refusals: Mutex<HashMap<(String, String), KeptDigestRefused>>,
 }
 
 impl ManifestPusher {
@@ -131,106 +130,21 @@ impl ManifestPusher {
         }
     }
 
-    /// Records that `target` refused the kept digest `kept`.
-    pub fn note_refusal(
-        &self,
-        target: &impl std::fmt::Display,
-        kept: &impl std::fmt::Display,
-        refused: KeptDigestRefused,
-    ) {
-        let mut refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        refusals.insert((target.to_string(), kept.to_string()), refused);
-    }
-
-    /// Puts a recorded refusal on the report of that image and target: the digest the target
-    /// holds is the filtered one, and why.
-    pub fn apply_refusal(
-        &self,
-        report: &mut crate::report::ImageReport,
-        target: &impl std::fmt::Display,
-        kept: &impl std::fmt::Display,
-    ) {
-        let refusals = self.refusals.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(r) = refusals.get(&(target.to_string(), kept.to_string())) {
-            report.digest = r.pushed.clone();
-            report.kept_digest_refused = Some(r.clone());
-        }
-    }
-
     /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
     /// (the caller holds the layout's writing lock; the index lock is taken here).
     pub async fn push_layout(
         &self,
-        dir: &Path,
+        layout: &LayoutWriter,
         graph: &ImageGraph,
         tag: Option<&str>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), SyncError> {
         // A layout holds the source's index as it is, children missing or not.
         let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
         let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
         for m in children.iter().chain([root]) {
-            let written = write_manifest_blob(dir, m).await?;
+            let written = layout.write_manifest(m).await?;
             self.progress.layout_written(written);
         }
-        update_index(dir, root, tag).await
+        layout.point_index(root, tag).await
     }
-}
-
-fn layout_error(dir: &Path, e: impl std::fmt::Display) -> Error {
-    Error::new(
-        format!("oci:{}", dir.display()),
-        None,
-        Operation::ManifestPutByTag,
-        ErrorKind::Local(e.to_string()),
-    )
-}
-
-/// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
-async fn write_manifest_blob(dir: &Path, m: &Manifest) -> Result<u64, Error> {
-    if crate::layout::writer::holds_blob(dir, &m.digest) {
-        return Ok(0);
-    }
-    let parent = crate::layout::writer::blob_dir(dir, &m.digest)
-        .await
-        .map_err(|e| layout_error(dir, e))?;
-    crate::layout::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
-        .await
-        .map_err(|e| layout_error(dir, e))?;
-    Ok(m.bytes.len() as u64)
-}
-
-/// Points the layout's `index.json` at `root` under `tag` (replacing the entry whose `ref.name`
-/// is exactly `tag`), or adds it untagged; under the layout's cross-process index lock.
-async fn update_index(dir: &Path, root: &Manifest, tag: Option<&str>) -> Result<(), Error> {
-    let layout = dir.join("oci-layout");
-    if tokio::fs::symlink_metadata(&layout).await.is_err() {
-        crate::layout::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
-            .await
-            .map_err(|e| layout_error(dir, e))?;
-    }
-    let entry = {
-        let mut e = serde_json::json!({
-            "mediaType": root.media_type,
-            "digest": root.digest.to_string(),
-            "size": root.bytes.len(),
-        });
-        if let Some(tag) = tag {
-            e["annotations"] = serde_json::json!({ crate::layout::REF_NAME: tag });
-        }
-        e
-    };
-    let digest = root.digest.to_string();
-    crate::layout::writer::update_index(dir, |manifests| {
-        manifests.retain(|m| {
-            let same_tag = tag.is_some() && crate::layout::writer::ref_name_of(m) == tag;
-            let same_untagged = tag.is_none()
-                && m.get("annotations").is_none()
-                && m.get("digest").and_then(|d| d.as_str()) == Some(digest.as_str());
-            !(same_tag || same_untagged)
-        });
-        manifests.push(entry);
-        (true, ())
-    })
-    .await
-    .map_err(|e| layout_error(dir, e))
 }

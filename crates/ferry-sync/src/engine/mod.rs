@@ -2,6 +2,7 @@
 //! blob once for the whole run, and pushes manifests only once all they reference is present.
 
 pub mod blobs;
+pub mod destination;
 pub mod graph;
 pub mod manifests;
 pub mod referrers;
@@ -16,10 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::StreamExt;
 use tokio::time::Instant;
 
+use ferry_distribution::Digest;
 use ferry_distribution::error::Error;
-use ferry_distribution::{Digest, RegistryClient};
 
 use crate::config::{EngineSettings, Target};
+use crate::error::SyncError;
 use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
 use crate::platform::Platform;
 use crate::registries::Registries;
@@ -29,7 +31,8 @@ use crate::report::{
 };
 use crate::source::Source;
 
-use blobs::{BlobScheduler, Place};
+use blobs::BlobScheduler;
+use destination::{Destination, Put};
 use graph::{ImageGraph, fetch_graph};
 use manifests::ManifestPusher;
 use transfer::UploadShape;
@@ -87,12 +90,12 @@ struct Work {
     targets: Vec<ResolvedTarget>,
 }
 
-/// A stale target, resolved once: where its blobs go and the client that writes them.
+/// A stale target, opened once.
 struct ResolvedTarget {
     target: Target,
     state: TargetState,
-    /// The blobs' place and the registry's client (`None` for a layout), or why there is none.
-    place: Result<(Place, Option<RegistryClient>), Error>,
+    /// Where its blobs and manifests go, or why it could not be opened.
+    place: Result<Destination, Error>,
 }
 
 /// What the intake of mappings shares across the mappings it takes in at once.
@@ -114,7 +117,7 @@ type GraphResult = Result<ImageGraph, Error>;
 struct LayoutHolds {
     held: Vec<crate::layout::lock::LayoutLock>,
     taken: std::collections::HashSet<std::path::PathBuf>,
-    refused: HashMap<std::path::PathBuf, Error>,
+    refused: HashMap<std::path::PathBuf, SyncError>,
 }
 
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -193,26 +196,35 @@ where
         .collect::<Vec<_>>();
     let ((), ran) = futures::join!(take_in, run);
 
+    // Each (image, target) report, with what its put returned; a referrer that reached a
+    // registry target is remembered with the position of its report.
     let mut images = std::mem::take(&mut *locked(&intake.images));
-    for (w, statuses) in &ran {
-        for (t, status) in w.targets.iter().zip(statuses) {
-            let mut r = report(
-                w.mapping,
-                &w.source_name,
-                &w.image,
-                &t.target,
-                status.clone(),
-            );
-            pusher.apply_refusal(&mut r, &t.target, &w.image.digest);
+    let mut to_index = Vec::new();
+    for (w, outcomes) in &ran {
+        for (t, outcome) in w.targets.iter().zip(outcomes) {
+            let status = match outcome {
+                Ok(_) => ImageStatus::Synced,
+                Err(e) => ImageStatus::failed_sync(e),
+            };
+            let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
+            if let Ok(Put::KeptDigestRefused(refused)) = outcome {
+                r.digest = refused.pushed.clone();
+                r.kept_digest_refused = Some(refused.clone());
+            }
+            if outcome.is_ok()
+                && let Some(p) = referrer_to_index(w, t, images.len())
+            {
+                to_index.push(p);
+            }
             images.push(r);
         }
     }
 
     // Referrers found through the source's referrers API: a target without the API gets the
-    // subject's tag-schema index, so they stay discoverable there.
-    for (p, e) in referrers::write_fallback_indexes(referrers_to_index(&ran)).await {
-        let name = p.referrer.digest.to_string();
-        for i in images.iter_mut().filter(|i| i.image == name) {
+    // subject's tag-schema index, so they stay discoverable there. A failure fails the report
+    // of the referrer on that target, where it happened.
+    for (p, e) in referrers::write_fallback_indexes(to_index).await {
+        if let Some(i) = images.get_mut(p.report) {
             i.status = ImageStatus::failed(&e);
         }
     }
@@ -357,31 +369,11 @@ async fn take_in(
                     &m.source,
                     &image,
                     &target,
-                    ImageStatus::failed(e),
+                    ImageStatus::failed_sync(e),
                 ));
                 continue;
             }
-            // A missing repository on a registry that needs it made (ECR's
-            // `create_repositories`) is created before anything is pushed to it, once per run.
-            let created = match (&target, &state) {
-                (
-                    Target::Registry {
-                        registry,
-                        repository,
-                    },
-                    TargetState::NewRepository,
-                ) => registries.ensure_repository(registry, repository).await,
-                _ => None,
-            };
-            let place = match created {
-                Some(Err(e)) => Err(e),
-                _ => resolve_target(&target, registries).await,
-            };
-            targets.push(ResolvedTarget {
-                target,
-                state,
-                place,
-            });
+            targets.push((target, state));
         }
         if targets.is_empty() {
             continue;
@@ -397,13 +389,22 @@ async fn take_in(
     let works: Vec<Work> = futures::stream::iter(works)
         .map(|(image, targets)| async move {
             let graph = graph_of(intake, source, &image, platforms).await;
+            let mut resolved = Vec::new();
+            for (target, state) in targets {
+                let place = open_target(&target, &state, graph.is_ok(), registries).await;
+                resolved.push(ResolvedTarget {
+                    target,
+                    state,
+                    place,
+                });
+            }
             Work {
                 mapping: m.index,
                 source_name: name.clone(),
                 source: source.clone(),
                 image,
                 graph,
-                targets,
+                targets: resolved,
             }
         })
         .buffer_unordered(options.images_in_flight.max(1))
@@ -418,7 +419,7 @@ async fn take_in(
             continue;
         };
         for t in &w.targets {
-            let Ok((place, client)) = &t.place else {
+            let Ok(place) = &t.place else {
                 continue;
             };
             for blob in &graph.blobs {
@@ -427,7 +428,6 @@ async fn take_in(
                     &w.source,
                     place.clone(),
                     t.state == TargetState::NewRepository,
-                    client.as_ref(),
                 );
                 options.progress.expect_bytes(bytes);
             }
@@ -465,26 +465,26 @@ async fn graph_of(
     Arc::clone(graph)
 }
 
-/// Brings one image to each of its targets; a status per target, in order.
+/// What one image did on one target: what its manifests' put returned, or why it failed.
+type TargetOutcome = Result<Put, SyncError>;
+
+/// Brings one image to each of its targets; an outcome per target, in order.
 async fn run_image(
     w: &Work,
     scheduler: &BlobScheduler,
     pusher: &ManifestPusher,
     stop: &StopSignal,
-) -> Vec<ImageStatus> {
+) -> Vec<TargetOutcome> {
     if stop.is_stopped() {
-        return vec![ImageStatus::Interrupted; w.targets.len()];
+        return vec![Err(SyncError::Interrupted); w.targets.len()];
     }
     let graph = match &*w.graph {
         Ok(g) => g,
-        Err(e) => return vec![ImageStatus::failed(e); w.targets.len()],
+        Err(e) => return vec![Err(SyncError::Registry(e.clone())); w.targets.len()],
     };
     let mut out = Vec::new();
     for t in &w.targets {
-        out.push(match copy_to_target(w, graph, t, scheduler, pusher).await {
-            Ok(()) => ImageStatus::Synced,
-            Err(e) => ImageStatus::failed(&e),
-        });
+        out.push(copy_to_target(w, graph, t, scheduler, pusher).await);
     }
     out
 }
@@ -544,7 +544,7 @@ fn summarise(
 async fn hold_layouts(
     images: &[(ImagePlan, Vec<(Target, TargetState)>)],
     holds: &tokio::sync::Mutex<LayoutHolds>,
-) -> HashMap<std::path::PathBuf, Error> {
+) -> HashMap<std::path::PathBuf, SyncError> {
     use crate::layout::lock::{self, LockKind};
     let mut holds = holds.lock().await;
     for (_, targets) in images {
@@ -561,12 +561,7 @@ async fn hold_layouts(
                     holds.taken.insert(path.clone());
                 }
                 Err(e) => {
-                    let error = Error::new(
-                        format!("oci:{}", path.display()),
-                        None,
-                        ferry_distribution::Operation::ManifestPutByTag,
-                        ferry_distribution::error::ErrorKind::Local(e.to_string()),
-                    );
+                    let error = SyncError::lock(path.clone(), e);
                     holds.refused.insert(path.clone(), error);
                 }
             }
@@ -575,31 +570,24 @@ async fn hold_layouts(
     holds.refused.clone()
 }
 
-/// The referrers (with a subject) that reached a registry target in this run.
-fn referrers_to_index(ran: &[(Arc<Work>, Vec<ImageStatus>)]) -> Vec<referrers::Pushed> {
-    let mut pushed = Vec::new();
-    for (w, statuses) in ran {
-        let Some(subject) = &w.image.subject else {
-            continue;
-        };
-        let Ok(graph) = &*w.graph else {
-            continue;
-        };
-        for (t, status) in w.targets.iter().zip(statuses) {
-            let Ok((Place::Registry { repository, .. }, Some(client))) = &t.place else {
-                continue;
-            };
-            if *status == ImageStatus::Synced {
-                pushed.push(referrers::Pushed {
-                    client: client.clone(),
-                    repository: repository.clone(),
-                    subject: subject.clone(),
-                    referrer: graph.root().clone(),
-                });
-            }
-        }
-    }
-    pushed
+/// The referrer `w` as it reached the registry target `t` (with its report at `report`), to
+/// be listed under its subject's tag there; `None` for an image that is not a referrer, or a
+/// layout target.
+fn referrer_to_index(w: &Work, t: &ResolvedTarget, report: usize) -> Option<referrers::Pushed> {
+    let subject = w.image.subject.as_ref()?;
+    let Ok(graph) = &*w.graph else {
+        return None;
+    };
+    let Ok(Destination::Registry { client, repository }) = &t.place else {
+        return None;
+    };
+    Some(referrers::Pushed {
+        client: client.clone(),
+        repository: repository.clone(),
+        subject: subject.clone(),
+        referrer: graph.root().clone(),
+        report,
+    })
 }
 
 fn report(
@@ -624,27 +612,24 @@ fn report(
 /// platform filter, so two filters of one index are two graphs).
 type GraphKey = (String, Digest, Option<Digest>);
 
-/// Where `target`'s blobs go, and the client that writes them (resolved once per target).
-async fn resolve_target(
+/// Opens `target` once for the run. A missing repository on a registry that needs it made
+/// (ECR's `create_repositories`, see [`destination::repository_to_create`]) is created here,
+/// once per run, and only for an image whose graph was fetched and verified (`fetched`): a
+/// hostile source cannot have a repository made for an image it never serves.
+async fn open_target(
     target: &Target,
+    state: &TargetState,
+    fetched: bool,
     registries: &Registries,
-) -> Result<(Place, Option<RegistryClient>), Error> {
-    match target {
-        Target::OciLayout { path } => Ok((Place::Layout(path.clone()), None)),
-        Target::Registry {
-            registry,
-            repository,
-        } => {
-            let client = registries.client(registry).await?;
-            Ok((
-                Place::Registry {
-                    host: registry.clone(),
-                    repository: repository.clone(),
-                },
-                Some(client),
-            ))
-        }
+) -> Result<Destination, Error> {
+    if fetched
+        && let Some((registry, repository)) =
+            destination::repository_to_create(target, state, registries)
+        && let Some(Err(e)) = registries.ensure_repository(registry, repository).await
+    {
+        return Err(e);
     }
+    Destination::open(target, registries).await
 }
 
 async fn copy_to_target(
@@ -653,36 +638,18 @@ async fn copy_to_target(
     target: &ResolvedTarget,
     scheduler: &BlobScheduler,
     pusher: &ManifestPusher,
-) -> Result<(), Error> {
-    let (place, client) = target.place.clone()?;
+) -> TargetOutcome {
+    let place = target.place.as_ref().map_err(|e| e.clone())?;
     // Every blob first; the first failure fails this target (nothing gets tagged).
     let results = futures::future::join_all(
         graph
             .blobs
             .iter()
-            .map(|b| scheduler.ensure(&b.digest, &place)),
+            .map(|b| scheduler.ensure(&b.digest, place)),
     )
     .await;
     for r in results {
         r?;
     }
-    let tag = w.image.tag.as_deref();
-    match (&place, client) {
-        (Place::Registry { repository, .. }, Some(client)) => {
-            let refused = pusher
-                .push_registry(&client, repository, graph, tag)
-                .await?;
-            if let Some(refused) = refused {
-                pusher.note_refusal(&target.target, &w.image.digest, refused);
-            }
-            Ok(())
-        }
-        (Place::Layout(dir), _) => pusher.push_layout(dir, graph, tag).await,
-        (Place::Registry { .. }, None) => Err(Error::new(
-            target.target.to_string(),
-            None,
-            ferry_distribution::Operation::ManifestPutByTag,
-            ferry_distribution::error::ErrorKind::Local("no client for the target registry".into()),
-        )),
-    }
+    place.put_graph(pusher, graph, w.image.tag.as_deref()).await
 }

@@ -4,9 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use ferry_distribution::Digest;
+use ferry_distribution::error::ErrorKind;
+use ferry_distribution::ops::Manifest;
+use ferry_distribution::retry::Failure;
 
 use super::REF_NAME;
 use super::lock::{self, LockKind};
+use super::reader::ByteStream;
+use crate::error::SyncError;
 
 /// Whether the layout holds `digest` as a regular file (a symlink planted at its name does not
 /// count, and is never followed).
@@ -101,6 +106,133 @@ pub fn ref_name_of(entry: &serde_json::Value) -> Option<&str> {
         .get("annotations")
         .and_then(|a| a.get(REF_NAME))
         .and_then(|v| v.as_str())
+}
+
+/// An image-layout directory opened as a sync target: every write of a sync into it goes
+/// through here (blobs streamed to a temporary and renamed, manifests, `index.json` entries).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LayoutWriter {
+    dir: PathBuf,
+}
+
+impl LayoutWriter {
+    /// A writer for the layout at `dir` (created on the first write when missing).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        LayoutWriter { dir: dir.into() }
+    }
+
+    /// The layout's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `oci:<dir>`, as reports name it.
+    pub fn name(&self) -> String {
+        format!("oci:{}", self.dir.display())
+    }
+
+    /// Whether the layout holds `digest` as a regular file (see [`holds_blob`]).
+    pub fn holds_blob(&self, digest: &Digest) -> bool {
+        holds_blob(&self.dir, digest)
+    }
+
+    /// Writes a blob of `size` bytes from `stream`: to a temporary created exclusively (never
+    /// through a symlink) inside a real `blobs/<alg>` directory, verified, synced, then renamed,
+    /// so an interrupted run never leaves a partial file under a digest.
+    pub async fn write_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+        mut stream: ByteStream,
+    ) -> Result<(), Failure> {
+        use futures::StreamExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        let dir = &self.dir;
+        let local =
+            |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
+        if self.holds_blob(digest) {
+            return Ok(());
+        }
+        // `blobs/<alg>` must be a real directory of the layout, and the temporary a new file.
+        let parent = blob_dir(dir, digest).await.map_err(local)?;
+        let path = parent.join(digest.hex());
+        let tmp = parent.join(super::temp_name(digest.hex()));
+        let mut file = create_temp(&tmp).await.map_err(local)?;
+        let mut digester = digest.digester();
+        let result = async {
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                digester.update(&chunk);
+                file.write_all(&chunk).await.map_err(local)?;
+            }
+            let seen = digester.bytes_seen();
+            let actual = digester.finish();
+            if actual != *digest || seen != size {
+                return Err(Failure::Final(ErrorKind::DigestMismatch {
+                    expected: digest.to_string(),
+                    actual: actual.to_string(),
+                }));
+            }
+            file.sync_all().await.map_err(local)?;
+            tokio::fs::rename(&tmp, &path).await.map_err(local)?;
+            super::sync_dir(&parent).await.map_err(local)
+        }
+        .await;
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        result
+    }
+
+    /// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
+    pub async fn write_manifest(&self, m: &Manifest) -> Result<u64, SyncError> {
+        if self.holds_blob(&m.digest) {
+            return Ok(0);
+        }
+        let fail = |e: std::io::Error| SyncError::layout_write(self.dir.clone(), "manifest", e);
+        let parent = blob_dir(&self.dir, &m.digest).await.map_err(fail)?;
+        super::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
+            .await
+            .map_err(fail)?;
+        Ok(m.bytes.len() as u64)
+    }
+
+    /// Points `index.json` at `root` under `tag` (replacing the entry whose `ref.name` is
+    /// exactly `tag`), or adds it untagged; under the layout's cross-process index lock.
+    pub async fn point_index(&self, root: &Manifest, tag: Option<&str>) -> Result<(), SyncError> {
+        let dir = &self.dir;
+        let layout = dir.join("oci-layout");
+        if tokio::fs::symlink_metadata(&layout).await.is_err() {
+            super::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
+                .await
+                .map_err(|e| SyncError::layout_write(dir.clone(), "oci-layout", e))?;
+        }
+        let entry = {
+            let mut e = serde_json::json!({
+                "mediaType": root.media_type,
+                "digest": root.digest.to_string(),
+                "size": root.bytes.len(),
+            });
+            if let Some(tag) = tag {
+                e["annotations"] = serde_json::json!({ REF_NAME: tag });
+            }
+            e
+        };
+        let digest = root.digest.to_string();
+        update_index(dir, |manifests| {
+            manifests.retain(|m| {
+                let same_tag = tag.is_some() && ref_name_of(m) == tag;
+                let same_untagged = tag.is_none()
+                    && m.get("annotations").is_none()
+                    && m.get("digest").and_then(|d| d.as_str()) == Some(digest.as_str());
+                !(same_tag || same_untagged)
+            });
+            manifests.push(entry);
+            (true, ())
+        })
+        .await
+        .map_err(|e| SyncError::layout_write(dir.clone(), "index.json", e))
+    }
 }
 
 #[cfg(test)]

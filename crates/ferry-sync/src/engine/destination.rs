@@ -1,0 +1,270 @@
+//! Where an image goes, opened once per target the way `Source` is: a registry repository with
+//! its client, or a layout writer. The engine and the dry run ask it the same questions.
+
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::{BlobPush, MountOutcome, UploadSession, UploadShape};
+use ferry_distribution::{Digest, Operation, RegistryClient};
+
+use super::graph::ImageGraph;
+use super::manifests::ManifestPusher;
+use super::transfer::{Feed, primed};
+use crate::config::Target;
+use crate::error::SyncError;
+use crate::layout::writer::LayoutWriter;
+use crate::plan::TargetState;
+use crate::registries::Registries;
+use crate::report::KeptDigestRefused;
+
+/// An opened target.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    /// A registry repository.
+    Registry {
+        /// A client for the target's registry.
+        client: RegistryClient,
+        /// The repository on it.
+        repository: String,
+    },
+    /// An OCI image-layout directory, written through its writer.
+    Layout(LayoutWriter),
+}
+
+/// What putting an image's manifests on a destination did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// The manifests are there, the root under its tag (or by digest for a pin).
+    Pushed,
+    /// The target refused the source's index (`platforms_keep_digest`) and holds the filtered
+    /// one: which, and why.
+    KeptDigestRefused(KeptDigestRefused),
+}
+
+/// The repository a sync creates before pushing to `target` in `state`: a registry target whose
+/// repository does not exist, on a registry that creates repositories (ECR's
+/// `create_repositories`). The engine creates it (once an image for it was fetched and
+/// verified); the dry run lists it.
+pub fn repository_to_create<'a>(
+    target: &'a Target,
+    state: &TargetState,
+    registries: &Registries,
+) -> Option<(&'a str, &'a str)> {
+    match (target, state) {
+        (
+            Target::Registry {
+                registry,
+                repository,
+            },
+            TargetState::NewRepository,
+        ) if registries.settings(registry).create_repositories.is_some() => {
+            Some((registry.as_str(), repository.as_str()))
+        }
+        _ => None,
+    }
+}
+
+/// A destination by what it names, for ordering and lookups: a registry repository before a
+/// layout, each by name.
+#[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Key<'a> {
+    Registry(&'a str, &'a str),
+    Layout(&'a Path),
+}
+
+impl Destination {
+    /// Opens `target`: its registry's client (built once per run by `registries`), or a writer
+    /// for its layout directory.
+    pub async fn open(target: &Target, registries: &Registries) -> Result<Destination, Error> {
+        match target {
+            Target::OciLayout { path } => Ok(Destination::Layout(LayoutWriter::new(path))),
+            Target::Registry {
+                registry,
+                repository,
+            } => Ok(Destination::Registry {
+                client: registries.client(registry).await?,
+                repository: repository.clone(),
+            }),
+        }
+    }
+
+    fn key(&self) -> Key<'_> {
+        match self {
+            Destination::Registry { client, repository } => {
+                Key::Registry(client.host(), repository)
+            }
+            Destination::Layout(w) => Key::Layout(w.dir()),
+        }
+    }
+
+    /// `host/repository`, or `oci:<dir>`.
+    pub fn name(&self) -> String {
+        match self {
+            Destination::Registry { client, repository } => {
+                format!("{}/{repository}", client.host())
+            }
+            Destination::Layout(w) => w.name(),
+        }
+    }
+
+    /// The registry's host, for a registry repository.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Destination::Registry { client, .. } => Some(client.host()),
+            Destination::Layout(_) => None,
+        }
+    }
+
+    /// An error about this destination: naming the registry and repository, or the layout.
+    pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
+        match self {
+            Destination::Registry { client, repository } => {
+                Error::new(client.host(), Some(repository), operation, kind)
+            }
+            Destination::Layout(w) => Error::new(w.name(), None, operation, kind),
+        }
+    }
+
+    /// Whether it holds `digest` already. A repository that did not exist before this run
+    /// holds nothing (no HEAD is sent); a layout holds a blob only as a regular file (a symlink
+    /// planted at its name does not count, and is never followed).
+    pub async fn holds_blob(&self, digest: &Digest, new_repository: bool) -> Result<bool, Error> {
+        match self {
+            Destination::Registry { .. } if new_repository => Ok(false),
+            Destination::Registry { client, repository } => client
+                .head_blob(repository, digest)
+                .await
+                .map(|s| s.is_some()),
+            Destination::Layout(w) => Ok(w.holds_blob(digest)),
+        }
+    }
+
+    /// Whether a blob can reach it by a mount from `from`: two repositories of one registry
+    /// that has not refused or ignored mounts this run.
+    pub fn mounts_from(&self, from: &Destination) -> bool {
+        match (self, from) {
+            (Destination::Registry { client, .. }, Destination::Registry { client: c, .. }) => {
+                client.host() == c.host()
+                    && !client
+                        .capabilities()
+                        .support(ferry_distribution::capabilities::Feature::Mount)
+                        .is_unavailable()
+            }
+            _ => false,
+        }
+    }
+
+    /// Mounts `digest` from `from` (a repository of the same registry, see
+    /// [`Destination::mounts_from`]); a refused mount hands over an upload session.
+    pub async fn mount(&self, digest: &Digest, from: &Destination) -> Result<MountOutcome, Error> {
+        match (self, from) {
+            (
+                Destination::Registry { client, repository },
+                Destination::Registry {
+                    repository: from_repository,
+                    ..
+                },
+            ) => client.mount_blob(repository, digest, from_repository).await,
+            _ => Err(self.error(
+                Operation::Mount,
+                ErrorKind::Local(format!("cannot mount {digest} from {}", from.name())),
+            )),
+        }
+    }
+
+    /// Writes the blob `feed` carries: into a registry repository through the client's
+    /// `push_blob` (into `session` when a refused mount opened one), retried and resumed there;
+    /// into a layout through its writer, under the source's retry shape.
+    pub(crate) async fn write_blob(
+        &self,
+        feed: &Feed<'_>,
+        shape: UploadShape,
+        session: Option<UploadSession>,
+    ) -> Result<(), Error> {
+        match self {
+            Destination::Registry { client, repository } => {
+                // Nothing goes to the target until the source has produced its first bytes: a
+                // source that is paused or slow must not hold a target request open until it
+                // times out (and is blamed on the target). A source that fails first fails the
+                // first attempt, which later attempts recover from with a fresh read.
+                let tee = match feed.take_first() {
+                    Some(stream) => Some(primed(stream).await),
+                    None => None,
+                };
+                let blob = feed.blob();
+                let push = BlobPush {
+                    repository,
+                    digest: &blob.digest,
+                    size: blob.size,
+                    shape,
+                    session,
+                };
+                let flow = client.push_blob(push, tee, feed).await?;
+                tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
+                Ok(())
+            }
+            Destination::Layout(w) => {
+                feed.source()
+                    .read_with_retry(|| async {
+                        let stream = match feed.take_first() {
+                            Some(stream) => stream,
+                            None => feed.reopen(0).await?,
+                        };
+                        w.write_blob(&feed.blob().digest, feed.blob().size, stream)
+                            .await
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// Puts the graph's manifests here, children first, the root last under `tag` (by digest
+    /// without one), once every blob is in.
+    pub async fn put_graph(
+        &self,
+        pusher: &ManifestPusher,
+        graph: &ImageGraph,
+        tag: Option<&str>,
+    ) -> Result<Put, SyncError> {
+        match self {
+            Destination::Registry { client, repository } => Ok(
+                match pusher.push_registry(client, repository, graph, tag).await? {
+                    Some(refused) => Put::KeptDigestRefused(refused),
+                    None => Put::Pushed,
+                },
+            ),
+            Destination::Layout(w) => {
+                pusher.push_layout(w, graph, tag).await?;
+                Ok(Put::Pushed)
+            }
+        }
+    }
+}
+
+impl PartialEq for Destination {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Destination {}
+
+impl Hash for Destination {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialOrd for Destination {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Destination {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}

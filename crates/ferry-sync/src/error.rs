@@ -1,0 +1,91 @@
+//! Failures of a sync that are not a registry's answer (a layout that cannot be written or
+//! locked, a broken plan invariant), beside the registry's `Error`; the report matches on the type.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ferry_distribution::error::Error;
+
+use crate::layout::lock::LockError;
+
+/// What failed one image on one target.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SyncError {
+    /// A registry request failed (the registry, repository, operation and status are in it).
+    #[error(transparent)]
+    Registry(#[from] Error),
+    /// A layout target's writing lock could not be taken: nothing was written to it.
+    #[error("{source}")]
+    LayoutLock {
+        /// The layout directory.
+        path: PathBuf,
+        /// Why (held by another run, or the lock file could not be opened).
+        source: Arc<LockError>,
+    },
+    /// A plan invariant broke: the engine asked the scheduler for a blob it never planned for
+    /// this destination. Reported as a failure, never taken for a success.
+    #[error("{destination}: blob {digest} {what}")]
+    Unplanned {
+        /// The destination, as reports name it.
+        destination: String,
+        /// The blob.
+        digest: String,
+        /// What was not planned.
+        what: &'static str,
+    },
+    /// Not started: the run was stopped first.
+    #[error("interrupted before it started")]
+    Interrupted,
+    /// A layout target could not be written.
+    #[error("oci:{}: {message}", path.display())]
+    LayoutWrite {
+        /// The layout directory.
+        path: PathBuf,
+        /// What was being written: `manifest`, `index.json`.
+        what: &'static str,
+        /// What went wrong, naming the file.
+        message: String,
+    },
+}
+
+impl SyncError {
+    /// A lock refusal of the layout at `path`.
+    pub fn lock(path: PathBuf, e: LockError) -> Self {
+        SyncError::LayoutLock {
+            path,
+            source: Arc::new(e),
+        }
+    }
+
+    /// A failed write of `what` into the layout at `path`.
+    pub fn layout_write(path: PathBuf, what: &'static str, e: impl std::fmt::Display) -> Self {
+        SyncError::LayoutWrite {
+            path,
+            what,
+            message: e.to_string(),
+        }
+    }
+
+    /// Where it failed as reports name it: the registry, or `oci:<dir>`.
+    pub fn place(&self) -> String {
+        match self {
+            SyncError::Registry(e) => e.registry.clone(),
+            SyncError::Interrupted => String::new(),
+            SyncError::Unplanned { destination, .. } => destination.clone(),
+            SyncError::LayoutLock { path, .. } | SyncError::LayoutWrite { path, .. } => {
+                format!("oci:{}", path.display())
+            }
+        }
+    }
+
+    /// What was being done, as reports name it (`manifest PUT (tag)`, `layout lock`).
+    pub fn operation(&self) -> String {
+        match self {
+            SyncError::Registry(e) => e.operation.name().to_owned(),
+            SyncError::Interrupted => String::new(),
+            SyncError::Unplanned { .. } => "plan".to_owned(),
+            SyncError::LayoutLock { .. } => "layout lock".to_owned(),
+            SyncError::LayoutWrite { what, .. } => format!("layout write ({what})"),
+        }
+    }
+}
