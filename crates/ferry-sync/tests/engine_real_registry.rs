@@ -2,17 +2,12 @@
 //! loopback): a multi-arch image and a plain one land byte-identical, the target serves them by
 //! digest, shared blobs are mounted, and a warm re-run writes nothing.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
 use bytes::Bytes;
+use common::run_sync;
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
-use ferry_sync::report::SyncReport;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::noise;
 
@@ -68,27 +63,6 @@ async fn push_image(
     })).await
 }
 
-async fn run(text: &str) -> SyncReport {
-    let cfg = config::parse(text, Path::new("real.yaml"), &|_| None).expect("config");
-    let registries = Registries::new(&cfg);
-    let mut prepare = PrepareOptions::from_config(&cfg);
-    prepare.watch_interval = None;
-    let plan = resolve_all(
-        &cfg,
-        &registries,
-        &prepare,
-        Arc::new(PrepareTracker::new(cfg.mappings.len())),
-    )
-    .await;
-    sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&cfg.engine),
-        &StopSignal::default(),
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_nothing() {
     let Some(src) = RealRegistry::start_for_test()
@@ -124,7 +98,7 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
         d = dst.host(),
         du = dst.url()
     );
-    let cold = run(&text).await;
+    let cold = run_sync(&common::parse(&text)).await.report;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
     assert_eq!(cold.totals.images_synced, 4);
     // The shared base went up once and was mounted into the second repository.
@@ -154,7 +128,7 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
 
     // Warm: nothing changed, nothing written.
     let before = dst.access_log().await.unwrap();
-    let warm = run(&text).await;
+    let warm = run_sync(&common::parse(&text)).await.report;
     assert_eq!(warm.totals.images_up_to_date, 4, "{}", warm.render_text());
     let after = dst.access_log().await.unwrap();
     for method in ["PUT", "POST", "PATCH", "DELETE"] {
@@ -198,7 +172,7 @@ async fn an_exact_mapping_against_the_real_registry_lists_nothing_and_learns_its
         d = dst.host(),
         du = dst.url()
     );
-    let report = run(&text).await;
+    let report = run_sync(&common::parse(&text)).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(report.totals.images_synced, 6, "{}", report.render_text());
     let t = RegistryClient::new(RegistryOptions::insecure_at(&dst.url())).unwrap();
