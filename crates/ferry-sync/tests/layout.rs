@@ -6,6 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::layout::{HandLayout, digest_of, layout_tags, read_blob};
 use common::{ALL_TAGS, QUICK_RETRY, parse, prepare_only, run_sync};
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
 use ferry_sync::config::Config;
@@ -16,141 +17,6 @@ use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::noise;
 use serde_json::json;
-
-/// A layout written by hand, the way other tools write one.
-struct HandLayout {
-    dir: PathBuf,
-    /// (descriptor, ref.name) of each index entry.
-    entries: Vec<(serde_json::Value, Option<String>)>,
-}
-
-impl HandLayout {
-    fn new(dir: &Path) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-        let layout = HandLayout {
-            dir: dir.to_path_buf(),
-            entries: Vec::new(),
-        };
-        layout.write_index();
-        layout
-    }
-
-    fn blob(&self, bytes: &[u8]) -> serde_json::Value {
-        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
-        let path = self.dir.join("blobs/sha256").join(d.hex());
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-        json!({"digest": d.to_string(), "size": bytes.len()})
-    }
-
-    /// An image manifest over `layers` (its config names `arch`); returns its descriptor.
-    fn image(&self, arch: &str, layers: &[&[u8]]) -> serde_json::Value {
-        let mut config =
-            self.blob(format!(r#"{{"architecture":"{arch}","os":"linux"}}"#).as_bytes());
-        config["mediaType"] = json!(media::OCI_CONFIG);
-        let layers: Vec<_> = layers
-            .iter()
-            .map(|l| {
-                let mut d = self.blob(l);
-                d["mediaType"] = json!(media::OCI_LAYER_TAR);
-                d
-            })
-            .collect();
-        let manifest = json!({"schemaVersion": 2, "mediaType": media::OCI_MANIFEST, "config": config, "layers": layers});
-        let mut d = self.blob(&serde_json::to_vec(&manifest).unwrap());
-        d["mediaType"] = json!(media::OCI_MANIFEST);
-        d
-    }
-
-    /// An index over `children` with linux platforms in order amd64, arm64.
-    fn index(&self, children: &[serde_json::Value]) -> serde_json::Value {
-        let manifests: Vec<_> = children
-            .iter()
-            .zip(["amd64", "arm64"])
-            .map(|(c, arch)| {
-                let mut c = c.clone();
-                c["platform"] = json!({"os": "linux", "architecture": arch});
-                c
-            })
-            .collect();
-        // No mediaType field: it is optional in an OCI index.
-        let index = json!({"schemaVersion": 2, "manifests": manifests});
-        let mut d = self.blob(&serde_json::to_vec(&index).unwrap());
-        d["mediaType"] = json!(media::OCI_INDEX);
-        d
-    }
-
-    /// amd64 and arm64 images (layers "amd layer", "arm layer") under an index tagged `tag`;
-    /// returns the three descriptors.
-    fn multi_arch(
-        &mut self,
-        tag: &str,
-    ) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
-        let amd = self.image("amd64", &[b"amd layer"]);
-        let arm = self.image("arm64", &[b"arm layer"]);
-        let index = self.index(&[amd.clone(), arm.clone()]);
-        self.tag(&index, Some(tag));
-        (amd, arm, index)
-    }
-
-    fn tag(&mut self, descriptor: &serde_json::Value, ref_name: Option<&str>) {
-        self.entries
-            .push((descriptor.clone(), ref_name.map(str::to_owned)));
-        self.write_index();
-    }
-
-    fn untag(&mut self, ref_name: &str) {
-        self.entries.retain(|(_, r)| r.as_deref() != Some(ref_name));
-        self.write_index();
-    }
-
-    fn write_index(&self) {
-        let manifests: Vec<_> = self
-            .entries
-            .iter()
-            .map(|(d, r)| {
-                let mut d = d.clone();
-                if let Some(r) = r {
-                    d["annotations"] = json!({"org.opencontainers.image.ref.name": r});
-                }
-                d
-            })
-            .collect();
-        let index =
-            json!({"schemaVersion": 2, "mediaType": media::OCI_INDEX, "manifests": manifests});
-        std::fs::write(
-            self.dir.join("index.json"),
-            serde_json::to_vec(&index).unwrap(),
-        )
-        .unwrap();
-    }
-}
-
-fn digest_of(d: &serde_json::Value) -> String {
-    d["digest"].as_str().unwrap().to_owned()
-}
-
-fn read_blob(dir: &Path, digest: &str) -> Vec<u8> {
-    let d = Digest::parse(digest).unwrap();
-    std::fs::read(dir.join("blobs/sha256").join(d.hex())).unwrap()
-}
-
-fn layout_tags(dir: &Path) -> Vec<(String, String)> {
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
-    let mut out: Vec<(String, String)> = index["manifests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| {
-            let tag = m["annotations"]["org.opencontainers.image.ref.name"].as_str()?;
-            Some((tag.to_owned(), digest_of(m)))
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 /// A config copying every tag of the layout at `src` into the layout at `dst`; `extra` is
 /// appended to the mapping (e.g. `    prune: true\n`).

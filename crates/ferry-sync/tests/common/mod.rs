@@ -2,6 +2,8 @@
 //! `run_sync`, through the binary's own path (`run::prepare_and_sync`, then pruning).
 #![allow(dead_code)]
 
+pub mod layout;
+
 use std::fmt::Display;
 use std::path::Path;
 use std::sync::Arc;
