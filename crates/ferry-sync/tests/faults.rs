@@ -13,10 +13,12 @@ use ferry_testkit::registry::{
 };
 use tokio::time::Instant;
 
-/// A registry entry for `host` served at `url` over plain HTTP, with `extra` YAML lines.
+/// A registry entry for `host` served at `url` over plain HTTP: 16 connections, `retry`.
 fn registry_entry(host: &str, url: &str, retry: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    max_concurrent: 16\n    retry: {{ {retry} }}\n"
+    common::registry_entry(
+        host,
+        url,
+        &["max_concurrent: 16", &format!("retry: {{ {retry} }}")],
     )
 }
 
