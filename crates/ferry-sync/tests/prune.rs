@@ -13,7 +13,6 @@ use ferry_sync::config::Config;
 use ferry_sync::engine::StopSignal;
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
-use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 
 /// A source→target config; `extra` is appended to the mapping (e.g. `    prune: true\n`).
@@ -171,10 +170,7 @@ async fn push_image(c: &RegistryClient, repo: &str, tag: &str, own: &[u8]) {
 /// DELETE however many tags were due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_distribution_registry_that_cannot_delete_tags_is_reported_clearly() {
-    let Some(src) = RealRegistry::start_for_test().await.expect("source") else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test().await.expect("target") else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     let s = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();

@@ -12,7 +12,6 @@ use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::report::ImageStatus;
-use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{OCI_MANIFEST, OpKind, TestRegistry, sha256_digest};
 
 const SBOM: &str = "application/spdx+json";
@@ -277,10 +276,7 @@ fn artifact_types_are_checked_where_the_config_names_them() {
 /// entries out of it, and `require_referrers` reads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_real_registry_filters_and_requirements_read_the_tag_schema_index() {
-    let Some(a) = RealRegistry::start_for_test().await.expect("registry a") else {
-        return;
-    };
-    let Some(b) = RealRegistry::start_for_test().await.expect("registry b") else {
+    let Some((a, b)) = common::real_pair().await else {
         return;
     };
     let src = started(true).await;

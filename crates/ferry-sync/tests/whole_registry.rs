@@ -15,7 +15,6 @@ use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::{ListedIn, Plan};
 use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::report::{SyncReport, Verdict};
-use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, RetryAfter, TestRegistry};
 
 /// Three quick attempts.
@@ -350,10 +349,7 @@ fn config_refuses_what_cannot_apply_to_many_repositories() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_registry_catalog_expands_and_every_repository_lands() {
-    let Some(src) = RealRegistry::start_for_test().await.expect("source") else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test().await.expect("target") else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     // Seed the real source by mirroring from a test kit registry (the plainest way to push).

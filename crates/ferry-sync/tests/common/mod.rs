@@ -17,6 +17,7 @@ use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
+use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::TestRegistry;
 
 /// The retry policy most tests give a registry: two quick attempts.
@@ -33,6 +34,18 @@ pub async fn started() -> TestRegistry {
         .start()
         .await
         .expect("test registry starts")
+}
+
+/// Two real distribution registries (a source and a target); `None` where the harness skips
+/// them (`FERRY_SKIP_REAL_REGISTRY`, local runs only), so the test returns.
+pub async fn real_pair() -> Option<(RealRegistry, RealRegistry)> {
+    let src = RealRegistry::start_for_test()
+        .await
+        .expect("source registry")?;
+    let dst = RealRegistry::start_for_test()
+        .await
+        .expect("target registry")?;
+    Some((src, dst))
 }
 
 /// A config written as YAML piece by piece: top-level settings, registries (each served over
