@@ -359,16 +359,7 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
 
 #[tokio::test(start_paused = true)]
 async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_target_cannot() {
-    let src = TestRegistry::builder()
-        .referrers_api(true)
-        .start()
-        .await
-        .unwrap();
-    let with_api = TestRegistry::builder()
-        .referrers_api(true)
-        .start()
-        .await
-        .unwrap();
+    let (src, with_api) = common::pair_with(|b| b.referrers_api(true)).await;
     let without_api = TestRegistry::builder()
         .referrers_api(false)
         .start()

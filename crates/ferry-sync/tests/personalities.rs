@@ -73,16 +73,7 @@ async fn scenario(
     name: &str,
     personality: Personality,
 ) -> (SyncReport, TestRegistry, TestRegistry) {
-    let src = TestRegistry::builder()
-        .personality(personality)
-        .start()
-        .await
-        .unwrap();
-    let dst = TestRegistry::builder()
-        .personality(personality)
-        .start()
-        .await
-        .unwrap();
+    let (src, dst) = common::pair_with(|b| b.personality(personality)).await;
     let tags = seed(&src);
     let d = dst.host();
     let mapping = format!(

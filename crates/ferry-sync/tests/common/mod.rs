@@ -18,7 +18,7 @@ use ferry_sync::prune::{self, PruneReport};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
 use ferry_testkit::distribution::RealRegistry;
-use ferry_testkit::registry::TestRegistry;
+use ferry_testkit::registry::{TestRegistry, TestRegistryBuilder};
 
 /// The retry policy most tests give a registry: two quick attempts.
 pub const QUICK_RETRY: &str = "retry: { attempts: 2, base: 10ms, cap: 50ms }";
@@ -26,6 +26,19 @@ pub const QUICK_RETRY: &str = "retry: { attempts: 2, base: 10ms, cap: 50ms }";
 /// A source and a target test-kit registry with no personality, no latency and no faults.
 pub async fn pair() -> (TestRegistry, TestRegistry) {
     (started().await, started().await)
+}
+
+/// A source and a target test-kit registry, each built by `build` (a personality, latency, the
+/// referrers API) from `TestRegistry::builder()`.
+pub async fn pair_with(
+    build: impl Fn(TestRegistryBuilder) -> TestRegistryBuilder,
+) -> (TestRegistry, TestRegistry) {
+    let start =
+        |b: TestRegistryBuilder| async move { b.start().await.expect("test registry starts") };
+    (
+        start(build(TestRegistry::builder())).await,
+        start(build(TestRegistry::builder())).await,
+    )
 }
 
 /// One plain test-kit registry.
