@@ -1,12 +1,12 @@
 //! The BlobScheduler vouches only for work it did: a transfer dropped part way leaves its blob
 //! pending (the next caller transfers it for real), and a blob or place never planned is an error.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_distribution::Digest;
-use ferry_sync::config;
 use ferry_sync::engine::blobs::BlobScheduler;
 use ferry_sync::engine::destination::Destination;
 use ferry_sync::engine::graph::BlobRef;
@@ -16,30 +16,20 @@ use ferry_sync::source::Source;
 use ferry_testkit::registry::TestRegistry;
 
 fn registries(regs: &[&TestRegistry]) -> Registries {
-    let entries: String = regs
-        .iter()
-        .map(|r| {
-            format!(
-                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-                r.host(),
-                r.url()
-            )
-        })
-        .collect();
-    let mapping = format!(
-        "  - source: \"{}/lib/a\"\n    targets: [\"{}/mirror/a\"]\n",
-        regs[0].host(),
-        regs[1].host()
-    );
-    let text = format!("version: 1\nregistries:\n{entries}mappings:\n{mapping}");
-    let cfg = config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses");
-    Registries::new(&cfg)
+    let config = common::config()
+        .registries(regs, &[])
+        .mapping(
+            format!("{}/lib/a", regs[0].host()),
+            &[format!("{}/mirror/a", regs[1].host())],
+            &[],
+        )
+        .build();
+    Registries::new(&config)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_reported_done() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let bytes = vec![7u8; 300_000];
     let digest = src.seed_blob("lib/a", &bytes);
     let regs = registries(&[&src, &dst]);
@@ -86,8 +76,7 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
 
 #[tokio::test(start_paused = true)]
 async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let digest = src.seed_blob("lib/a", b"planned");
     let regs = registries(&[&src, &dst]);
     let source = Source::Registry {

@@ -6,15 +6,16 @@
 //! The target is the test kit with ECR's behaviour: a push to a repository nobody created is
 //! answered 404 NAME_UNKNOWN (`writes_need_existing_repository`).
 
+mod common;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use common::{QUICK_RETRY, RunOptions, parse, run_sync_with};
 use ferry_distribution::Secret;
 use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::ecr::EcrTokens;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry};
@@ -191,42 +192,29 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<(String, Vec
     }
 }
 
+/// The ECR host served by the test kit `ecr`, two quick attempts, then `create` (YAML lines).
 fn ecr_yaml(ecr: &TestRegistry, create: &str) -> String {
-    format!(
-        "  - host: \"{ECR_HOST}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n{create}",
-        ecr.url()
-    )
+    common::registry_entry(ECR_HOST, &ecr.url(), &[QUICK_RETRY]) + create
 }
 
 fn source_yaml(src: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        src.host(),
-        src.url()
-    )
+    common::registry_entry(&src.host(), &src.url(), &[])
 }
 
-fn parse(text: &str) -> Config {
-    config::parse(text, Path::new("ecr.yaml"), &|_| None).expect("test config parses")
-}
-
+/// The dry run, or the sync, of `config`, its ECR API calls answered by `stub`.
 async fn run(config: &Config, stub: &Stub, dry: bool) -> (Option<DryRun>, Option<SyncReport>) {
     let registries = Registries::new(config).with_ecr_api(stub.api());
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &options, tracker).await;
     if dry {
-        return (Some(DryRun::measure(&plan, &registries).await), None);
+        return (
+            Some(common::dry_run(config, Some(registries)).await.dry),
+            None,
+        );
     }
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
-    (None, Some(report))
+    let options = RunOptions {
+        registries: Some(registries),
+        ..RunOptions::default()
+    };
+    (None, Some(run_sync_with(config, options).await.report))
 }
 
 async fn ecr_like() -> Arc<TestRegistry> {
@@ -244,7 +232,7 @@ async fn ecr_like() -> Arc<TestRegistry> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_ecr_repository_is_created_once_before_any_push_with_its_settings() {
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     for tag in ["v1", "v2", "v3"] {
         src.seed_image("lib/app", tag, &[tag.as_bytes()]);
     }
@@ -332,7 +320,7 @@ async fn a_whole_registry_mapping_on_ecr_lists_repositories_through_describe_rep
     for repo in ["team/app", "team/db", "team/tools/cli", "other/x"] {
         src.seed_image(repo, "v1", &[repo.as_bytes()]);
     }
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let names: Vec<String> = [
         "team/app",
         "team/db",

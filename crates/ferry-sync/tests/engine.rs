@@ -2,50 +2,28 @@
 //! land byte-identical, shared blobs are read once, same-registry targets mount, a broken
 //! transfer resumes, a corrupt blob tags nothing, and a warm re-run writes nothing.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
+use common::{ALL_TAGS, RunOptions, run_sync, run_sync_with};
+use ferry_sync::config::Config;
+use ferry_sync::engine::StopSignal;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{FaultAction, FaultRule, OCI_MANIFEST, OpKind, TestRegistry};
 
-fn registry_yaml(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 16\n    retry: {{ attempts: 5, base: 100ms, cap: 2s }}\n",
-        reg.host(),
-        reg.url()
-    )
-}
-
+/// Each of `regs` (16 connections, five quick attempts), four mappings resolving at once, the
+/// engine's `engine` fields.
 fn config(regs: &[&TestRegistry], mappings: &str, engine: &str) -> Config {
-    let registries: String = regs.iter().map(|r| registry_yaml(r)).collect();
-    let text = format!(
-        "version: 1\nconcurrency: 4\nengine: {{ {engine} }}\nregistries:\n{registries}mappings:\n{mappings}"
-    );
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
+    common::engine_config(regs)
+        .engine(engine)
+        .mappings(mappings)
+        .build()
 }
 
 fn mapping(src: &TestRegistry, repo: &str, targets: &[String]) -> String {
-    let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
-    format!(
-        "  - source: \"{}/{repo}\"\n    targets: [{}]\n    tags: {{ include: [\"*\"] }}\n",
-        src.host(),
-        targets.join(", ")
-    )
-}
-
-/// The registries and the prepare phase's plan for `config`.
-async fn plan_for(config: &Config) -> (Registries, ferry_sync::plan::Plan) {
-    let registries = Registries::new(config);
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    (registries, plan)
+    common::mapping(format!("{}/{repo}", src.host()), targets, &[ALL_TAGS])
 }
 
 /// Every tag of `repo` points at a manifest whose config and layers are all there.
@@ -57,12 +35,6 @@ fn assert_no_tag_on_missing_content(dst: &TestRegistry, repo: &str) {
             assert!(dst.has_blob(repo, d["digest"].as_str().unwrap()), "{tag}");
         }
     }
-}
-
-async fn run(config: &Config) -> SyncReport {
-    let (registries, plan) = plan_for(config).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    sync(&plan, &registries, &options, &StopSignal::default()).await
 }
 
 fn statuses(report: &SyncReport) -> Vec<(String, ImageStatus)> {
@@ -106,15 +78,14 @@ fn seed_multi_arch(reg: &TestRegistry, repo: &str, tag: &str, base: &[u8]) -> St
 
 #[tokio::test(start_paused = true)]
 async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let index = seed_multi_arch(&src, "lib/app", "1.0", b"base layer");
     let cfg = config(
         &[&src, &dst],
         &mapping(&src, "lib/app", &[format!("{}/mirror/app", dst.host())]),
         "images_in_flight: 4",
     );
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(report.totals.images_synced, 3);
     // Same digests, same bytes, every child and blob present.
@@ -131,7 +102,7 @@ async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing
     // Warm: nothing changed, nothing written, at most one request per tag beyond the listing.
     src.reset_stats();
     dst.reset_stats();
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_up_to_date, 3, "{}", warm.render_text());
     assert_eq!(write_ops(&dst), 0, "a warm re-run writes nothing");
     let s = dst.stats();
@@ -146,9 +117,8 @@ async fn a_multi_arch_image_lands_byte_identical_and_a_warm_rerun_writes_nothing
 
 #[tokio::test(start_paused = true)]
 async fn shared_blobs_are_read_from_the_source_once_and_mounted_within_a_registry() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst_a = TestRegistry::builder().start().await.unwrap();
-    let dst_b = TestRegistry::builder().start().await.unwrap();
+    let (src, dst_a) = common::pair().await;
+    let dst_b = common::started().await;
     let base = vec![7u8; 300_000];
     seed_multi_arch(&src, "lib/one", "1", &base);
     seed_multi_arch(&src, "lib/two", "1", &base);
@@ -169,7 +139,7 @@ async fn shared_blobs_are_read_from_the_source_once_and_mounted_within_a_registr
     );
     let cfg = config(&[&src, &dst_a, &dst_b], &mappings, "images_in_flight: 8");
     src.reset_stats();
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
 
     // Unique blobs: the base, 4 platform layers, 4 configs. Each read once.
@@ -190,8 +160,7 @@ async fn shared_blobs_are_read_from_the_source_once_and_mounted_within_a_registr
 
 #[tokio::test(start_paused = true)]
 async fn a_transfer_broken_part_way_resumes_from_the_registrys_offset() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let big: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
     src.seed_image("lib/big", "1", &[&big]);
     let big_digest = ferry_testkit::registry::sha256_digest(&big);
@@ -212,7 +181,7 @@ async fn a_transfer_broken_part_way_resumes_from_the_registrys_offset() {
         &mapping(&src, "lib/big", &[format!("{}/m/big", dst.host())]),
         "chunk_size: \"1MiB\", monolithic_limit: \"1MiB\"",
     );
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(dst.blob(&big_digest).as_deref(), Some(&big[..]));
     // Two committed 1 MiB chunks survive the break: the resumed read starts at 2 MiB.
@@ -228,8 +197,7 @@ async fn a_transfer_broken_part_way_resumes_from_the_registrys_offset() {
 
 #[tokio::test(start_paused = true)]
 async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let config_digest = src.seed_blob("lib/bad", b"{}");
     let layer = b"layer bytes";
     let layer_digest = src.seed_blob("lib/bad", layer);
@@ -244,7 +212,7 @@ async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
         &mapping(&src, "lib/bad", &[format!("{}/m/bad", dst.host())]),
         "images_in_flight: 1",
     );
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
     let s = statuses(&report);
     assert!(
@@ -257,8 +225,7 @@ async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     for t in ["1", "2", "3"] {
         src.seed_image("lib/app", t, &[t.as_bytes(), b"shared"]);
     }
@@ -267,21 +234,18 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
         &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
         "images_in_flight: 1",
     );
-    let (registries, plan) = plan_for(&cfg).await;
     let stop = StopSignal::default();
     stop.stop();
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&cfg.engine),
-        &stop,
-    )
-    .await;
+    let options = RunOptions {
+        stop: Some(stop),
+        ..RunOptions::default()
+    };
+    let report = run_sync_with(&cfg, options).await.report;
     assert!(report.interrupted);
     assert_eq!(report.totals.images_interrupted, 3);
     assert_eq!(write_ops(&dst), 0);
 
-    let again = run(&cfg).await;
+    let again = run_sync(&cfg).await.report;
     assert_eq!(again.totals.images_synced, 3, "{}", again.render_text());
     assert_no_tag_on_missing_content(&dst, "m/app");
     let _ = Duration::ZERO;
@@ -289,8 +253,7 @@ async fn an_interrupted_run_starts_nothing_and_a_rerun_completes_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_platform_filter_copies_only_those_platforms_and_a_rerun_sees_them_up_to_date() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let index = seed_multi_arch(&src, "lib/app", "1.0", b"base");
     let (_, original) = src.manifest("lib/app", &index).unwrap();
     let children: serde_json::Value = serde_json::from_slice(&original).unwrap();
@@ -316,7 +279,7 @@ async fn a_platform_filter_copies_only_those_platforms_and_a_rerun_sees_them_up_
                 .unwrap()
     );
     let cfg = config(&[&src, &dst], &mappings, "images_in_flight: 2");
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     let (_, copied) = dst.manifest("m/app", "1.0").expect("tagged");
     assert_ne!(copied, original, "the index was rewritten");
@@ -335,7 +298,7 @@ async fn a_platform_filter_copies_only_those_platforms_and_a_rerun_sees_them_up_
     );
 
     dst.reset_stats();
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
     assert_eq!(write_ops(&dst), 0);
 }
@@ -347,7 +310,7 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
         .start()
         .await
         .unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let image = src.seed_image("lib/app", "1", &[b"app layer"]);
     let hex = image.trim_start_matches("sha256:");
     // cosign's legacy signature tag, and the referrers tag schema's index of an attestation.
@@ -372,12 +335,12 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
         )
     };
     let off = config(&[&src, &dst], &mapping(false), "images_in_flight: 2");
-    let report = run(&off).await;
+    let report = run_sync(&off).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     assert_eq!(dst.tags("m/app"), vec!["1".to_owned()]);
 
     let on = config(&[&src, &dst], &mapping(true), "images_in_flight: 2");
-    let report = run(&on).await;
+    let report = run_sync(&on).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let mut tags = dst.tags("m/app");
     tags.sort();
@@ -396,16 +359,7 @@ async fn signatures_and_attestations_stored_as_tags_follow_their_image() {
 
 #[tokio::test(start_paused = true)]
 async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_target_cannot() {
-    let src = TestRegistry::builder()
-        .referrers_api(true)
-        .start()
-        .await
-        .unwrap();
-    let with_api = TestRegistry::builder()
-        .referrers_api(true)
-        .start()
-        .await
-        .unwrap();
+    let (src, with_api) = common::pair_with(|b| b.referrers_api(true)).await;
     let without_api = TestRegistry::builder()
         .referrers_api(false)
         .start()
@@ -437,7 +391,7 @@ async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_tar
         &mappings,
         "images_in_flight: 2",
     );
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     for dst in [&with_api, &without_api] {
         assert!(
@@ -467,7 +421,7 @@ async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_tar
     // Warm: the referrer is up to date everywhere, nothing is written.
     with_api.reset_stats();
     without_api.reset_stats();
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
     assert_eq!(write_ops(&with_api) + write_ops(&without_api), 0);
 }
@@ -479,7 +433,7 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
         .start()
         .await
         .unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     for t in 0..8 {
         let t = t.to_string();
         src.seed_image("lib/app", &t, &[t.as_bytes(), b"shared base"]);
@@ -489,15 +443,17 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
         &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
         "images_in_flight: 2",
     );
-    let (registries, plan) = plan_for(&cfg).await;
     let stop = StopSignal::default();
-    let engine = EngineOptions::from_settings(&cfg.engine);
-    let syncing = sync(&plan, &registries, &engine, &stop);
+    let options = RunOptions {
+        stop: Some(stop.clone()),
+        ..RunOptions::default()
+    };
+    let syncing = run_sync_with(&cfg, options);
     tokio::pin!(syncing);
     // Stop once the first tag has landed on the target.
     let report = loop {
         tokio::select! {
-            report = &mut syncing => break report,
+            run = &mut syncing => break run.report,
             _ = tokio::time::sleep(Duration::from_millis(20)) => {
                 if !dst.tags("m/app").is_empty() {
                     stop.stop();
@@ -514,7 +470,7 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
     );
     assert_no_tag_on_missing_content(&dst, "m/app");
 
-    let again = run(&cfg).await;
+    let again = run_sync(&cfg).await.report;
     assert_eq!(again.totals.images_failed, 0, "{}", again.render_text());
     assert_eq!(
         again.totals.images_synced + again.totals.images_up_to_date,
@@ -528,7 +484,7 @@ async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_com
 
 #[tokio::test(start_paused = true)]
 async fn two_tags_of_one_index_push_its_children_once_and_both_land() {
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     let dst = TestRegistry::builder()
         .repo_latency("m/", Duration::from_millis(50))
         .start()
@@ -543,7 +499,7 @@ async fn two_tags_of_one_index_push_its_children_once_and_both_land() {
         dst.host()
     );
     let cfg = config(&[&src, &dst], &mappings, "images_in_flight: 4");
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(report.totals.images_synced, 2);
     // Two children by digest, once each, then the index under each tag.
@@ -553,8 +509,7 @@ async fn two_tags_of_one_index_push_its_children_once_and_both_land() {
 
 #[tokio::test(start_paused = true)]
 async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let base = vec![3u8; 50_000];
     seed_multi_arch(&src, "lib/one", "1", &base);
     seed_multi_arch(&src, "lib/two", "1", &base);
@@ -564,27 +519,25 @@ async fn progress_counts_the_source_bytes_the_run_expects_and_reads() {
             + &mapping(&src, "lib/two", &[format!("{}/m/two", dst.host())])),
         "images_in_flight: 4",
     );
-    let (registries, plan) = plan_for(&cfg).await;
-    let mut options = EngineOptions::from_settings(&cfg.engine);
-    options.progress = Arc::default();
-    let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
+    let progress = Arc::default();
+    let options = RunOptions {
+        progress: Some(Arc::clone(&progress)),
+        ..RunOptions::default()
+    };
+    let report = run_sync_with(&cfg, options).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
-    let s = options.progress.snapshot();
+    let s = progress.snapshot();
     // Every unique blob once: what the source served is what progress expected and counted.
     let served: u64 = src.stats().blob_bytes_served.values().sum();
     assert_eq!(s.bytes_total, served);
     assert_eq!(s.blob_bytes_read, served);
     assert_eq!((s.images_done, s.images_total), (6, 6));
-    assert!(
-        options.progress.large_blobs().is_empty(),
-        "nothing left in flight"
-    );
+    assert!(progress.large_blobs().is_empty(), "nothing left in flight");
 }
 
-/// Two mappings from `src` into `dst` (`lib/{first}` to `m/{first}`, likewise `second`),
-/// resolved; the engine gets the first, and the second only once `m/{first}` holds a tag (or
-/// 600 s of the paused clock have passed). Source counters start at zero when the engine does.
-/// Returns the report and whether the first landed before the second was sent.
+/// Two mappings from `src` into `dst` (`lib/{first}` to `m/{first}`, likewise `second`) in one
+/// run; the second resolves only after 600 s of the paused clock (its tag listing is held that
+/// long). Returns the report and whether `m/{first}` held a tag once the second had resolved.
 async fn sync_second_after_first_lands(
     src: &TestRegistry,
     dst: &TestRegistry,
@@ -603,27 +556,22 @@ async fn sync_second_after_first_lands(
         )),
         "images_in_flight: 4",
     );
-    let (registries, plan) = plan_for(&cfg).await;
-    let mut plans = plan.mappings.into_iter();
-    let (one, two) = (plans.next().unwrap(), plans.next().unwrap());
-    let (resolved, to_engine) = futures::channel::mpsc::unbounded();
-    resolved.unbounded_send(one).unwrap();
-    src.reset_stats();
-    let options = EngineOptions::from_settings(&cfg.engine);
-    let stop = StopSignal::default();
-    let engine = ferry_sync::engine::sync_as_resolved(to_engine, &registries, &options, &stop);
-    let feeder = async {
-        let landed = tokio::time::timeout(Duration::from_secs(600), async {
-            while dst.tags(&format!("m/{first}")).is_empty() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
-        resolved.unbounded_send(two).unwrap();
-        drop(resolved);
-        landed.is_ok()
+    src.faults().push(
+        FaultRule::on(
+            OpKind::TagList,
+            FaultAction::Delay(Duration::from_secs(600)),
+        )
+        .repo(format!("lib/{second}")),
+    );
+    let landed = std::cell::Cell::new(false);
+    let options = RunOptions {
+        on_prepared: Some(Box::new(|_| {
+            landed.set(!dst.tags(&format!("m/{first}")).is_empty());
+        })),
+        ..RunOptions::default()
     };
-    futures::join!(engine, feeder)
+    let report = run_sync_with(&cfg, options).await.report;
+    (report, landed.get())
 }
 
 /// The engine starts on a mapping the moment it is resolved: a healthy repository's image is
@@ -631,8 +579,7 @@ async fn sync_second_after_first_lands(
 /// and the late mapping is synced too once it arrives.
 #[tokio::test(start_paused = true)]
 async fn a_resolved_mapping_is_synced_while_another_is_still_resolving() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/cool", "1", &[b"cool layer"]);
     src.seed_image("lib/late", "1", &[b"late layer"]);
     // `late` is held back until `cool` is on the target: an engine that waited for every
@@ -652,8 +599,7 @@ async fn a_resolved_mapping_is_synced_while_another_is_still_resolving() {
 /// source again: its repositories mount it from where the earlier transfer put it.
 #[tokio::test(start_paused = true)]
 async fn a_blob_shared_with_a_mapping_that_arrives_later_is_mounted_not_read_again() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let base = vec![5u8; 200_000];
     src.seed_image("lib/one", "1", &[&base, b"one only"]);
     src.seed_image("lib/two", "1", &[&base, b"two only"]);

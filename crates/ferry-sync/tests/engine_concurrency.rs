@@ -2,15 +2,13 @@
 //! floors (while work waits, every slot is busy), counted as blob GETs in flight at the source
 //! under skewed latency (an ordered queue would keep slots idle behind a slow head).
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use common::{ALL_TAGS, RunOptions, run_sync_with};
+use ferry_sync::config::Config;
 use ferry_sync::registries::Registries;
-use ferry_sync::report::SyncReport;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 use tokio::time::Instant;
 
@@ -24,20 +22,14 @@ const SLOW_EVERY: usize = 4;
 const BLOB_GET: Duration = Duration::from_millis(100);
 
 fn config(regs: &[&TestRegistry], mappings: &str, images: usize, blobs: usize) -> Config {
-    let registries: String = regs
-        .iter()
-        .map(|r| {
-            format!(
-                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 64\n",
-                r.host(),
-                r.url()
-            )
-        })
-        .collect();
-    let text = format!(
-        "version: 1\nconcurrency: 4\nengine: {{ images_in_flight: {images}, blobs_in_flight: {blobs} }}\nregistries:\n{registries}mappings:\n{mappings}"
-    );
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
+    common::config()
+        .setting("concurrency: 4")
+        .engine(&format!(
+            "images_in_flight: {images}, blobs_in_flight: {blobs}"
+        ))
+        .registries(regs, &["max_concurrent: 64"])
+        .mappings(mappings)
+        .build()
 }
 
 fn repository(i: usize) -> String {
@@ -52,23 +44,13 @@ fn repository(i: usize) -> String {
 fn mappings(src: &TestRegistry, dst: &TestRegistry) -> String {
     (0..IMAGES)
         .map(|i| {
-            format!(
-                "  - source: \"{}/{}\"\n    targets: [\"{}/m{i}\"]\n    tags: {{ include: [\"*\"] }}\n",
-                src.host(),
-                repository(i),
-                dst.host()
+            common::mapping(
+                format!("{}/{}", src.host(), repository(i)),
+                &[format!("{}/m{i}", dst.host())],
+                &[ALL_TAGS],
             )
         })
         .collect()
-}
-
-async fn run(config: &Config, registries: &Registries) -> SyncReport {
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, registries, &prepare, tracker).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    sync(&plan, registries, &options, &StopSignal::default()).await
 }
 
 /// Syncs every image into a fresh target registry with the given windows, after a
@@ -81,8 +63,7 @@ async fn measured_series(images: usize, blobs: usize) -> Vec<(Instant, usize)> {
         .start()
         .await
         .unwrap();
-    let warm = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (warm, dst) = common::pair().await;
     for i in 0..IMAGES {
         src.seed_image(&repository(i), "t", &[format!("layer {i}").as_bytes()]);
     }
@@ -92,18 +73,19 @@ async fn measured_series(images: usize, blobs: usize) -> Vec<(Instant, usize)> {
 
     let warm_config = config(&regs, &mappings(&src, &warm), images, blobs);
     let registries = Registries::new(&warm_config);
-    let report = run(&warm_config, &registries).await;
+    let options = RunOptions {
+        registries: Some(registries.clone()),
+        ..RunOptions::default()
+    };
+    let report = run_sync_with(&warm_config, options).await.report;
     assert_eq!(report.totals.images_synced, IMAGES as u64, "warm-up");
 
     let measured = config(&regs, &mappings(&src, &dst), images, blobs);
-    // The prepare phase's manifest reads happen before the engine; count only the engine.
-    let mut prepare = PrepareOptions::from_config(&measured);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(measured.mappings.len()));
-    let plan = resolve_all(&measured, &registries, &prepare, tracker).await;
+    // The engine's windows over a finished plan: the prepare phase's manifest reads happen
+    // before the engine starts, and only the engine is counted.
+    let plan = common::prepare_only(&measured, &registries).await;
     src.reset_stats();
-    let options = EngineOptions::from_settings(&measured.engine);
-    let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
+    let report = common::engine_only(&measured, &registries, &plan).await;
     assert_eq!(report.totals.images_synced, IMAGES as u64);
     let stats = src.stats();
     assert_eq!(

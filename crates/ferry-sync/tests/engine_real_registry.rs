@@ -2,17 +2,12 @@
 //! loopback): a multi-arch image and a plain one land byte-identical, the target serves them by
 //! digest, shared blobs are mounted, and a warm re-run writes nothing.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
 use bytes::Bytes;
+use common::{ALL_TAGS, run_sync};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
-use ferry_sync::report::SyncReport;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::noise;
 
@@ -68,39 +63,17 @@ async fn push_image(
     })).await
 }
 
-async fn run(text: &str) -> SyncReport {
-    let cfg = config::parse(text, Path::new("real.yaml"), &|_| None).expect("config");
-    let registries = Registries::new(&cfg);
-    let mut prepare = PrepareOptions::from_config(&cfg);
-    prepare.watch_interval = None;
-    let plan = resolve_all(
-        &cfg,
-        &registries,
-        &prepare,
-        Arc::new(PrepareTracker::new(cfg.mappings.len())),
-    )
-    .await;
-    sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&cfg.engine),
-        &StopSignal::default(),
-    )
-    .await
+/// `src` and `dst` with no retry policy of their own, blobs over 400 KiB sent in 256 KiB chunks.
+fn real_config(src: &RealRegistry, dst: &RealRegistry) -> common::ConfigBuilder {
+    common::config()
+        .engine("chunk_size: \"256KiB\", monolithic_limit: \"400KiB\"")
+        .entry(&src.host(), &src.url(), &[])
+        .entry(&dst.host(), &dst.url(), &[])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_nothing() {
-    let Some(src) = RealRegistry::start_for_test()
-        .await
-        .expect("source registry")
-    else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test()
-        .await
-        .expect("target registry")
-    else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     let c = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
@@ -117,14 +90,20 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
     })).await;
     push_image(&c, "lib/tool", "2", &base, &noise(4, 1000)).await;
 
-    let text = format!(
-        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n  - host: \"{s}\"\n    url: \"{su}\"\n    insecure: true\n  - host: \"{d}\"\n    url: \"{du}\"\n    insecure: true\nmappings:\n  - source: \"{s}/lib/app\"\n    targets: [\"{d}/mirror/app\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"{s}/lib/tool\"\n    targets: [\"{d}/mirror/tool\"]\n    tags: {{ include: [\"*\"] }}\n",
-        s = src.host(),
-        su = src.url(),
-        d = dst.host(),
-        du = dst.url()
-    );
-    let cold = run(&text).await;
+    let (s, d) = (src.host(), dst.host());
+    let config = real_config(&src, &dst)
+        .mapping(
+            format!("{s}/lib/app"),
+            &[format!("{d}/mirror/app")],
+            &[ALL_TAGS],
+        )
+        .mapping(
+            format!("{s}/lib/tool"),
+            &[format!("{d}/mirror/tool")],
+            &[ALL_TAGS],
+        )
+        .build();
+    let cold = run_sync(&config).await.report;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
     assert_eq!(cold.totals.images_synced, 4);
     // The shared base went up once and was mounted into the second repository.
@@ -154,7 +133,7 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
 
     // Warm: nothing changed, nothing written.
     let before = dst.access_log().await.unwrap();
-    let warm = run(&text).await;
+    let warm = run_sync(&config).await.report;
     assert_eq!(warm.totals.images_up_to_date, 4, "{}", warm.render_text());
     let after = dst.access_log().await.unwrap();
     for method in ["PUT", "POST", "PATCH", "DELETE"] {
@@ -173,16 +152,7 @@ async fn mirrors_between_real_registries_byte_identical_and_a_warm_rerun_writes_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exact_mapping_against_the_real_registry_lists_nothing_and_learns_its_capabilities() {
     use ferry_distribution::capabilities::{Support, UploadFlow};
-    let Some(src) = RealRegistry::start_for_test()
-        .await
-        .expect("source registry")
-    else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test()
-        .await
-        .expect("target registry")
-    else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     let c = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
@@ -191,14 +161,19 @@ async fn an_exact_mapping_against_the_real_registry_lists_nothing_and_learns_its
     let two = push_image(&c, "lib/app", "2.0", &base, &noise(7, 1000)).await;
     push_image(&c, "lib/app", "3.0", &base, &noise(8, 1000)).await;
 
-    let text = format!(
-        "version: 1\nengine: {{ chunk_size: \"256KiB\", monolithic_limit: \"400KiB\" }}\nregistries:\n  - host: \"{s}\"\n    url: \"{su}\"\n    insecure: true\n  - host: \"{d}\"\n    url: \"{du}\"\n    insecure: true\nmappings:\n  - source: \"{s}/lib/app\"\n    targets: [\"{d}/mirror/app\", \"{d}/second/app\", \"{d}/app\"]\n    tags: {{ exact: [\"1.0\", \"2.0\", \"9.9\"] }}\n",
-        s = src.host(),
-        su = src.url(),
-        d = dst.host(),
-        du = dst.url()
-    );
-    let report = run(&text).await;
+    let (s, d) = (src.host(), dst.host());
+    let config = real_config(&src, &dst)
+        .mapping(
+            format!("{s}/lib/app"),
+            &[
+                format!("{d}/mirror/app"),
+                format!("{d}/second/app"),
+                format!("{d}/app"),
+            ],
+            &["tags: { exact: [\"1.0\", \"2.0\", \"9.9\"] }"],
+        )
+        .build();
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(report.totals.images_synced, 6, "{}", report.render_text());
     let t = RegistryClient::new(RegistryOptions::insecure_at(&dst.url())).unwrap();

@@ -2,28 +2,22 @@
 //! tags (listed 100 per page) costs the ping and one manifest request per tag, where a glob
 //! filter over the same two tags walks all 50 pages first. Figures in docs/performance.md.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use ferry_sync::config;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{OpKind, TestRegistry};
 
 async fn prepare(src: &TestRegistry, dst: &TestRegistry, tags: &str, extra: &str) {
-    let text = format!(
-        "version: 1\nregistries:\n  - host: \"{s}\"\n    url: \"{su}\"\n    insecure: true\n  - host: \"{d}\"\n    url: \"{du}\"\n    insecure: true\nmappings:\n  - source: \"{s}/big/repo\"\n    targets: [\"{d}/mirror/repo\"]\n    tags: {tags}\n{extra}",
-        s = src.host(),
-        su = src.url(),
-        d = dst.host(),
-        du = dst.url()
-    );
-    let cfg = config::parse(&text, Path::new("t.yaml"), &|_| None).expect("config");
-    let registries = Registries::new(&cfg);
-    let mut options = PrepareOptions::from_config(&cfg);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(cfg.mappings.len()));
-    let plan = resolve_all(&cfg, &registries, &options, tracker).await;
+    let cfg = common::config()
+        .registries(&[src, dst], &[])
+        .mapping(
+            format!("{}/big/repo", src.host()),
+            &[format!("{}/mirror/repo", dst.host())],
+            &[&format!("tags: {tags}")],
+        )
+        .mappings(extra)
+        .build();
+    let plan = common::prepare_only(&cfg, &Registries::new(&cfg)).await;
     let resolved: Vec<_> = plan.resolved().collect();
     assert_eq!(resolved.len(), 1, "the mapping resolved");
     let images: Vec<_> = resolved[0]
@@ -48,7 +42,7 @@ async fn two_exact_tags_on_a_repository_of_5000_cost_two_manifest_requests_and_n
         .start()
         .await
         .unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let digest = src.seed_image("big/repo", "1.36", &[b"one layer"]);
     let (media_type, bytes) = src.manifest("big/repo", &digest).unwrap();
     for i in 0..4_998 {

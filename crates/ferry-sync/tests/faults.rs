@@ -1,14 +1,11 @@
 //! Fault injection against the whole sync (prepare and engine) on in-process registries: random
 //! transient faults, persistent throttles, dead and silent targets, sheds and lost write replies.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
+
 use std::time::Duration;
 
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
+use common::{ALL_TAGS, parse, run_sync};
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{
     FaultAction, FaultRule, OCI_INDEX, OpKind, RandomFaultKind, RandomFaults, RetryAfter,
@@ -16,10 +13,12 @@ use ferry_testkit::registry::{
 };
 use tokio::time::Instant;
 
-/// A registry entry for `host` served at `url` over plain HTTP, with `extra` YAML lines.
+/// A registry entry for `host` served at `url` over plain HTTP: 16 connections, `retry`.
 fn registry_entry(host: &str, url: &str, retry: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    max_concurrent: 16\n    retry: {{ {retry} }}\n"
+    common::registry_entry(
+        host,
+        url,
+        &["max_concurrent: 16", &format!("retry: {{ {retry} }}")],
     )
 }
 
@@ -42,25 +41,12 @@ fn status(code: u16, retry_after_secs: u64) -> FaultAction {
     }
 }
 
-fn parse(text: &str) -> Config {
-    config::parse(text, Path::new("faults.yaml"), &|_| None).expect("test config parses")
-}
-
 fn mapping(src: &TestRegistry, repo: &str, target: &str) -> String {
-    format!(
-        "  - source: \"{}/{repo}\"\n    targets: [\"{target}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.host()
+    common::mapping(
+        format!("{}/{repo}", src.host()),
+        &[target.to_owned()],
+        &[ALL_TAGS],
     )
-}
-
-async fn run(config: &Config) -> SyncReport {
-    let registries = Registries::new(config);
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    sync(&plan, &registries, &options, &StopSignal::default()).await
 }
 
 /// Syncs `lib/app` from `src` to `mirror/app` on `dst` under the fast retry policy and checks
@@ -69,7 +55,9 @@ async fn sync_app_whole(src: &TestRegistry, dst: &TestRegistry) {
     let registries = registry_entry(&src.host(), &src.url(), FAST_RETRY)
         + &registry_entry(&dst.host(), &dst.url(), FAST_RETRY);
     let mappings = mapping(src, "lib/app", &format!("{}/mirror/app", dst.host()));
-    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    let report = run_sync(&parse(&config_text(&registries, &mappings)))
+        .await
+        .report;
     assert_eq!(failures(&report), vec![], "{}", report.render_text());
     assert_mirrored(src, "lib/app", dst, "mirror/app");
 }
@@ -177,8 +165,7 @@ fn faulted(reg: &TestRegistry) -> u64 {
 #[tokio::test(start_paused = true)]
 async fn ten_percent_mixed_transient_faults_on_both_sides_lose_nothing() {
     for seed in [1u64, 7, 42, 1234] {
-        let src = TestRegistry::builder().start().await.unwrap();
-        let dst = TestRegistry::builder().start().await.unwrap();
+        let (src, dst) = common::pair().await;
         let repos = seed_corpus(&src);
         let kinds = vec![
             RandomFaultKind::TooManyRequests {
@@ -227,7 +214,7 @@ async fn ten_percent_mixed_transient_faults_on_both_sides_lose_nothing() {
             .map(|repo| mapping(&src, repo, &format!("{}/mirror/{repo}", dst.host())))
             .collect();
         let cfg = parse(&config_text(&registries, &mappings));
-        let report = run(&cfg).await;
+        let report = run_sync(&cfg).await.report;
 
         assert_eq!(
             failures(&report),
@@ -249,8 +236,7 @@ async fn ten_percent_mixed_transient_faults_on_both_sides_lose_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn a_persistently_throttled_repository_gets_bounded_attempts_and_a_clear_error() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/hot", "1", &[b"hot layer"]);
     src.seed_image("lib/cool", "1", &[b"cool layer"]);
     src.seed_image("lib/cool", "2", &[b"cool layer two"]);
@@ -266,7 +252,7 @@ async fn a_persistently_throttled_repository_gets_bounded_attempts_and_a_clear_e
     let mappings = mapping(&src, "lib/hot", &format!("{}/m/hot", dst.host()))
         + &mapping(&src, "lib/cool", &format!("{}/m/cool", dst.host()));
     let cfg = parse(&config_text(&registries, &mappings));
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
 
     // The other mapping finishes.
     assert_eq!(dst.tags("m/cool"), ["1", "2"], "{}", report.render_text());
@@ -312,8 +298,7 @@ async fn a_persistently_throttled_repository_gets_bounded_attempts_and_a_clear_e
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let good = TestRegistry::builder().start().await.unwrap();
+    let (src, good) = common::pair().await;
     let silent = TestRegistry::hanging_server().await.unwrap();
     let dead_port = TestRegistry::closed_port().unwrap();
     let dead_host = format!("127.0.0.1:{dead_port}");
@@ -331,7 +316,7 @@ async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
         + &mapping(&src, "lib/app", &format!("{dead_host}/m/app"));
     let cfg = parse(&config_text(&registries, &mappings));
     let start = Instant::now();
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     let took = start.elapsed();
 
     assert!(
@@ -396,8 +381,7 @@ async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
 
 #[tokio::test(start_paused = true)]
 async fn a_shed_with_retry_after_is_waited_out_and_then_succeeds() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"one"]);
     src.faults()
         .push(FaultRule::on(OpKind::ManifestGet, status(503, 7)).times(2));
@@ -408,7 +392,7 @@ async fn a_shed_with_retry_after_is_waited_out_and_then_succeeds() {
         &mapping(&src, "lib/app", &format!("{}/m/app", dst.host())),
     ));
     let start = Instant::now();
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     assert!(
         src.faults().pending_rules().is_empty(),
@@ -423,9 +407,8 @@ async fn a_shed_with_retry_after_is_waited_out_and_then_succeeds() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_beyond_the_deadline_is_a_throttled_error_at_once() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let other = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, other) = common::pair().await;
+    let dst = common::started().await;
     src.seed_image("lib/app", "1", &[b"one"]);
     other.seed_image("lib/other", "1", &[b"other"]);
     src.faults().push(
@@ -443,7 +426,7 @@ async fn a_retry_after_beyond_the_deadline_is_a_throttled_error_at_once() {
             + &mapping(&other, "lib/other", &format!("{}/m/other", dst.host()))),
     ));
     let start = Instant::now();
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     let took = start.elapsed();
     assert_eq!(dst.tags("m/other"), ["1"], "{}", report.render_text());
     let failed = failures(&report);
@@ -472,8 +455,7 @@ async fn a_retry_after_beyond_the_deadline_is_a_throttled_error_at_once() {
 #[tokio::test(start_paused = true)]
 async fn lost_replies_on_writes_lose_nothing_and_nothing_unsafe_is_replayed() {
     for seed in [3u64, 11, 99] {
-        let src = TestRegistry::builder().start().await.unwrap();
-        let dst = TestRegistry::builder().start().await.unwrap();
+        let (src, dst) = common::pair().await;
         let repos = seed_corpus(&src);
         dst.faults().set_random(RandomFaults {
             rate: 0.20,
@@ -492,7 +474,7 @@ async fn lost_replies_on_writes_lose_nothing_and_nothing_unsafe_is_replayed() {
             .map(|repo| mapping(&src, repo, &format!("{}/mirror/{repo}", dst.host())))
             .collect();
         let cfg = parse(&config_text(&registries, &mappings));
-        let report = run(&cfg).await;
+        let report = run_sync(&cfg).await.report;
         assert_eq!(
             failures(&report),
             vec![],
@@ -528,8 +510,7 @@ async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_anot
     // 30 s deadline. That operation gives up at once (Throttled); the wait must not pause the
     // whole source (it once did, stalling another image's stream until the target's PATCH timed
     // out and was blamed on the target).
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"one"]);
     src.seed_image("lib/other", "1", &[b"other"]);
     src.faults().push(
@@ -545,7 +526,7 @@ async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_anot
         &(mapping(&src, "lib/app", &format!("{}/m/app", dst.host()))
             + &mapping(&src, "lib/other", &format!("{}/m/other", dst.host()))),
     ));
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     let failed = failures(&report);
     assert!(
         failed.iter().all(
@@ -558,8 +539,7 @@ async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_anot
 
 #[tokio::test(start_paused = true)]
 async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"one"]);
     src.faults()
         .push(FaultRule::on(OpKind::Ping, status(429, 1)).times(2));
@@ -569,7 +549,7 @@ async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
         &registries,
         &mapping(&src, "lib/app", &format!("{}/m/app", dst.host())),
     ));
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     // A throttle is proof of life and is retried for every other operation (docs/retry.md).
     assert_eq!(failures(&report), vec![], "{}", report.render_text());
     assert_eq!(dst.tags("m/app"), ["1"]);
@@ -580,8 +560,7 @@ async fn two_throttles_on_the_ping_do_not_fail_the_mapping() {
 /// the blob, and the image, failed under the default five attempts).
 #[tokio::test(start_paused = true)]
 async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"one small layer"]);
     let lost = FaultAction::AfterCommit { code: 502 };
     dst.faults()
@@ -594,7 +573,7 @@ async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
         "version: 1\nengine: {{ images_in_flight: 1, blobs_in_flight: 1 }}\nregistries:\n{registries}mappings:\n{}",
         mapping(&src, "lib/app", &format!("{}/mirror/app", dst.host()))
     );
-    let report = run(&parse(&text)).await;
+    let report = run_sync(&parse(&text)).await.report;
     assert_eq!(failures(&report), vec![], "{}", report.render_text());
     assert_mirrored(&src, "lib/app", &dst, "mirror/app");
     let lost = dst.requests().iter().filter(|r| r.status == 502).count();
@@ -606,8 +585,7 @@ async fn lost_post_replies_are_retried_apart_from_the_upload_they_open() {
 /// source for the bytes past its end (a 416 that failed the image).
 #[tokio::test(start_paused = true)]
 async fn a_lost_reply_to_the_last_chunk_is_closed_without_reading_past_the_end() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let layer = vec![0x5au8; 150_000];
     src.seed_image("lib/app", "1", &[&layer]);
     // Three chunks of 64 KiB: the first two answered, the third committed and its reply lost.
@@ -632,9 +610,8 @@ async fn a_lost_reply_to_the_last_chunk_is_closed_without_reading_past_the_end()
 /// its backoff.
 #[tokio::test(start_paused = true)]
 async fn a_retried_session_post_does_not_hold_the_other_targets_stream() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let a = TestRegistry::builder().start().await.unwrap();
-    let b = TestRegistry::builder().start().await.unwrap();
+    let (src, a) = common::pair().await;
+    let b = common::started().await;
     let layer = vec![0x42u8; 40_000];
     src.seed_image("lib/app", "1", &[&layer]);
     a.faults().push(FaultRule::on(
@@ -651,7 +628,9 @@ async fn a_retried_session_post_does_not_hold_the_other_targets_stream() {
         a.host(),
         b.host()
     );
-    let report = run(&parse(&config_text(&registries, &mappings))).await;
+    let report = run_sync(&parse(&config_text(&registries, &mappings)))
+        .await
+        .report;
     assert_eq!(failures(&report), vec![], "{}", report.render_text());
     assert_mirrored(&src, "lib/app", &a, "mirror/app");
     assert_mirrored(&src, "lib/app", &b, "mirror/app");
@@ -672,8 +651,7 @@ async fn a_retried_session_post_does_not_hold_the_other_targets_stream() {
 /// names its digest, not by a second PUT that could lose its reply again.
 #[tokio::test(start_paused = true)]
 async fn a_lost_manifest_put_reply_is_settled_by_a_head() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"a layer"]);
     dst.faults().push(FaultRule::on(
         OpKind::ManifestPut,
@@ -692,8 +670,7 @@ async fn a_lost_manifest_put_reply_is_settled_by_a_head() {
 /// an older manifest (the PUT failed before it was stored) is pushed again.
 #[tokio::test(start_paused = true)]
 async fn a_head_naming_another_digest_does_not_settle_a_manifest_put() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/app", "1", &[b"the new layer"]);
     dst.seed_image("mirror/app", "1", &[b"an old layer"]);
     dst.faults().push(FaultRule::on(

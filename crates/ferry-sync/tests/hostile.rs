@@ -3,49 +3,32 @@
 //! malformed numbers, headers and bodies end one image with a clear error and the other mappings
 //! finish, and a blob longer than its descriptor is cut off at its size.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
-use ferry_sync::config::{self, Config};
+use common::{ALL_TAGS, run_sync};
+use ferry_sync::config::Config;
 use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
-use ferry_sync::report::{ImageStatus, SyncReport, Verdict};
+use ferry_sync::report::{ImageStatus, Verdict};
 use ferry_testkit::registry::{HostileRule, Hostility, OpKind, TestRegistry};
 
-fn registry_yaml(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 3, base: 100ms, cap: 1s }}\n",
-        reg.host(),
-        reg.url()
-    )
-}
+/// Three attempts, at most a second apart.
+const RETRY: &str = "retry: { attempts: 3, base: 100ms, cap: 1s }";
 
+/// Each of `regs` (three quick attempts), four mappings resolving at once.
 fn config(regs: &[&TestRegistry], mappings: &str) -> Config {
-    let registries: String = regs.iter().map(|r| registry_yaml(r)).collect();
-    let text =
-        format!("version: 1\nconcurrency: 4\nregistries:\n{registries}mappings:\n{mappings}");
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
+    common::config()
+        .setting("concurrency: 4")
+        .registries(regs, &[RETRY])
+        .mappings(mappings)
+        .build()
 }
 
 fn mapping(src: &TestRegistry, repo: &str, dst: &TestRegistry) -> String {
-    format!(
-        "  - source: \"{}/{repo}\"\n    targets: [\"{}/mirror/{repo}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.host(),
-        dst.host()
+    common::mapping(
+        format!("{}/{repo}", src.host()),
+        &[format!("{}/mirror/{repo}", dst.host())],
+        &[ALL_TAGS],
     )
-}
-
-async fn plan_and_sync(config: &Config) -> (ferry_sync::plan::Plan, SyncReport) {
-    let registries = Registries::new(config);
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
-    (plan, report)
 }
 
 const HOSTILE_NAMES: [&str; 6] = [
@@ -59,8 +42,7 @@ const HOSTILE_NAMES: [&str; 6] = [
 
 #[tokio::test(start_paused = true)]
 async fn names_that_are_not_tags_are_left_out_and_the_good_tags_still_sync() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("app", "v1", &[b"good layer"]);
     // A manifest elsewhere that a steered request would reach and copy.
     src.seed_image("repo-0001", "v0", &[b"another repository"]);
@@ -72,7 +54,7 @@ async fn names_that_are_not_tags_are_left_out_and_the_good_tags_still_sync() {
         )],
     ));
     let config = config(&[&src, &dst], &mapping(&src, "app", &dst));
-    let (plan, report) = plan_and_sync(&config).await;
+    let common::Run { plan, report, .. } = run_sync(&config).await;
 
     assert_eq!(dst.tags("mirror/app"), ["v1"], "the good tag is mirrored");
     let synced: Vec<_> = report
@@ -146,8 +128,7 @@ async fn names_that_are_not_tags_are_left_out_and_the_good_tags_still_sync() {
 
 #[tokio::test(start_paused = true)]
 async fn a_blob_longer_than_its_descriptor_is_cut_off_and_fails_only_its_image() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let layer = vec![7u8; 4096];
     src.seed_image("long", "v1", &[&layer]);
     src.seed_image("fine", "v1", &[b"fine layer"]);
@@ -160,7 +141,7 @@ async fn a_blob_longer_than_its_descriptor_is_cut_off_and_fails_only_its_image()
     ));
     let mappings = mapping(&src, "long", &dst) + &mapping(&src, "fine", &dst);
     let config = config(&[&src, &dst], &mappings);
-    let (_, report) = plan_and_sync(&config).await;
+    let report = run_sync(&config).await.report;
 
     assert_eq!(dst.tags("mirror/fine"), ["v1"]);
     assert!(
@@ -345,8 +326,7 @@ fn bytes_of(text: &str) -> bytes::Bytes {
 
 #[tokio::test(start_paused = true)]
 async fn extreme_and_malformed_answers_fail_their_image_clearly_and_the_rest_syncs() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("fine", "v1", &[b"fine layer"]);
     let attacks = attacks(&src, &dst);
     let mut mappings = mapping(&src, "fine", &dst);
@@ -368,7 +348,7 @@ async fn extreme_and_malformed_answers_fail_their_image_clearly_and_the_rest_syn
         }
     }
     let config = config(&[&src, &dst], &mappings);
-    let (_, report) = plan_and_sync(&config).await;
+    let report = run_sync(&config).await.report;
 
     assert_eq!(
         dst.tags("mirror/fine"),
@@ -433,7 +413,7 @@ async fn a_token_lifetime_at_the_u64_limit_neither_panics_nor_stops_the_run() {
         .start()
         .await
         .unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     src.seed_image("app", "v1", &[b"layer"]);
     src.seed_image("other", "v1", &[b"other layer"]);
     src.hostile().add(HostileRule {
@@ -447,7 +427,7 @@ async fn a_token_lifetime_at_the_u64_limit_neither_panics_nor_stops_the_run() {
         skip: 0,
     });
     let mappings = mapping(&src, "app", &dst) + &mapping(&src, "other", &dst);
-    let (_, report) = plan_and_sync(&config(&[&src, &dst], &mappings)).await;
+    let report = run_sync(&config(&[&src, &dst], &mappings)).await.report;
     assert_eq!(dst.tags("mirror/app"), ["v1"]);
     assert_eq!(dst.tags("mirror/other"), ["v1"]);
     assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
@@ -455,8 +435,7 @@ async fn a_token_lifetime_at_the_u64_limit_neither_panics_nor_stops_the_run() {
 
 #[tokio::test(start_paused = true)]
 async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("app", "v1", &[b"layer"]);
     let tmp = tempfile::tempdir().unwrap();
     let layout = tmp.path().join("layout");
@@ -465,7 +444,7 @@ async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs(
         src.host(),
         layout.display()
     );
-    let (_, report) = plan_and_sync(&config(&[&src], &to_layout)).await;
+    let report = run_sync(&config(&[&src], &to_layout)).await.report;
     assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
 
     // The same manifest, also named by hostile ref.names in index.json.
@@ -493,7 +472,7 @@ async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs(
         layout.display(),
         dst.host()
     );
-    let (_, report) = plan_and_sync(&config(&[&dst], &from_layout)).await;
+    let report = run_sync(&config(&[&dst], &from_layout)).await.report;
     assert_eq!(dst.tags("mirror/app"), ["v1"]);
     let rejected: Vec<&str> = report
         .rejected_names
@@ -519,8 +498,7 @@ async fn layout_ref_names_that_are_not_tags_are_left_out_and_the_good_one_syncs(
 #[tokio::test(start_paused = true)]
 async fn descriptor_sizes_at_the_u64_limit_neither_panic_the_dry_run_nor_the_sync() {
     use ferry_testkit::registry::{OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST, sha256_digest};
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("fine", "v1", &[b"fine layer"]);
     let config_blob = br#"{"architecture":"amd64","os":"linux"}"#;
     let layer = b"small layer";
@@ -544,15 +522,10 @@ async fn descriptor_sizes_at_the_u64_limit_neither_panic_the_dry_run_nor_the_syn
     let mappings = mapping(&src, "huge", &dst) + &mapping(&src, "fine", &dst);
     let config = config(&[&src, &dst], &mappings);
 
-    let registries = Registries::new(&config);
-    let mut prepare = PrepareOptions::from_config(&config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(&config, &registries, &prepare, tracker).await;
-    let dry = DryRun::measure(&plan, &registries).await;
+    let dry = common::dry_run(&config, None).await.dry;
     assert_eq!(dry.totals.bytes_to_transfer, u64::MAX, "saturated");
 
-    let (_, report) = plan_and_sync(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(dst.tags("mirror/fine"), ["v1"]);
     assert!(dst.tags("mirror/huge").is_empty());
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
@@ -561,8 +534,7 @@ async fn descriptor_sizes_at_the_u64_limit_neither_panic_the_dry_run_nor_the_syn
 #[tokio::test(start_paused = true)]
 async fn a_resumed_ranged_read_longer_than_the_rest_of_the_blob_is_cut_off_too() {
     use ferry_testkit::registry::{FaultAction, FaultRule};
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let big = ferry_testkit::noise(9, 3_000_000);
     src.seed_image("big", "v1", &[&big]);
     src.seed_image("fine", "v1", &[b"fine layer"]);
@@ -581,14 +553,13 @@ async fn a_resumed_ranged_read_longer_than_the_rest_of_the_blob_is_cut_off_too()
         )
         .after(2),
     );
-    let registries: String = [&src, &dst].iter().map(|r| registry_yaml(r)).collect();
-    let text = format!(
-        "version: 1\nconcurrency: 4\nengine: {{ chunk_size: \"1MiB\", monolithic_limit: \"1MiB\" }}\nregistries:\n{registries}mappings:\n{}{}",
-        mapping(&src, "big", &dst),
-        mapping(&src, "fine", &dst)
-    );
-    let config = config::parse(&text, Path::new("test.yaml"), &|_| None).unwrap();
-    let (_, report) = plan_and_sync(&config).await;
+    let config = common::config()
+        .setting("concurrency: 4")
+        .engine("chunk_size: \"1MiB\", monolithic_limit: \"1MiB\"")
+        .registries(&[&src, &dst], &[RETRY])
+        .mappings(&(mapping(&src, "big", &dst) + &mapping(&src, "fine", &dst)))
+        .build();
+    let report = run_sync(&config).await.report;
 
     assert_eq!(dst.tags("mirror/fine"), ["v1"]);
     assert!(

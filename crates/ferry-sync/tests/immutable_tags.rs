@@ -6,64 +6,42 @@
 //! Measured here (3 tags, referrers on): a warm run sent the source 7 requests (listing, 3
 //! HEADs, 3 referrers) and the target 4 (listing, 3 HEADs) before; 1 and 1 with `immutable`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
+use common::{QUICK_RETRY, run_sync};
 use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
 use ferry_sync::plan::{Plan, TargetState};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
 use ferry_testkit::registry::{OpKind, TestRegistry};
-
-fn registry_yaml(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n",
-        reg.host(),
-        reg.url()
-    )
-}
 
 /// `src/lib/app` to `dst/mirror/app` (and `dst/<extra target>` when given), tags `v*` and
 /// `latest`; `extra` is appended to the mapping (`immutable: …`, `prune: true`).
 fn config(src: &TestRegistry, dst: &TestRegistry, targets: &[&str], extra: &str) -> Config {
     let targets: Vec<String> = targets
         .iter()
-        .map(|t| format!("\"{}/{t}\"", dst.host()))
+        .map(|t| format!("{}/{t}", dst.host()))
         .collect();
-    let text = format!(
-        "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [{}]\n    tags: {{ include: [\"v*\", latest] }}\n{extra}",
-        registry_yaml(src),
-        registry_yaml(dst),
-        src.host(),
-        targets.join(", "),
-    );
-    config::parse(&text, Path::new("immutable.yaml"), &|_| None).expect("test config parses")
-}
-
-async fn prepare(config: &Config, registries: &Registries) -> Plan {
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    resolve_all(config, registries, &options, tracker).await
+    common::config()
+        .registries(&[src, dst], &[QUICK_RETRY])
+        .mapping(
+            format!("{}/lib/app", src.host()),
+            &targets,
+            &["tags: { include: [\"v*\", latest] }"],
+        )
+        .mappings(extra)
+        .build()
 }
 
 /// A whole run: prepare, then sync; the plan too (for the dry run and pruning).
 async fn run(config: &Config) -> (Plan, SyncReport) {
-    let registries = Registries::new(config);
-    let plan = prepare(config, &registries).await;
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
+    let run = run_sync(config).await;
+    let report = run.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
-    (plan, report)
+    (run.plan, report)
 }
 
 /// Requests per operation (ping and token excluded: they are per client, not per image).
@@ -84,8 +62,7 @@ fn seed(src: &TestRegistry) {
 
 #[tokio::test(start_paused = true)]
 async fn a_warm_run_over_immutable_tags_costs_the_listings_alone() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     for tag in ["v1.0.0", "v1.1.0", "v2.0.0"] {
         src.seed_image("lib/app", tag, &[tag.as_bytes()]);
     }
@@ -148,8 +125,7 @@ async fn a_warm_run_over_immutable_tags_costs_the_listings_alone() {
 
 #[tokio::test(start_paused = true)]
 async fn a_tag_no_glob_matches_is_still_compared_with_a_head() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let config = config(
         &src,
@@ -179,8 +155,7 @@ async fn a_tag_no_glob_matches_is_still_compared_with_a_head() {
 
 #[tokio::test(start_paused = true)]
 async fn an_immutable_tag_re_pushed_on_the_source_is_not_copied_again() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let immutable = "    immutable: [\"v*.*.*\"]\n";
     let config = config(&src, &dst, &["mirror/app"], immutable);
@@ -220,8 +195,7 @@ async fn an_immutable_tag_re_pushed_on_the_source_is_not_copied_again() {
 
 #[tokio::test(start_paused = true)]
 async fn a_target_lacking_an_immutable_tag_gets_it_and_one_holding_it_is_not_asked() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let immutable = "    immutable: [\"v*.*.*\"]\n    referrers: false\n";
     run(&config(&src, &dst, &["mirror/app"], immutable)).await;
@@ -252,8 +226,7 @@ async fn a_target_lacking_an_immutable_tag_gets_it_and_one_holding_it_is_not_ask
 
 #[tokio::test(start_paused = true)]
 async fn pruning_keeps_immutable_tags_it_did_not_ask_about() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let extra = "    immutable: [\"v*.*.*\"]\n    prune: true\n";
     let config = config(&src, &dst, &["mirror/app"], extra);
@@ -270,14 +243,13 @@ async fn pruning_keeps_immutable_tags_it_did_not_ask_about() {
 
 #[tokio::test(start_paused = true)]
 async fn exact_immutable_tags_every_target_holds_cost_the_source_nothing() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let text = |immutable: &str| {
         format!(
             "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ exact: [v1.0.0, v2.0.0] }}\n    referrers: false\n    immutable: [{immutable}]\n",
-            registry_yaml(&src),
-            registry_yaml(&dst),
+            common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+            common::registry_entry(&dst.host(), &dst.url(), &[QUICK_RETRY]),
             src.host(),
             dst.host(),
         )
@@ -301,16 +273,15 @@ async fn exact_immutable_tags_every_target_holds_cost_the_source_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn a_layout_target_naming_an_immutable_tag_keeps_it() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let tmp = tempfile::tempdir().unwrap();
     let layout = tmp.path().join("app");
     seed(&src);
     let text = |targets: &str| {
         format!(
             "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [{targets}]\n    referrers: false\n    immutable: [\"v*.*.*\"]\n",
-            registry_yaml(&src),
-            registry_yaml(&dst),
+            common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+            common::registry_entry(&dst.host(), &dst.url(), &[QUICK_RETRY]),
             src.host(),
         )
     };
@@ -356,15 +327,14 @@ async fn a_layout_target_naming_an_immutable_tag_keeps_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_signature_tag_is_never_immutable_whatever_the_globs_match() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let digest = src.seed_image("lib/app", "v1.0.0", &[b"one"]);
     let sig = format!("{}.sig", digest.replace(':', "-"));
     src.seed_image("lib/app", &sig, &[b"first signature"]);
     let text = format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/mirror/app\"]\n    referrers: false\n    immutable: [\"*\"]\n",
-        registry_yaml(&src),
-        registry_yaml(&dst),
+        common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+        common::registry_entry(&dst.host(), &dst.url(), &[QUICK_RETRY]),
         src.host(),
         dst.host(),
     );

@@ -3,38 +3,44 @@
 //! children it lacks (distribution 2.8: `400 MANIFEST_BLOB_UNKNOWN`) gets the filtered index,
 //! and the report says so for that target, in JSON and text; a rerun is up to date either way.
 
+mod common;
+
+use common::{QUICK_RETRY, run_sync};
 use std::path::Path;
-use std::sync::Arc;
 
 use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
-use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_sync::report::ImageStatus;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry, sha256_digest};
 
-fn entry(host: &str, url: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    auth: {{ type: anonymous }}\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
+/// The registries, each `(host, url)`, anonymous with two quick attempts.
+fn with_registries(entries: &[(String, String)]) -> common::ConfigBuilder {
+    entries.iter().fold(common::config(), |b, (host, url)| {
+        b.entry(host, url, &["auth: { type: anonymous }", QUICK_RETRY])
+    })
+}
+
+fn config(entries: &[(String, String)], source: &str, target: &str, keep: bool) -> Config {
+    with_registries(entries)
+        .mappings(&keep_digest(
+            &format!("{source}/lib/app"),
+            &format!("{target}/m/app"),
+            keep,
+        ))
+        .build()
+}
+
+/// `source` (tag 1.0, linux/amd64 only) to `target`, keeping the index digest when `keep`.
+fn keep_digest(source: &str, target: &str, keep: bool) -> String {
+    common::mapping(
+        source,
+        &[target.to_owned()],
+        &[
+            "tags: { exact: [\"1.0\"] }",
+            "platforms: [linux/amd64]",
+            &format!("platforms_keep_digest: {keep}"),
+        ],
     )
-}
-
-fn config(entries: &str, source: &str, target: &str, keep: bool) -> Config {
-    let text = format!(
-        "version: 1\nregistries:\n{entries}mappings:\n  - source: \"{source}/lib/app\"\n    targets: [\"{target}/m/app\"]\n    tags: {{ exact: [\"1.0\"] }}\n    platforms: [linux/amd64]\n    platforms_keep_digest: {keep}\n"
-    );
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
-}
-
-async fn run(config: &Config) -> SyncReport {
-    let registries = Registries::new(config);
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    sync(&plan, &registries, &options, &StopSignal::default()).await
 }
 
 /// An index over a linux/amd64 and a linux/arm64 image; returns (index, amd64, arm64) digests.
@@ -62,7 +68,7 @@ fn seed(src: &TestRegistry) -> (String, String, String) {
 
 #[tokio::test]
 async fn a_target_that_takes_the_source_index_keeps_its_digest_with_one_platforms_content() {
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     let dst = TestRegistry::builder()
         .personality(Personality {
             index_children_unchecked: true,
@@ -72,10 +78,10 @@ async fn a_target_that_takes_the_source_index_keeps_its_digest_with_one_platform
         .await
         .unwrap();
     let (index, amd, arm) = seed(&src);
-    let entries = entry(&src.host(), &src.url()) + &entry(&dst.host(), &dst.url());
+    let entries = [(src.host(), src.url()), (dst.host(), dst.url())];
     let cfg = config(&entries, &src.host(), &dst.host(), true);
 
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     let (_, held) = dst.manifest("m/app", "1.0").expect("tagged");
     assert_eq!(sha256_digest(&held), index, "the source's index, unchanged");
@@ -86,12 +92,14 @@ async fn a_target_that_takes_the_source_index_keeps_its_digest_with_one_platform
     assert_eq!(report.images[0].kept_digest_refused, None);
 
     dst.reset_stats();
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
     assert_eq!(dst.stats().op(OpKind::ManifestPut), 0);
 
     // Without the setting the same mapping rewrites the index (and now finds it stale).
-    let rewritten = run(&config(&entries, &src.host(), &dst.host(), false)).await;
+    let rewritten = run_sync(&config(&entries, &src.host(), &dst.host(), false))
+        .await
+        .report;
     assert_eq!(rewritten.totals.images_synced, 1);
     assert_ne!(rewritten.images[0].digest, index);
 }
@@ -101,12 +109,12 @@ async fn distribution_refuses_the_source_index_and_gets_the_filtered_one_reporte
     let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
         return;
     };
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     let (index, amd, _) = seed(&src);
-    let entries = entry(&src.host(), &src.url()) + &entry(&real.host(), &real.url());
+    let entries = [(src.host(), src.url()), (real.host(), real.url())];
     let cfg = config(&entries, &src.host(), &real.host(), true);
 
-    let report = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     let image = &report.images[0];
     assert_eq!(image.status, ImageStatus::Synced);
@@ -152,7 +160,7 @@ async fn distribution_refuses_the_source_index_and_gets_the_filtered_one_reporte
     );
 
     // A rerun takes the filtered index as up to date: no second refusal every run.
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
     let after = real.access_log().await.unwrap();
     assert_eq!(after.count("PUT", "/v2/m/app/manifests/"), 3);
@@ -160,17 +168,18 @@ async fn distribution_refuses_the_source_index_and_gets_the_filtered_one_reporte
 
 #[tokio::test]
 async fn a_layout_target_holds_the_source_index_with_one_platforms_content() {
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     let (index, amd, arm) = seed(&src);
     let dir = tempfile::tempdir().unwrap();
     let layout = format!("oci:{}", dir.path().join("m").display());
-    let text = format!(
-        "version: 1\nregistries:\n{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{layout}\"]\n    tags: {{ exact: [\"1.0\"] }}\n    platforms: [linux/amd64]\n    platforms_keep_digest: true\n",
-        entry(&src.host(), &src.url()),
-        src.host()
-    );
-    let cfg = config::parse(&text, Path::new("test.yaml"), &|_| None).unwrap();
-    let report = run(&cfg).await;
+    let cfg = with_registries(&[(src.host(), src.url())])
+        .mappings(&keep_digest(
+            &format!("{}/lib/app", src.host()),
+            &layout,
+            true,
+        ))
+        .build();
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     let index_json = std::fs::read_to_string(dir.path().join("m/index.json")).unwrap();
     assert!(index_json.contains(&index), "{index_json}");
@@ -182,7 +191,7 @@ async fn a_layout_target_holds_the_source_index_with_one_platforms_content() {
     assert!(blob(&index).is_file());
     assert!(blob(&amd).is_file());
     assert!(!blob(&arm).exists(), "arm64 stays behind");
-    let warm = run(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(warm.totals.images_up_to_date, 1, "{}", warm.render_text());
 }
 

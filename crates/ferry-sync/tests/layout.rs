@@ -2,216 +2,57 @@
 //! skopeo or buildkit write one) mirrors to a real registry byte-identical, a corrupt blob is
 //! caught, platforms are filtered, referrers follow, and pruning frees only what nothing reaches.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::layout::{HandLayout, digest_of, layout_tags, read_blob};
+use common::{ALL_TAGS, QUICK_RETRY, parse, prepare_only, run_sync};
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::plan::{Plan, TargetState};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::prune::{self, PruneReport, PruneStatus};
+use ferry_sync::config::Config;
+use ferry_sync::plan::TargetState;
+use ferry_sync::prune::{PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::noise;
-use ferry_testkit::registry::TestRegistry;
 use serde_json::json;
-
-/// A layout written by hand, the way other tools write one.
-struct HandLayout {
-    dir: PathBuf,
-    /// (descriptor, ref.name) of each index entry.
-    entries: Vec<(serde_json::Value, Option<String>)>,
-}
-
-impl HandLayout {
-    fn new(dir: &Path) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-        let layout = HandLayout {
-            dir: dir.to_path_buf(),
-            entries: Vec::new(),
-        };
-        layout.write_index();
-        layout
-    }
-
-    fn blob(&self, bytes: &[u8]) -> serde_json::Value {
-        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
-        let path = self.dir.join("blobs/sha256").join(d.hex());
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-        json!({"digest": d.to_string(), "size": bytes.len()})
-    }
-
-    /// An image manifest over `layers` (its config names `arch`); returns its descriptor.
-    fn image(&self, arch: &str, layers: &[&[u8]]) -> serde_json::Value {
-        let mut config =
-            self.blob(format!(r#"{{"architecture":"{arch}","os":"linux"}}"#).as_bytes());
-        config["mediaType"] = json!(media::OCI_CONFIG);
-        let layers: Vec<_> = layers
-            .iter()
-            .map(|l| {
-                let mut d = self.blob(l);
-                d["mediaType"] = json!(media::OCI_LAYER_TAR);
-                d
-            })
-            .collect();
-        let manifest = json!({"schemaVersion": 2, "mediaType": media::OCI_MANIFEST, "config": config, "layers": layers});
-        let mut d = self.blob(&serde_json::to_vec(&manifest).unwrap());
-        d["mediaType"] = json!(media::OCI_MANIFEST);
-        d
-    }
-
-    /// An index over `children` with linux platforms in order amd64, arm64.
-    fn index(&self, children: &[serde_json::Value]) -> serde_json::Value {
-        let manifests: Vec<_> = children
-            .iter()
-            .zip(["amd64", "arm64"])
-            .map(|(c, arch)| {
-                let mut c = c.clone();
-                c["platform"] = json!({"os": "linux", "architecture": arch});
-                c
-            })
-            .collect();
-        // No mediaType field: it is optional in an OCI index.
-        let index = json!({"schemaVersion": 2, "manifests": manifests});
-        let mut d = self.blob(&serde_json::to_vec(&index).unwrap());
-        d["mediaType"] = json!(media::OCI_INDEX);
-        d
-    }
-
-    /// amd64 and arm64 images (layers "amd layer", "arm layer") under an index tagged `tag`;
-    /// returns the three descriptors.
-    fn multi_arch(
-        &mut self,
-        tag: &str,
-    ) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
-        let amd = self.image("amd64", &[b"amd layer"]);
-        let arm = self.image("arm64", &[b"arm layer"]);
-        let index = self.index(&[amd.clone(), arm.clone()]);
-        self.tag(&index, Some(tag));
-        (amd, arm, index)
-    }
-
-    fn tag(&mut self, descriptor: &serde_json::Value, ref_name: Option<&str>) {
-        self.entries
-            .push((descriptor.clone(), ref_name.map(str::to_owned)));
-        self.write_index();
-    }
-
-    fn untag(&mut self, ref_name: &str) {
-        self.entries.retain(|(_, r)| r.as_deref() != Some(ref_name));
-        self.write_index();
-    }
-
-    fn write_index(&self) {
-        let manifests: Vec<_> = self
-            .entries
-            .iter()
-            .map(|(d, r)| {
-                let mut d = d.clone();
-                if let Some(r) = r {
-                    d["annotations"] = json!({"org.opencontainers.image.ref.name": r});
-                }
-                d
-            })
-            .collect();
-        let index =
-            json!({"schemaVersion": 2, "mediaType": media::OCI_INDEX, "manifests": manifests});
-        std::fs::write(
-            self.dir.join("index.json"),
-            serde_json::to_vec(&index).unwrap(),
-        )
-        .unwrap();
-    }
-}
-
-fn digest_of(d: &serde_json::Value) -> String {
-    d["digest"].as_str().unwrap().to_owned()
-}
-
-fn read_blob(dir: &Path, digest: &str) -> Vec<u8> {
-    let d = Digest::parse(digest).unwrap();
-    std::fs::read(dir.join("blobs/sha256").join(d.hex())).unwrap()
-}
-
-fn layout_tags(dir: &Path) -> Vec<(String, String)> {
-    let index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("index.json")).unwrap()).unwrap();
-    let mut out: Vec<(String, String)> = index["manifests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| {
-            let tag = m["annotations"]["org.opencontainers.image.ref.name"].as_str()?;
-            Some((tag.to_owned(), digest_of(m)))
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 /// A config copying every tag of the layout at `src` into the layout at `dst`; `extra` is
 /// appended to the mapping (e.g. `    prune: true\n`).
 fn layout_to_layout(src: &Path, dst: &Path, extra: &str) -> Config {
-    parse(&format!(
-        "version: 1\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n{extra}",
-        src.display(),
-        dst.display()
-    ))
-}
-
-fn parse(text: &str) -> Config {
-    config::parse(text, Path::new("layout.yaml"), &|_| None).expect("test config parses")
-}
-
-async fn prepare(config: &Config, registries: &Registries) -> Plan {
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    resolve_all(config, registries, &options, tracker).await
-}
-
-async fn run(config: &Config) -> SyncReport {
-    let registries = Registries::new(config);
-    let plan = prepare(config, &registries).await;
-    sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await
+    common::config()
+        .mapping(
+            format!("oci:{}", src.display()),
+            &[format!("oci:{}", dst.display())],
+            &[ALL_TAGS],
+        )
+        .mappings(extra)
+        .build()
 }
 
 /// Prepare, then either the prune dry run (no sync report) or sync and prune.
 async fn run_with_prune(config: &Config, dry_run: bool) -> (Option<SyncReport>, PruneReport) {
-    let registries = Registries::new(config);
-    let plan = prepare(config, &registries).await;
-    let candidates = prune::candidates(&plan, config);
     if dry_run {
-        return (None, prune::dry_run(candidates));
+        let dry = common::dry_run(config, None).await;
+        return (None, dry.pruned.unwrap_or_default());
     }
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
-    let pruned = prune::execute(candidates, &registries, &StopSignal::default()).await;
-    (Some(report), pruned)
+    let run = run_sync(config).await;
+    (Some(run.report), run.pruned.unwrap_or_default())
 }
 
 /// A config copying every tag of the layout at `src` to `host/repository`; `engine` holds the
 /// engine settings' fields, if any.
 fn layout_to_registry(src: &Path, host: &str, url: &str, repository: &str, engine: &str) -> Config {
-    parse(&format!(
-        "version: 1\nengine: {{ {engine} }}\nregistries:\n  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\nmappings:\n  - source: \"oci:{}\"\n    targets: [\"{host}/{repository}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.display()
-    ))
+    common::config()
+        .engine(engine)
+        .entry(host, url, &[QUICK_RETRY])
+        .mapping(
+            format!("oci:{}", src.display()),
+            &[format!("{host}/{repository}")],
+            &[ALL_TAGS],
+        )
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,7 +74,7 @@ async fn a_layout_mirrors_to_a_real_registry_byte_identical_and_a_warm_rerun_wri
 
     let engine = r#"chunk_size: "256KiB", monolithic_limit: "400KiB""#;
     let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", engine);
-    let cold = run(&config).await;
+    let cold = run_sync(&config).await.report;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
     assert_eq!(cold.totals.images_synced, 2, "{}", cold.render_text());
 
@@ -264,7 +105,7 @@ async fn a_layout_mirrors_to_a_real_registry_byte_identical_and_a_warm_rerun_wri
     assert!(log.count("PATCH", "/v2/mirror/app/blobs/uploads/") > 0);
 
     let before = dst.access_log().await.unwrap();
-    let warm = run(&config).await;
+    let warm = run_sync(&config).await.report;
     assert_eq!(warm.totals.images_up_to_date, 2, "{}", warm.render_text());
     let after = dst.access_log().await.unwrap();
     for method in ["PUT", "POST", "PATCH"] {
@@ -278,7 +119,7 @@ async fn a_layout_mirrors_to_a_real_registry_byte_identical_and_a_warm_rerun_wri
 
 #[tokio::test(start_paused = true)]
 async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("app");
     let mut layout = HandLayout::new(&src);
@@ -294,7 +135,7 @@ async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
     std::fs::write(src.join("blobs/sha256").join(rotten.hex()), bytes).unwrap();
 
     let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", "");
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     let status = |tag: &str| {
         report
             .images
@@ -317,12 +158,11 @@ async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
 
 #[tokio::test(start_paused = true)]
 async fn a_missing_layout_fails_its_mapping_naming_the_directory() {
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nowhere");
     let config = layout_to_registry(&missing, &dst.host(), &dst.url(), "mirror/app", "");
-    let registries = Registries::new(&config);
-    let plan = prepare(&config, &registries).await;
+    let plan = prepare_only(&config, &Registries::new(&config)).await;
     let error = plan.mappings[0].outcome.as_ref().unwrap_err().to_string();
     assert!(
         error.contains(&format!("oci:{}", missing.display()))
@@ -356,7 +196,7 @@ async fn a_platform_filter_applies_to_a_layout_source_and_referrers_follow_their
     layout.tag(&sig, None);
 
     let config = layout_to_layout(&src, &dst, "    platforms: [linux/arm64]\n");
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let has = |d: &str| {
         let d = Digest::parse(d).unwrap();
@@ -479,7 +319,7 @@ async fn a_layout_whose_manifest_cannot_be_read_is_not_garbage_collected() {
 #[tokio::test(start_paused = true)]
 async fn an_upload_from_a_layout_whose_reply_was_lost_resumes_at_the_registrys_offset() {
     use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("big");
     let mut layout = HandLayout::new(&src);
@@ -499,7 +339,7 @@ async fn an_upload_from_a_layout_whose_reply_was_lost_resumes_at_the_registrys_o
         "mirror/big",
         r#"chunk_size: "1MiB", monolithic_limit: "1MiB""#,
     );
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let digest = Digest::of_bytes(Algorithm::Sha256, &big).to_string();
     assert_eq!(dst.blob(&digest).as_deref(), Some(&big[..]));
@@ -512,7 +352,7 @@ async fn an_upload_from_a_layout_whose_reply_was_lost_resumes_at_the_registrys_o
 
 #[tokio::test(start_paused = true)]
 async fn a_rotten_manifest_in_a_layout_fails_its_mapping_with_a_digest_mismatch() {
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("app");
     let mut layout = HandLayout::new(&src);
@@ -527,7 +367,7 @@ async fn a_rotten_manifest_in_a_layout_fails_its_mapping_with_a_digest_mismatch(
     )
     .unwrap();
     let config = layout_to_registry(&src, &dst.host(), &dst.url(), "mirror/app", "");
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.failed_mappings.len(), 1, "{}", report.render_text());
     let text = report.render_text();
     assert!(text.contains("digest mismatch"), "{text}");
@@ -557,8 +397,7 @@ async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
     sig["mediaType"] = json!(media::OCI_MANIFEST);
     layout.tag(&sig, None);
     let config = layout_to_layout(&src, &tmp.path().join("dst"), "");
-    let registries = Registries::new(&config);
-    let plan = prepare(&config, &registries).await;
+    let plan = prepare_only(&config, &Registries::new(&config)).await;
     let resolved = plan.mappings[0].outcome.as_ref().unwrap();
     let referrers: Vec<_> = resolved
         .images
@@ -577,7 +416,7 @@ async fn a_layout_referrer_is_planned_under_its_own_subject_only() {
 #[tokio::test(start_paused = true)]
 async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_completes() {
     use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     let layer = noise(9, 300_000);
     src.seed_image("lib/app", "v1", &[&layer]);
     // Every read of a blob breaks after 100 kB, more often than the retries allow.
@@ -599,7 +438,7 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
         src.host(),
         dst.display(),
     ));
-    let broken = run(&config).await;
+    let broken = run_sync(&config).await.report;
     assert_eq!(broken.totals.images_failed, 1, "{}", broken.render_text());
     let digest = Digest::of_bytes(Algorithm::Sha256, &layer);
     let blobs = dst.join("blobs/sha256");
@@ -622,7 +461,7 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
     );
 
     src.faults().clear_rules();
-    let rerun = run(&config).await;
+    let rerun = run_sync(&config).await.report;
     assert_eq!(rerun.totals.images_synced, 1, "{}", rerun.render_text());
     assert_eq!(std::fs::read(blobs.join(digest.hex())).unwrap(), layer);
     assert_eq!(layout_tags(&dst).len(), 1);
@@ -670,7 +509,7 @@ async fn an_index_and_its_children_tagged_too_land_in_one_layout_target() {
     layout.tag(&amd, Some("1.0-amd64"));
     layout.tag(&arm, Some("1.0-arm64"));
     let config = layout_to_layout(&src, &dst, "");
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     assert_eq!(
         layout_tags(&dst),
@@ -697,7 +536,7 @@ async fn a_sync_into_a_layout_holding_several_repositories_keeps_their_full_refe
     target.tag(&a, Some("a:v1"));
     target.tag(&b, Some("b:v1"));
 
-    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    let report = run_sync(&layout_to_layout(&src, &dst, "")).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     assert_eq!(
         layout_tags(&dst),
@@ -728,27 +567,15 @@ async fn a_mapping_with_an_image_that_failed_in_this_run_prunes_nothing() {
     target.tag(&old, Some("old"));
 
     let config = layout_to_layout(&src, &dst, "    prune: true\n");
-    let registries = Registries::new(&config);
-    let plan = prepare(&config, &registries).await;
-    let before_run = prune::decide(&plan, &config, None);
-    assert_eq!(before_run.candidates.len(), 1, "the dry run's view");
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
+    let before_run = common::dry_run(&config, None).await.pruned.unwrap();
+    assert_eq!(before_run.tags.len(), 1, "the dry run's view");
+    let run = run_sync(&config).await;
+    let report = run.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
-    let decision = prune::decide(&plan, &config, Some(&report));
-    assert!(decision.candidates.is_empty(), "{decision:?}");
-    assert_eq!(decision.skipped.len(), 1);
-    assert!(
-        decision.skipped[0].reason.contains("failed"),
-        "{decision:?}"
-    );
-    let mut pruned = prune::execute(decision.candidates, &registries, &StopSignal::default()).await;
-    pruned.add_skipped(decision.skipped);
+    let pruned = run.pruned.expect("the mapping prunes");
+    assert!(pruned.tags.is_empty(), "{pruned:?}");
+    assert_eq!(pruned.skipped.len(), 1);
+    assert!(pruned.skipped[0].reason.contains("failed"), "{pruned:?}");
     assert!(
         pruned.render_text().contains("prune skipped  mapping 0"),
         "{}",
@@ -806,7 +633,7 @@ async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
     layout.tag(&sig, None);
     let config = layout_to_layout(&src, &dst, "");
 
-    let cold = run(&config).await;
+    let cold = run_sync(&config).await.report;
     assert_eq!(cold.totals.images_failed, 0, "{}", cold.render_text());
     assert_eq!(cold.totals.images_synced, 4, "{}", cold.render_text());
     let before = file_identities(&dst);
@@ -815,7 +642,7 @@ async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
         "{before:?}"
     );
 
-    let warm = run(&config).await;
+    let warm = run_sync(&config).await.report;
     assert_eq!(warm.totals.images_up_to_date, 4, "{}", warm.render_text());
     assert_eq!(warm.totals.images_synced, 0, "{}", warm.render_text());
     assert_eq!(
@@ -827,8 +654,7 @@ async fn a_warm_rerun_into_a_layout_target_rewrites_no_file() {
 
 /// Each image's state in its mapping's only target, by name, as prepare found it.
 async fn layout_states(config: &Config) -> Vec<(String, TargetState)> {
-    let registries = Registries::new(config);
-    let plan = prepare(config, &registries).await;
+    let plan = prepare_only(config, &Registries::new(config)).await;
     let resolved = plan.mappings[0].outcome.as_ref().unwrap();
     let mut states: Vec<_> = resolved
         .images
@@ -886,7 +712,7 @@ async fn a_layout_targets_images_are_each_new_up_to_date_missing_or_stale() {
             (&sig_name, TargetState::NewRepository),
         ])
     );
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_synced, 5, "{}", report.render_text());
     assert!(
         layout_states(&config)
@@ -935,7 +761,7 @@ async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_opera
     let _gc = lock::acquire(&dst, LockKind::Collecting, lock::LOCK_WAIT)
         .await
         .unwrap();
-    let report = run(&layout_to_layout(&src, &dst, "")).await;
+    let report = run_sync(&layout_to_layout(&src, &dst, "")).await.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
     let ImageStatus::Failed {
         registry,
@@ -973,9 +799,9 @@ async fn the_dry_run_counts_a_symlinked_blob_in_a_layout_target_as_missing_as_th
 
     let config = layout_to_layout(&src, &dst, "");
     let registries = Registries::new(&config);
-    let plan = prepare(&config, &registries).await;
+    let plan = prepare_only(&config, &registries).await;
     let dry = ferry_sync::dryrun::DryRun::measure(&plan, &registries).await;
-    let report = run(&config).await;
+    let report = run_sync(&config).await.report;
     assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
     assert_eq!(report.totals.blobs_skipped, 0, "{}", report.render_text());
     assert_eq!(

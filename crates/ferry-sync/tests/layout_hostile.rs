@@ -2,14 +2,12 @@
 //! of it, FIFOs, `/dev/zero`, over-long blobs and huge manifests each fail their own image with
 //! an error naming the layout and digest, while the good image beside them is still mirrored.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::{ALL_TAGS, QUICK_RETRY, run_sync};
 use ferry_distribution::{Algorithm, Digest, media};
-use ferry_sync::config;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::TestRegistry;
 use serde_json::{Value, json};
@@ -72,27 +70,16 @@ impl Layout {
 
 /// Syncs each layout in `sources` to `mirror/<its directory name>` in one run.
 async fn run(sources: &[&Path], registry: &TestRegistry) -> SyncReport {
-    let mut text = format!(
-        "version: 1\nregistries:\n  - host: \"{h}\"\n    url: \"{u}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\nmappings:\n",
-        h = registry.host(),
-        u = registry.url(),
-    );
+    let mut config = common::config().registry(registry, &[QUICK_RETRY]);
     for src in sources {
         let name = src.file_name().unwrap().to_str().unwrap();
-        text += &format!(
-            "  - source: \"oci:{}\"\n    targets: [\"{}/mirror/{name}\"]\n    tags: {{ include: [\"*\"] }}\n",
-            src.display(),
-            registry.host()
+        config = config.mapping(
+            format!("oci:{}", src.display()),
+            &[format!("{}/mirror/{name}", registry.host())],
+            &[ALL_TAGS],
         );
     }
-    let config = config::parse(&text, Path::new("hostile.yaml"), &|_| None).unwrap();
-    let registries = Registries::new(&config);
-    let mut options = PrepareOptions::from_config(&config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(&config, &registries, &options, tracker).await;
-    let engine = EngineOptions::from_settings(&config.engine);
-    sync(&plan, &registries, &engine, &StopSignal::default()).await
+    run_sync(&config.build()).await.report
 }
 
 /// The error that failed the mapping reading `src`.
@@ -122,7 +109,7 @@ fn failure(report: &SyncReport, tag: &str) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn links_fifos_devices_and_overlong_blobs_fail_their_own_image_and_the_good_one_syncs() {
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("layout");
     let outside = tmp.path().join("outside");
@@ -209,7 +196,7 @@ async fn links_fifos_devices_and_overlong_blobs_fail_their_own_image_and_the_goo
 
 #[tokio::test(start_paused = true)]
 async fn a_linked_or_special_index_json_fails_the_layout_with_a_clear_error() {
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("layout");
     let mut layout = Layout::new(&src);

@@ -5,44 +5,19 @@
 //! learning it spends no retry. The same scenario against the real registry is in
 //! engine_real_registry.rs.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
+use common::run_sync;
 use ferry_distribution::capabilities::{CapabilitiesSnapshot, Support, UploadFlow};
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::prune;
-use ferry_sync::registries::Registries;
+use ferry_sync::config::Config;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry};
 
 fn config(regs: &[&TestRegistry], mappings: &str) -> Config {
-    let registries: String = regs
-        .iter()
-        .map(|r| {
-            format!(
-                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    max_concurrent: 16\n    retry: {{ attempts: 5, base: 100ms, cap: 2s }}\n",
-                r.host(),
-                r.url()
-            )
-        })
-        .collect();
-    let text = format!(
-        "version: 1\nconcurrency: 4\nengine: {{ chunk_size: \"1MiB\", monolithic_limit: \"1MiB\" }}\nregistries:\n{registries}mappings:\n{mappings}"
-    );
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
-}
-
-async fn run_with(config: &Config) -> (SyncReport, Registries, ferry_sync::plan::Plan) {
-    let registries = Registries::new(config);
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &prepare, tracker).await;
-    let options = EngineOptions::from_settings(&config.engine);
-    let report = sync(&plan, &registries, &options, &StopSignal::default()).await;
-    (report, registries, plan)
+    common::engine_config(regs)
+        .engine("chunk_size: \"1MiB\", monolithic_limit: \"1MiB\"")
+        .mappings(mappings)
+        .build()
 }
 
 fn capabilities(report: &SyncReport, reg: &TestRegistry) -> CapabilitiesSnapshot {
@@ -98,16 +73,7 @@ async fn scenario(
     name: &str,
     personality: Personality,
 ) -> (SyncReport, TestRegistry, TestRegistry) {
-    let src = TestRegistry::builder()
-        .personality(personality)
-        .start()
-        .await
-        .unwrap();
-    let dst = TestRegistry::builder()
-        .personality(personality)
-        .start()
-        .await
-        .unwrap();
+    let (src, dst) = common::pair_with(|b| b.personality(personality)).await;
     let tags = seed(&src);
     let d = dst.host();
     let mapping = format!(
@@ -115,7 +81,7 @@ async fn scenario(
         src.host()
     );
     let cfg = config(&[&src, &dst], &mapping);
-    let (report, _, _) = run_with(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     let text = report.render_text();
 
     // Every image reaches every namespaced repository, byte for byte.
@@ -179,7 +145,7 @@ async fn scenario(
 
     // A warm re-run writes nothing where everything landed.
     dst.reset_stats();
-    let (warm, _, _) = run_with(&cfg).await;
+    let warm = run_sync(&cfg).await.report;
     assert_eq!(
         writes_outside_app(&dst),
         0,
@@ -290,16 +256,11 @@ async fn a_registry_refusing_tag_deletes_copies_everything_and_reports_the_refus
         dst.host()
     );
     let cfg = config(&[&src, &dst], &mapping);
-    let (mut report, registries, plan) = run_with(&cfg).await;
+    let run = run_sync(&cfg).await;
+    let report = run.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
-    let pruned = prune::execute(
-        prune::candidates(&plan, &cfg),
-        &registries,
-        &StopSignal::default(),
-    )
-    .await;
+    let pruned = run.pruned.expect("the mapping prunes");
     assert_eq!(pruned.unsupported, 1, "{}", pruned.render_text());
-    report.refresh_capabilities(&registries);
     assert_eq!(capabilities(&report, &dst).tag_delete, Support::Refused);
     assert!(dst.tags("mirror/app").contains(&"gone".to_owned()));
 }
@@ -333,7 +294,7 @@ async fn a_docker_flow_only_registry_keeps_large_blobs_chunked_and_resumable() {
         &[&src, &dst],
         &format!("{}{}", mapping("lib/app"), mapping("lib/slow")),
     );
-    let (report, _, _) = run_with(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_synced, 2, "{}", report.render_text());
     assert_eq!(capabilities(&report, &dst).upload_flow, UploadFlow::Docker);
     let big_digest = ferry_testkit::registry::sha256_digest(&big);

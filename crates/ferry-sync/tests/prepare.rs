@@ -2,29 +2,38 @@
 //! mappings wait (the floor, not only the ceiling), outcomes stay in config order, one failed
 //! mapping stops no other, target states are right, and the phase sends no write.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_sync::config::{self, Config};
+use common::ALL_TAGS;
+use ferry_sync::config::Config;
 use ferry_sync::plan::TargetState;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 
 fn config_for(reg: &TestRegistry, mappings: &str, concurrency: usize) -> Config {
-    let text = format!(
-        "version: 1\nconcurrency: {concurrency}\nregistries:\n  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    max_concurrent: 64\n    retry: {{ attempts: 4, base: 100ms, cap: 2s }}\nmappings:\n{mappings}",
-        host = reg.host(),
-        url = reg.url(),
-    );
-    config::parse(&text, Path::new("test.yaml"), &|_| None).expect("test config parses")
+    common::config()
+        .setting(&format!("concurrency: {concurrency}"))
+        .registry(
+            reg,
+            &[
+                "max_concurrent: 64",
+                "retry: { attempts: 4, base: 100ms, cap: 2s }",
+            ],
+        )
+        .mappings(mappings)
+        .build()
 }
 
 fn mapping(reg: &TestRegistry, source: &str, target: &str) -> String {
-    format!(
-        "  - source: \"{h}/{source}\"\n    targets: [\"{h}/{target}\"]\n    tags: {{ include: [\"*\"] }}\n",
-        h = reg.host()
+    let h = reg.host();
+    common::mapping(
+        format!("{h}/{source}"),
+        &[format!("{h}/{target}")],
+        &[ALL_TAGS],
     )
 }
 
@@ -33,9 +42,7 @@ async fn run(
     registries: &Registries,
 ) -> (ferry_sync::plan::Plan, Arc<PrepareTracker>) {
     let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let plan = resolve_all(config, registries, &options, Arc::clone(&tracker)).await;
+    let plan = common::prepare_tracked(config, registries, Arc::clone(&tracker)).await;
     (plan, tracker)
 }
 
@@ -142,7 +149,7 @@ async fn the_plan_is_in_config_order_and_a_failed_mapping_stops_no_other() {
 
 #[tokio::test(start_paused = true)]
 async fn target_states_come_from_one_listing_and_a_head_per_present_tag() {
-    let reg = TestRegistry::builder().start().await.unwrap();
+    let reg = common::started().await;
     let v1 = reg.seed_image("src/app", "v1", &[b"one"]);
     reg.seed_image("src/app", "v2", &[b"two"]);
     reg.seed_image("src/app", "v3", &[b"three"]);

@@ -2,69 +2,47 @@
 //! deleted by tag (in-process registry), tags outside the filter and referrer tags stay, a dry
 //! run sends no DELETE, and a real distribution 2.8 (no tag deletion) is reported as such.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
 use bytes::Bytes;
+use common::{QUICK_RETRY, prepare_only, run_sync};
 use ferry_distribution::capabilities::{Feature, Support};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config::{self, Config};
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::plan::Plan;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::config::Config;
+use ferry_sync::engine::StopSignal;
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
-use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
-
-fn registry_yaml(host: &str, url: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
-    )
-}
-
-fn parse(text: &str) -> Config {
-    config::parse(text, Path::new("prune.yaml"), &|_| None).expect("test config parses")
-}
 
 /// A source→target config; `extra` is appended to the mapping (e.g. `    prune: true\n`).
 fn two_registry_config(src: &TestRegistry, dst: &TestRegistry, tags: &str, extra: &str) -> Config {
-    parse(&format!(
-        "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/mirror/app\"]\n    tags: {tags}\n{extra}",
-        registry_yaml(&src.host(), &src.url()),
-        registry_yaml(&dst.host(), &dst.url()),
-        src.host(),
-        dst.host(),
-    ))
-}
-
-async fn prepare(config: &Config, registries: &Registries) -> Plan {
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    resolve_all(config, registries, &options, tracker).await
+    common::config()
+        .registries(&[src, dst], &[QUICK_RETRY])
+        .mapping(
+            format!("{}/lib/app", src.host()),
+            &[format!("{}/mirror/app", dst.host())],
+            &[&format!("tags: {tags}")],
+        )
+        .mappings(extra)
+        .build()
 }
 
 /// Prepare, sync, then prune (or its dry run), deciding as `ferry sync` does: the dry run from
 /// the plan alone, the real run from the plan and the sync's report.
 async fn sync_and_prune(config: &Config, dry_run: bool) -> PruneReport {
-    let registries = Registries::new(config);
-    let plan = prepare(config, &registries).await;
     if dry_run {
-        return prune::dry_run(prune::candidates(&plan, config));
+        return common::dry_run(config, None)
+            .await
+            .pruned
+            .unwrap_or_default();
     }
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
+    let run = run_sync(config).await;
+    let report = run.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
-    let decision = prune::decide(&plan, config, Some(&report));
-    assert!(decision.skipped.is_empty(), "a clean run: {decision:?}");
-    prune::execute(decision.candidates, &registries, &StopSignal::default()).await
+    let pruned = run.pruned.unwrap_or_default();
+    assert!(pruned.skipped.is_empty(), "a clean run: {pruned:?}");
+    pruned
 }
 
 fn deletes(reg: &TestRegistry) -> Vec<String> {
@@ -91,8 +69,7 @@ fn seed(src: &TestRegistry, dst: &TestRegistry) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn prune_deletes_by_tag_only_what_the_filter_selects_and_the_source_lost() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let sig = seed(&src, &dst);
     let cfg = two_registry_config(&src, &dst, "{ include: [\"v*\"] }", "    prune: true\n");
 
@@ -117,8 +94,7 @@ async fn prune_deletes_by_tag_only_what_the_filter_selects_and_the_source_lost()
 
 #[tokio::test(start_paused = true)]
 async fn a_filter_of_every_tag_still_leaves_referrer_tags_alone() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     let sig = seed(&src, &dst);
     let cfg = two_registry_config(&src, &dst, "{ include: [\"*\"] }", "    prune: true\n");
     let report = sync_and_prune(&cfg, false).await;
@@ -130,8 +106,7 @@ async fn a_filter_of_every_tag_still_leaves_referrer_tags_alone() {
 
 #[tokio::test(start_paused = true)]
 async fn without_prune_or_in_a_dry_run_nothing_is_deleted() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src, &dst);
 
     let off = two_registry_config(&src, &dst, "{ include: [\"v*\"] }", "");
@@ -153,12 +128,11 @@ async fn without_prune_or_in_a_dry_run_nothing_is_deleted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stopped_run_prunes_nothing() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src, &dst);
     let cfg = two_registry_config(&src, &dst, "{ include: [\"v*\"] }", "    prune: true\n");
     let registries = Registries::new(&cfg);
-    let plan = prepare(&cfg, &registries).await;
+    let plan = prepare_only(&cfg, &registries).await;
     let stop = StopSignal::default();
     stop.stop();
     let report = prune::execute(prune::candidates(&plan, &cfg), &registries, &stop).await;
@@ -196,10 +170,7 @@ async fn push_image(c: &RegistryClient, repo: &str, tag: &str, own: &[u8]) {
 /// DELETE however many tags were due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_distribution_registry_that_cannot_delete_tags_is_reported_clearly() {
-    let Some(src) = RealRegistry::start_for_test().await.expect("source") else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test().await.expect("target") else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     let s = RegistryClient::new(RegistryOptions::insecure_at(&src.url())).unwrap();
@@ -207,15 +178,15 @@ async fn a_real_distribution_registry_that_cannot_delete_tags_is_reported_clearl
     push_image(&s, "lib/app", "v1", b"one").await;
     push_image(&t, "mirror/app", "v0", b"zero").await;
     push_image(&t, "mirror/app", "v00", b"zero zero").await;
-    let cfg = parse(&format!(
+    let cfg = common::parse(&format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/mirror/app\"]\n    tags: {{ include: [\"v*\"] }}\n    prune: true\n",
-        registry_yaml(&src.host(), &src.url()),
-        registry_yaml(&dst.host(), &dst.url()),
+        common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+        common::registry_entry(&dst.host(), &dst.url(), &[QUICK_RETRY]),
         src.host(),
         dst.host(),
     ));
     let registries = Registries::new(&cfg);
-    let plan = prepare(&cfg, &registries).await;
+    let plan = prepare_only(&cfg, &registries).await;
     let report = prune::execute(
         prune::candidates(&plan, &cfg),
         &registries,
@@ -258,8 +229,7 @@ async fn a_real_distribution_registry_that_cannot_delete_tags_is_reported_clearl
 /// registry is not written off as unable to delete tags, so the next tag is still tried.
 #[tokio::test(start_paused = true)]
 async fn a_refused_delete_fails_that_tag_and_the_next_is_still_tried() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src, &dst);
     dst.seed_image("mirror/app", "v00", &[b"zero zero"]);
     dst.faults().push(
@@ -274,7 +244,7 @@ async fn a_refused_delete_fails_that_tag_and_the_next_is_still_tried() {
     );
     let cfg = two_registry_config(&src, &dst, "{ include: [\"v*\"] }", "    prune: true\n");
     let registries = Registries::new(&cfg);
-    let plan = prepare(&cfg, &registries).await;
+    let plan = prepare_only(&cfg, &registries).await;
     let candidates = prune::candidates(&plan, &cfg);
     let report = prune::execute(candidates, &registries, &StopSignal::default()).await;
     let text = report.render_text();
@@ -295,8 +265,7 @@ async fn a_refused_delete_fails_that_tag_and_the_next_is_still_tried() {
 /// failed in one (lib/b) skips pruning there, and only there; its sibling (lib/a) prunes.
 #[tokio::test(start_paused = true)]
 async fn a_failure_in_one_expanded_repository_skips_pruning_only_there() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("lib/a", "v1", &[b"a one"]);
     src.seed_image("lib/b", "v1", &[b"b one"]);
     dst.seed_image("mirror/a", "v0", &[b"a zero"]);
@@ -312,25 +281,17 @@ async fn a_failure_in_one_expanded_repository_skips_pruning_only_there() {
         .repo("lib/b")
         .forever(),
     );
-    let config = parse(&format!(
+    let config = common::parse(&format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/*\"\n    targets: [\"{}/mirror\"]\n    tags: {{ include: [\"v*\"] }}\n    prune: true\n",
-        registry_yaml(&src.host(), &src.url()),
-        registry_yaml(&dst.host(), &dst.url()),
+        common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+        common::registry_entry(&dst.host(), &dst.url(), &[QUICK_RETRY]),
         src.host(),
         dst.host(),
     ));
-    let registries = Registries::new(&config);
-    let plan = prepare(&config, &registries).await;
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
+    let run = run_sync(&config).await;
+    let report = run.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
-    let decision = prune::decide(&plan, &config, Some(&report));
-    assert_eq!(decision.skipped.len(), 1, "{decision:?}");
-    prune::execute(decision.candidates, &registries, &StopSignal::default()).await;
+    let pruned = run.pruned.expect("the mapping prunes");
+    assert_eq!(pruned.skipped.len(), 1, "{pruned:?}");
     assert_eq!(deletes(&dst), vec!["/v2/mirror/a/manifests/v0".to_string()]);
 }

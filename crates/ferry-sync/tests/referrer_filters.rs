@@ -3,58 +3,34 @@
 //! distribution 2.8), `true`/`false` keep working, and `require_referrers` fails an image whose
 //! source has no referrer of a required type before anything is copied for it.
 
-use std::path::Path;
-use std::sync::Arc;
+mod common;
 
+use std::path::Path;
+
+use common::{QUICK_RETRY, run_sync};
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
-use ferry_sync::report::{ImageStatus, SyncReport};
-use ferry_testkit::distribution::RealRegistry;
+use ferry_sync::report::ImageStatus;
 use ferry_testkit::registry::{OCI_MANIFEST, OpKind, TestRegistry, sha256_digest};
 
 const SBOM: &str = "application/spdx+json";
 const SIG: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
 
-fn registry_yaml(url: &str, host: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n"
-    )
-}
-
 /// `src/lib/app` (every tag) to `dst/m/app`, with `extra` appended to the mapping.
 fn config(src: (&str, &str), dst: (&str, &str), extra: &str) -> Config {
     let text = format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\"]\n{extra}",
-        registry_yaml(src.0, src.1),
-        registry_yaml(dst.0, dst.1),
+        common::registry_entry(src.1, src.0, &[QUICK_RETRY]),
+        common::registry_entry(dst.1, dst.0, &[QUICK_RETRY]),
         src.1,
         dst.1,
     );
-    config::parse(&text, Path::new("referrers.yaml"), &|_| None).expect("test config parses")
+    common::parse(&text)
 }
 
 fn kit(src: &TestRegistry, dst: &TestRegistry, extra: &str) -> Config {
     config((&src.url(), &src.host()), (&dst.url(), &dst.host()), extra)
-}
-
-async fn run(config: &Config) -> (ferry_sync::plan::Plan, SyncReport) {
-    let registries = Registries::new(config);
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &options, tracker).await;
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
-    (plan, report)
 }
 
 /// A referrer of `kind` with one layer of `body`, whose subject is `image` in `repo`.
@@ -134,7 +110,7 @@ async fn include_and_exclude_choose_referrers_by_artifact_type_and_the_bool_stil
         // A target without the API: the chosen referrers are listed in the subject's
         // tag-schema index, and only they.
         let dst = started(false).await;
-        let (_, report) = run(&kit(&src, &dst, extra)).await;
+        let report = run_sync(&kit(&src, &dst, extra)).await.report;
         assert_eq!(
             report.totals.images_failed,
             0,
@@ -189,7 +165,7 @@ async fn require_referrers_fails_an_unsigned_image_before_anything_is_pushed_for
         &dst,
         "    require_referrers: [\"application/vnd.dev.sigstore.bundle.v0.3+json\"]\n",
     );
-    let (plan, report) = run(&cfg).await;
+    let common::Run { plan, report, .. } = run_sync(&cfg).await;
 
     assert_eq!(dst.tags("m/app"), ["signed"], "{}", report.render_text());
     assert!(dst.manifest("m/app", &s.signature).is_some());
@@ -243,12 +219,13 @@ async fn require_referrers_fails_an_unsigned_image_before_anything_is_pushed_for
 
     // Required and present everywhere: clean; the lookup sends no write.
     let dst2 = started(true).await;
-    let (_, ok) = run(&kit(
+    let ok = run_sync(&kit(
         &src,
         &dst2,
         "    require_referrers: [\"application/spdx+json\"]\n",
     ))
-    .await;
+    .await
+    .report;
     assert_eq!(ok.totals.images_failed, 0, "{}", ok.render_text());
     assert_eq!(src.stats().op(OpKind::ManifestPut), 0);
 }
@@ -299,28 +276,25 @@ fn artifact_types_are_checked_where_the_config_names_them() {
 /// entries out of it, and `require_referrers` reads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_real_registry_filters_and_requirements_read_the_tag_schema_index() {
-    let Some(a) = RealRegistry::start_for_test().await.expect("registry a") else {
-        return;
-    };
-    let Some(b) = RealRegistry::start_for_test().await.expect("registry b") else {
+    let Some((a, b)) = common::real_pair().await else {
         return;
     };
     let src = started(true).await;
     let s = seed(&src);
     let to_a = config((&src.url(), &src.host()), (&a.url(), &a.host()), "");
-    let (_, seeded) = run(&to_a).await;
+    let seeded = run_sync(&to_a).await.report;
     assert_eq!(seeded.totals.images_failed, 0, "{}", seeded.render_text());
 
     // a/m/app -> b/m/app with only SBOMs: b's index for `signed` lists the SBOM alone.
     let text = format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/m/app\"\n    targets: [\"{}/m/app\"]\n    tags: {{ exact: [signed, bare] }}\n    referrers: {{ include: [\"application/spdx+json\"] }}\n",
-        registry_yaml(&a.url(), &a.host()),
-        registry_yaml(&b.url(), &b.host()),
+        common::registry_entry(&a.host(), &a.url(), &[QUICK_RETRY]),
+        common::registry_entry(&b.host(), &b.url(), &[QUICK_RETRY]),
         a.host(),
         b.host()
     );
     let cfg = config::parse(&text, Path::new("real.yaml"), &|_| None).unwrap();
-    let (_, report) = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
     let fallback = format!("sha256-{}", s.signed.trim_start_matches("sha256:"));
     let client = RegistryClient::new(RegistryOptions::insecure_at(&b.url())).unwrap();
@@ -352,7 +326,7 @@ async fn on_a_real_registry_filters_and_requirements_read_the_tag_schema_index()
         &format!("{}/n/app\"]", b.host()),
     );
     let cfg = config::parse(&text, Path::new("real.yaml"), &|_| None).unwrap();
-    let (_, report) = run(&cfg).await;
+    let report = run_sync(&cfg).await.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
     assert_eq!(
         report.totals.images_synced, 2,
@@ -396,15 +370,14 @@ async fn a_failed_tag_schema_index_fails_the_referrer_on_that_target_only() {
     );
     let text = format!(
         "version: 1\nregistries:\n{}{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{}/m/app\", \"{}/m/app\"]\n    referrers: true\n",
-        registry_yaml(&src.url(), &src.host()),
-        registry_yaml(&a.url(), &a.host()),
-        registry_yaml(&b.url(), &b.host()),
+        common::registry_entry(&src.host(), &src.url(), &[QUICK_RETRY]),
+        common::registry_entry(&a.host(), &a.url(), &[QUICK_RETRY]),
+        common::registry_entry(&b.host(), &b.url(), &[QUICK_RETRY]),
         src.host(),
         a.host(),
         b.host(),
     );
-    let config = config::parse(&text, Path::new("referrers.yaml"), &|_| None).unwrap();
-    let (_, report) = run(&config).await;
+    let report = run_sync(&common::parse(&text)).await.report;
     let rendered = report.render_text();
     let status = |host: &str| {
         report

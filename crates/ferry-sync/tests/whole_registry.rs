@@ -4,24 +4,21 @@
 //! and the bad ones reported, a bound stops a catalog larger than meant, and the dry run and
 //! the report list what the mapping expanded to.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
+use common::{RunOptions, run_sync_with};
 use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{EngineOptions, StopSignal, sync};
 use ferry_sync::plan::{ListedIn, Plan};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
-use ferry_sync::registries::Registries;
+use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::report::{SyncReport, Verdict};
-use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, RetryAfter, TestRegistry};
 
-fn registry_yaml(url: &str, host: &str) -> String {
-    format!(
-        "  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n    retry: {{ attempts: 3, base: 10ms, cap: 50ms }}\n"
-    )
-}
+/// Three quick attempts.
+const RETRY: &str = "retry: { attempts: 3, base: 10ms, cap: 50ms }";
 
 /// One mapping from `source` (a glob on `src`) to `targets`, with `extra` appended to it.
 fn config(
@@ -33,11 +30,11 @@ fn config(
 ) -> Config {
     let text = format!(
         "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/{source}\"\n    targets: [{targets}]\n{extra}",
-        registry_yaml(src.0, src.1),
-        registry_yaml(dst.0, dst.1),
+        common::registry_entry(src.1, src.0, &[RETRY]),
+        common::registry_entry(dst.1, dst.0, &[RETRY]),
         src.1,
     );
-    config::parse(&text, Path::new("whole.yaml"), &|_| None).expect("test config parses")
+    common::parse(&text)
 }
 
 fn testkit_config(src: &TestRegistry, dst: &TestRegistry, source: &str, extra: &str) -> Config {
@@ -50,26 +47,21 @@ fn testkit_config(src: &TestRegistry, dst: &TestRegistry, source: &str, extra: &
     )
 }
 
+/// A whole run, its tracker checked: the glob and each expansion are counted once.
 async fn run(config: &Config) -> (Plan, SyncReport) {
-    let registries = Registries::new(config);
-    let mut options = PrepareOptions::from_config(config);
-    options.watch_interval = None;
     let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = resolve_all(config, &registries, &options, Arc::clone(&tracker)).await;
+    let options = RunOptions {
+        tracker: Some(Arc::clone(&tracker)),
+        ..RunOptions::default()
+    };
+    let run = run_sync_with(config, options).await;
     let snapshot = tracker.snapshot();
     assert_eq!(
         (snapshot.done, snapshot.total),
-        (plan.mappings.len(), plan.mappings.len()),
+        (run.plan.mappings.len(), run.plan.mappings.len()),
         "the tracker counts the glob and each expansion once"
     );
-    let report = sync(
-        &plan,
-        &registries,
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-    )
-    .await;
-    (plan, report)
+    (run.plan, run.report)
 }
 
 /// team/app, team/tools/cli, teamx/app and other/app on the source, one image each.
@@ -83,7 +75,7 @@ fn seed(src: &TestRegistry) {
 async fn any_depth_walks_every_catalog_page_and_maps_each_repository_to_the_prefix_plus_remainder()
 {
     let src = TestRegistry::builder().page_size(1).start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     seed(&src);
     let cfg = testkit_config(&src, &dst, "team/**", "");
     let (plan, report) = run(&cfg).await;
@@ -134,8 +126,7 @@ async fn any_depth_walks_every_catalog_page_and_maps_each_repository_to_the_pref
 
 #[tokio::test(start_paused = true)]
 async fn one_level_takes_direct_children_only_and_a_warm_rerun_writes_nothing() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let cfg = testkit_config(&src, &dst, "team/*", "");
     let (_, report) = run(&cfg).await;
@@ -155,8 +146,7 @@ async fn one_level_takes_direct_children_only_and_a_warm_rerun_writes_nothing() 
 
 #[tokio::test(start_paused = true)]
 async fn hostile_catalog_names_are_reported_and_never_put_into_a_request() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     src.seed_image("team/app", "v1", &[b"app"]);
     let hostile = [
         "team/../admin",
@@ -212,8 +202,7 @@ async fn hostile_catalog_names_are_reported_and_never_put_into_a_request() {
 
 #[tokio::test(start_paused = true)]
 async fn a_catalog_matching_more_than_max_repositories_fails_the_mapping_before_any_copy() {
-    let src = TestRegistry::builder().start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let (src, dst) = common::pair().await;
     seed(&src);
     let cfg = testkit_config(&src, &dst, "team/**", "    max_repositories: 1\n");
     let (_, report) = run(&cfg).await;
@@ -236,7 +225,7 @@ async fn a_catalog_matching_more_than_max_repositories_fails_the_mapping_before_
 #[tokio::test(start_paused = true)]
 async fn a_throttled_catalog_page_is_retried_under_the_one_retry_shape() {
     let src = TestRegistry::builder().page_size(2).start().await.unwrap();
-    let dst = TestRegistry::builder().start().await.unwrap();
+    let dst = common::started().await;
     seed(&src);
     src.faults().push(
         FaultRule::on(
@@ -255,7 +244,7 @@ async fn a_throttled_catalog_page_is_retried_under_the_one_retry_shape() {
     assert_eq!(src.stats().op(OpKind::Catalog), 4);
 
     // Throttled past the attempts: the mapping fails with the catalog named; nothing else.
-    let dst2 = TestRegistry::builder().start().await.unwrap();
+    let dst2 = common::started().await;
     src.faults().push(
         FaultRule::on(
             OpKind::Catalog,
@@ -278,7 +267,7 @@ async fn a_throttled_catalog_page_is_retried_under_the_one_retry_shape() {
 
 #[tokio::test(start_paused = true)]
 async fn a_repository_another_mapping_writes_or_that_is_a_mirror_target_is_left_out() {
-    let src = TestRegistry::builder().start().await.unwrap();
+    let src = common::started().await;
     src.seed_image("team/app", "v1", &[b"app"]);
     src.seed_image("team/db", "v1", &[b"db"]);
     src.seed_image("team/mirror/old", "v1", &[b"old"]);
@@ -286,7 +275,7 @@ async fn a_repository_another_mapping_writes_or_that_is_a_mirror_target_is_left_
     // writes team/mirror/db.
     let text = format!(
         "version: 1\nregistries:\n{}mappings:\n  - source: \"{h}/team/**\"\n    targets: [\"{h}/team/mirror\"]\n  - source: \"{h}/team/app\"\n    targets: [\"{h}/team/mirror/db\"]\n",
-        registry_yaml(&src.url(), &src.host()),
+        common::registry_entry(&src.host(), &src.url(), &[RETRY]),
         h = src.host()
     );
     let cfg = config::parse(&text, Path::new("whole.yaml"), &|_| None).unwrap();
@@ -360,21 +349,18 @@ fn config_refuses_what_cannot_apply_to_many_repositories() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_registry_catalog_expands_and_every_repository_lands() {
-    let Some(src) = RealRegistry::start_for_test().await.expect("source") else {
-        return;
-    };
-    let Some(dst) = RealRegistry::start_for_test().await.expect("target") else {
+    let Some((src, dst)) = common::real_pair().await else {
         return;
     };
     // Seed the real source by mirroring from a test kit registry (the plainest way to push).
-    let seedkit = TestRegistry::builder().start().await.unwrap();
+    let seedkit = common::started().await;
     for repo in ["team/app", "team/tools/cli", "other/app"] {
         seedkit.seed_image(repo, "v1", &[repo.as_bytes()]);
     }
     let mut text = format!(
         "version: 1\nregistries:\n{}{}mappings:\n",
-        registry_yaml(&seedkit.url(), &seedkit.host()),
-        registry_yaml(&src.url(), &src.host())
+        common::registry_entry(&seedkit.host(), &seedkit.url(), &[RETRY]),
+        common::registry_entry(&src.host(), &src.url(), &[RETRY])
     );
     for repo in ["team/app", "team/tools/cli", "other/app"] {
         text.push_str(&format!(
