@@ -61,17 +61,8 @@ async fn a_command_line_ferry_cannot_read_exits_64_and_help_exits_0() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn v_logs_each_request_with_its_status_and_no_secret() {
-    use ferry_testkit::registry::{TestRegistry, TokenAuthConfig};
     let password = "request-log-Pa55-41";
-    let reg = TestRegistry::builder()
-        .token_auth(TokenAuthConfig {
-            users: vec![("alice".into(), password.into())],
-            anonymous_pull: false,
-            token_ttl_secs: 300,
-        })
-        .start()
-        .await
-        .unwrap();
+    let reg = locked("alice", password).await;
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
     let config = common::write_config(
