@@ -71,3 +71,37 @@ async fn a_host_name_that_does_not_resolve_is_named_so() {
         );
     }
 }
+
+#[tokio::test]
+async fn validate_reports_a_plain_http_url_without_insecure_at_the_url_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &path,
+        "version: 1\nregistries:\n  - host: 127.0.0.1:5991\n    url: http://127.0.0.1:5991\n\
+         mappings:\n  - source: 127.0.0.1:5991/app\n    targets: [\"oci:./out\"]\n",
+    )
+    .unwrap();
+    let out = ferry(&["validate", "-c", path.to_str().unwrap()]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 3, "{err}");
+    let file = path.display().to_string();
+    assert!(
+        err.contains(&format!("{file}:4:10: ")),
+        "at the url value: {err}"
+    );
+    assert!(
+        err.contains("add insecure: true or use https://"),
+        "says the fix: {err}"
+    );
+
+    // With `insecure: true` the same url is valid.
+    std::fs::write(
+        &path,
+        "version: 1\nregistries:\n  - host: 127.0.0.1:5991\n    url: http://127.0.0.1:5991\n\
+         \x20   insecure: true\nmappings:\n  - source: 127.0.0.1:5991/app\n    targets: [\"oci:./out\"]\n",
+    )
+    .unwrap();
+    let out = ferry(&["validate", "-c", path.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+}
