@@ -105,3 +105,114 @@ async fn validate_reports_a_plain_http_url_without_insecure_at_the_url_field() {
     let out = ferry(&["validate", "-c", path.to_str().unwrap()]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
 }
+
+/// A registry stub on a loopback port: `/v2/` answers 200 (or a Bearer challenge when
+/// `catalog_needs_admin`), `/token` hands out an anonymous token, and `/v2/_catalog` answers 404
+/// `404 page not found` (no catalog served) or, when `catalog_needs_admin`, the challenge again.
+async fn catalog_stub(catalog_needs_admin: bool) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let realm = format!("http://{addr}/token");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let realm = realm.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end);
+                    let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+                    let path = path.split('?').next().unwrap_or("").to_owned();
+                    let challenge = format!(
+                        "www-authenticate: Bearer realm=\"{realm}\",service=\"stub\",scope=\"registry:catalog:*\"\r\n"
+                    );
+                    let (status, extra, body) = match path.as_str() {
+                        "/token" => ("200 OK", String::new(), "{\"token\":\"anon\"}".to_owned()),
+                        "/v2/_catalog" if catalog_needs_admin => (
+                            "401 Unauthorized",
+                            challenge,
+                            "{\"errors\":[{\"code\":\"UNAUTHORIZED\",\"message\":\"unauthorized\"}]}"
+                                .to_owned(),
+                        ),
+                        "/v2/_catalog" => {
+                            ("404 Not Found", String::new(), "404 page not found".to_owned())
+                        }
+                        "/v2/" if catalog_needs_admin && !head.contains("uthorization") => {
+                            ("401 Unauthorized", challenge, "{}".to_owned())
+                        }
+                        "/v2/" => ("200 OK", String::new(), "{}".to_owned()),
+                        _ => ("404 Not Found", String::new(), "{}".to_owned()),
+                    };
+                    let reply = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if conn.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// `sync --dry-run` of a whole-registry mapping on the stub; stdout and stderr together.
+async fn whole_registry_dry_run(addr: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::write_config(
+        dir.path(),
+        &format!(
+            "  - host: \"{addr}\"\n    url: \"http://{addr}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n"
+        ),
+        &format!("  - source: \"{addr}/team/*\"\n    targets: [\"{addr}/mirror\"]\n"),
+    );
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config.to_str().unwrap(),
+        "--dry-run",
+        "--progress",
+        "none",
+    ])
+    .await;
+    (
+        code(&out),
+        format!("{}{}", text(&out.stdout), text(&out.stderr)),
+    )
+}
+
+#[tokio::test]
+async fn a_registry_without_a_catalog_is_said_so_with_what_to_do() {
+    let addr = catalog_stub(false).await;
+    let (code, all) = whole_registry_dry_run(&addr).await;
+    assert_ne!(code, 0, "{all}");
+    assert!(
+        all.contains("the registry serves no catalog (/v2/_catalog)")
+            && all.contains("list its repositories in the config"),
+        "{all}"
+    );
+    assert!(!all.contains("404 page not found"), "{all}");
+}
+
+#[tokio::test]
+async fn a_catalog_that_needs_other_credentials_says_so_not_that_credentials_were_refused() {
+    let addr = catalog_stub(true).await;
+    let (code, all) = whole_registry_dry_run(&addr).await;
+    assert_ne!(code, 0, "{all}");
+    assert!(
+        all.contains("the catalog (/v2/_catalog) needs credentials")
+            && all.contains("Harbor: a system administrator's")
+            && all.contains("sent: anonymous"),
+        "{all}"
+    );
+    assert!(!all.contains("refused the credentials"), "{all}");
+}
