@@ -216,3 +216,51 @@ async fn a_catalog_that_needs_other_credentials_says_so_not_that_credentials_wer
     );
     assert!(!all.contains("refused the credentials"), "{all}");
 }
+
+/// Every `attempts` member anywhere in a JSON value.
+fn attempts_in(v: &serde_json::Value, out: &mut Vec<u64>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                if k == "attempts" {
+                    out.extend(x.as_u64());
+                }
+                attempts_in(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| attempts_in(x, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_mismatch_reports_the_read_it_made_not_zero_attempts() {
+    use ferry_testkit::registry::{OCI_MANIFEST, TestRegistry};
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let config_digest = src.seed_blob("lib/bad", b"{}");
+    let layer = b"layer bytes";
+    let layer_digest = src.seed_blob("lib/bad", layer);
+    // The manifest claims one more byte than the blob has: the read does not match.
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":2}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer_digest}","size":{}}}]}}"#,
+        layer.len() + 1
+    );
+    src.seed_manifest("lib/bad", "1", OCI_MANIFEST, manifest.as_bytes());
+    let out = ferry(&[
+        "copy",
+        &format!("{}/lib/bad:1", src.host()),
+        &format!("{}/m/bad:1", dst.host()),
+        "--insecure",
+        "--json",
+    ])
+    .await;
+    let stdout = text(&out.stdout);
+    assert_ne!(code(&out), 0, "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("digest mismatch"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report");
+    let mut attempts = Vec::new();
+    attempts_in(&json, &mut attempts);
+    assert!(!attempts.is_empty(), "{stdout}");
+    assert!(attempts.iter().all(|&a| a >= 1), "{stdout}");
+}
