@@ -264,3 +264,25 @@ async fn a_digest_mismatch_reports_the_read_it_made_not_zero_attempts() {
     assert!(!attempts.is_empty(), "{stdout}");
     assert!(attempts.iter().all(|&a| a >= 1), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_by_digest_names_the_source_with_an_at_sign() {
+    use ferry_testkit::registry::TestRegistry;
+    let src = TestRegistry::builder().start().await.unwrap();
+    let dst = TestRegistry::builder().start().await.unwrap();
+    let digest = src.seed_image("lib/app", "v1", &[b"layer"]);
+    let source = format!("{}/lib/app@{digest}", src.host());
+    let out = ferry(&[
+        "copy",
+        &source,
+        &format!("{}/m/app", dst.host()),
+        "--insecure",
+        "--progress",
+        "none",
+    ])
+    .await;
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 0, "{all}");
+    assert!(all.contains(&format!("synced  {source} -> ")), "{all}");
+    assert!(!all.contains(&format!("lib/app:{digest}")), "{all}");
+}
