@@ -41,6 +41,9 @@ impl Default for BreakerSettings {
 pub enum Fault {
     /// A connection could not be opened: nothing reached the registry.
     Connect,
+    /// The registry's host name did not resolve: nothing was sent (counted as a connect fault,
+    /// named apart in the log).
+    Unresolved,
     /// A 5xx, or a connection lost after the request went out.
     Answer,
 }
@@ -157,7 +160,7 @@ impl Breaker {
         let mut s = self.lock();
         self.push(&mut s, true);
         s.connect_streak = match fault {
-            Fault::Connect => s.connect_streak.saturating_add(1),
+            Fault::Connect | Fault::Unresolved => s.connect_streak.saturating_add(1),
             Fault::Answer => 0,
         };
         let reason = match s.phase {
@@ -167,7 +170,11 @@ impl Breaker {
                 let total = s.answers.len();
                 let faults = s.answers.iter().filter(|(_, f)| *f).count();
                 if s.connect_streak >= self.settings.connect_failures.max(1) {
-                    "connections refused in a row"
+                    if fault == Fault::Unresolved {
+                        "the host name did not resolve, in a row"
+                    } else {
+                        "connections failed in a row"
+                    }
                 } else if total >= self.settings.min_requests.max(1) as usize
                     && faults as f64 >= self.settings.failure_rate * total as f64
                 {

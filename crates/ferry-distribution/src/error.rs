@@ -52,6 +52,9 @@ pub enum ErrorKind {
     /// The registry's TLS certificate was refused (untrusted issuer, expired, wrong name): a
     /// permanent failure of this configuration, never retried and not counted in the breaker.
     Certificate(String),
+    /// A TLS handshake was answered in plain HTTP: the registry serves http. Final, never
+    /// retried and not counted in the breaker; the text says how to configure it.
+    NotTls(String),
     /// Credentials could not be found, or the registry refused them.
     Auth(String),
     /// A failure of this machine (out of sockets, a local file), not of the registry.
@@ -151,6 +154,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::InvalidResponse(e) => write!(f, "invalid response: {e}"),
             ErrorKind::Refused(e) => write!(f, "refused: {e}"),
             ErrorKind::Certificate(e) => write!(f, "TLS certificate refused: {e}"),
+            ErrorKind::NotTls(e) => write!(f, "TLS handshake failed: {e}"),
             ErrorKind::Auth(e) => write!(f, "authentication failed: {e}"),
             ErrorKind::Local(e) => write!(f, "local failure: {e}"),
             ErrorKind::Cancelled => f.write_str("cancelled"),

@@ -460,12 +460,18 @@ impl SyncReport {
                 ImageStatus::Failed { error, .. } => {
                     let _ = writeln!(
                         out,
-                        "FAILED  {}:{} -> {}: {error}",
-                        i.source, i.image, i.target
+                        "FAILED  {} -> {}: {error}",
+                        image_ref(&i.source, &i.image),
+                        i.target
                     );
                 }
                 ImageStatus::Synced => {
-                    let _ = writeln!(out, "synced  {}:{} -> {}", i.source, i.image, i.target);
+                    let _ = writeln!(
+                        out,
+                        "synced  {} -> {}",
+                        image_ref(&i.source, &i.image),
+                        i.target
+                    );
                     if let Some(r) = &i.kept_digest_refused {
                         let _ = writeln!(
                             out,
@@ -527,5 +533,15 @@ pub fn human_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The source image as a reference: `repo:tag`, or `repo@digest` for an image copied by digest
+/// (a tag never holds a `:`, a digest always does).
+fn image_ref(source: &str, image: &str) -> String {
+    if image.contains(':') {
+        format!("{source}@{image}")
+    } else {
+        format!("{source}:{image}")
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::auth::Scopes;
 use crate::client::RegistryClient;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 
 use super::pages::Listing;
@@ -31,5 +31,30 @@ impl RegistryClient {
             max_items: max,
         })
         .await
+        .map_err(|e| self.catalog_error(e))
+    }
+
+    /// A catalog failure said as what it means for a whole-registry mapping: a 404 is a
+    /// registry that serves no catalog, a refusal is a catalog that needs other credentials.
+    fn catalog_error(&self, mut e: Error) -> Error {
+        if let ErrorKind::Status {
+            status: 404,
+            message,
+            ..
+        } = &mut e.kind
+        {
+            *message = Some(
+                "the registry serves no catalog (/v2/_catalog): list its repositories in the \
+                 config, one mapping each, instead of a whole-registry mapping"
+                    .to_owned(),
+            );
+        } else if e.is_auth() {
+            e.kind = ErrorKind::Auth(format!(
+                "the catalog (/v2/_catalog) needs credentials allowed to list every repository \
+                 (Harbor: a system administrator's); sent: {}",
+                self.credentials().describe()
+            ));
+        }
+        e
     }
 }

@@ -136,6 +136,15 @@ impl Failure {
         if let Some(problem) = certificate_problem(error) {
             return Failure::Final(ErrorKind::Certificate(problem));
         }
+        if let Some(host) = plain_http_answer(error) {
+            // A TLS handshake answered in plain HTTP: the registry serves http, and sending again
+            // gets the same answer. Final, so it is neither retried nor counted in the breaker.
+            return Failure::Final(ErrorKind::NotTls(format!(
+                "{host} answered the TLS handshake in plain HTTP: it serves http, not https \
+                 (set `insecure: true` on the registry in the config, or pass --insecure or \
+                 --src-tls-verify=false / --dest-tls-verify=false on the command line)"
+            )));
+        }
         let local = is_local_io_failure(error);
         // A connect error (refused, unreachable, connect timeout, TLS handshake) means the request
         // never reached the registry. Anything later may have.
@@ -220,6 +229,10 @@ fn describe_transport(error: &reqwest::Error) -> String {
     let mut text = String::new();
     if error.is_timeout() {
         text.push_str("timed out");
+    } else if is_unresolved(error) {
+        text.push_str(UNRESOLVED);
+        text.push_str(": ");
+        text.push_str(&host_of(error));
     } else if error.is_connect() {
         text.push_str("could not connect");
     } else if error.is_body() || error.is_decode() {
@@ -242,6 +255,65 @@ fn describe_transport(error: &reqwest::Error) -> String {
         }
     }
     text
+}
+
+/// The error's sources, stepping into the error an `io::Error` wraps (its `source()` skips it).
+fn causes<'a>(
+    error: &'a reqwest::Error,
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> + 'a {
+    let mut node: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    std::iter::from_fn(move || {
+        let current = node?;
+        node = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
+        Some(current)
+    })
+    .take(16)
+}
+
+/// The host and port of the request, for a message.
+fn host_of(error: &reqwest::Error) -> String {
+    error
+        .url()
+        .and_then(|u| {
+            u.host_str().map(|h| match u.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| "the server".to_owned())
+}
+
+/// The host, when the TLS handshake got a plain-HTTP answer: rustls read the first bytes of
+/// `HTTP/1.1 400` as a record of an invalid content type.
+fn plain_http_answer(error: &reqwest::Error) -> Option<String> {
+    causes(error)
+        .any(|c| {
+            matches!(
+                c.downcast_ref::<rustls::Error>(),
+                Some(rustls::Error::InvalidMessage(
+                    rustls::InvalidMessage::InvalidContentType
+                ))
+            )
+        })
+        .then(|| host_of(error))
+}
+
+/// The name of the registry did not resolve (hyper's connector says `dns error`).
+fn is_unresolved(error: &reqwest::Error) -> bool {
+    error.is_connect() && causes(error).any(|c| c.to_string().starts_with("dns error"))
+}
+
+/// The message of a transport failure whose host name did not resolve starts with this.
+pub const UNRESOLVED: &str = "name not resolved";
+
+/// Whether this failure is a host name that did not resolve (the breaker names it so).
+pub fn is_unresolved_failure(failure: &Failure) -> bool {
+    matches!(failure, Failure::Transport { message, .. } if message.starts_with(UNRESOLVED))
 }
 
 /// What was wrong with the server's certificate, when TLS verification refused it: which host,

@@ -378,6 +378,9 @@ fn record(
 ) -> Option<Scope> {
     match classify::breaker_verdict(failure) {
         Some(true) => gate.breaker.record_fault(match failure {
+            f @ Failure::Transport { sent: Sent::No, .. } if classify::is_unresolved_failure(f) => {
+                Fault::Unresolved
+            }
             Failure::Transport { sent: Sent::No, .. } => Fault::Connect,
             _ => Fault::Answer,
         }),

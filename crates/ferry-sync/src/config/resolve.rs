@@ -297,6 +297,20 @@ impl Checker<'_> {
                     format!("url \"{url}\" must start with https:// or http://"),
                 );
             }
+            if let Some(url) = &registry.url
+                && url.starts_with("http://")
+                && !registry.insecure.unwrap_or(false)
+            {
+                // ferry sends plain http only to a registry configured insecure: say so here
+                // rather than let every command fail at its first request.
+                self.fail(
+                    &path.key("url"),
+                    format!(
+                        "url \"{url}\" is plain http, which ferry uses only for a registry \
+                         configured insecure: add insecure: true or use https://"
+                    ),
+                );
+            }
             let auth = match registry.auth {
                 None => AuthSettings::Discover,
                 Some(RawAuth::Anonymous) => AuthSettings::Anonymous,

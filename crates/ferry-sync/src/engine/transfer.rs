@@ -135,7 +135,13 @@ async fn read_once(
             expected: format!("{} ({} bytes)", blob.digest, blob.size),
             actual: format!("{actual} ({seen} bytes)"),
         };
-        let _ = poisoned.set(source.error(Operation::BlobGet, kind.clone()));
+        // The bytes hashed came from one read that was sent (a layout's read sends nothing).
+        let sent = u32::from(matches!(source, Source::Registry { .. }));
+        let _ = poisoned.set(
+            source
+                .error(Operation::BlobGet, kind.clone())
+                .with_attempts(sent),
+        );
         let _ = broadcast(&mut live, Err(Failure::Final(kind))).await;
         return;
     }
