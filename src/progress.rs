@@ -34,6 +34,8 @@ enum Display {
 pub struct Progress {
     display: Display,
     terminal: bool,
+    /// `-q`: no progress and, of a run's report on stderr, only its failure lines.
+    quiet: bool,
 }
 
 /// Writes `text` to stdout with its control characters escaped (line breaks kept): how every
@@ -45,10 +47,12 @@ pub fn print_stdout(text: &str) {
 }
 
 impl Progress {
-    /// Chooses bars, plain lines or nothing from `mode` and whether stderr is a terminal.
-    pub fn new(mode: ProgressMode) -> Progress {
+    /// Chooses bars, plain lines or nothing from `mode` and whether stderr is a terminal;
+    /// `quiet` (`-q`, errors only) draws nothing whatever the mode.
+    pub fn new(mode: ProgressMode, quiet: bool) -> Progress {
         let terminal = std::io::stderr().is_terminal();
         let display = match (mode, terminal) {
+            _ if quiet => Display::Off,
             (ProgressMode::None, _) => Display::Off,
             (ProgressMode::Plain, _) | (ProgressMode::Auto, false) => Display::Plain,
             (ProgressMode::Auto, true) => {
@@ -62,7 +66,27 @@ impl Progress {
                 ProgressDrawTarget::term_like(Box::new(ForcedStderr)),
             )),
         };
-        Progress { display, terminal }
+        Progress {
+            display,
+            terminal,
+            quiet,
+        }
+    }
+
+    /// Writes a run's human report to stderr: all of it, or with `-q` only its failure lines
+    /// (`FAILED …` and `MISSING …`), so a quiet run that went well prints nothing.
+    pub fn eprint_report(&self, text: &str) {
+        let text = match self.quiet {
+            false => text.trim_end().to_owned(),
+            true => text
+                .lines()
+                .filter(|l| l.starts_with("FAILED") || l.starts_with("MISSING"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        if !text.is_empty() {
+            self.eprint(&text);
+        }
     }
 
     pub fn is_terminal(&self) -> bool {

@@ -794,3 +794,40 @@ async fn the_last_progress_line_is_the_engines_even_when_pruning_follows() {
     let (at_line, at_prune) = (err.rfind(line), err.find("pruned"));
     assert!(at_prune.is_some() && at_line < at_prune, "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_prints_no_progress_and_of_the_report_only_its_failures() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
+        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
+    let config = write_config(dir.path(), &registry_entry(&reg, ""), &mappings);
+    let config = config.to_str().unwrap();
+    // Without -q (and no terminal): plain progress lines and the whole report.
+    let out = ferry(&["sync", "-c", config]).await;
+    let loud = text(&out.stderr);
+    assert_eq!(code(&out), 1, "{loud}");
+    assert!(loud.contains("sync images_done="), "{loud}");
+    assert!(loud.contains("synced  "), "{loud}");
+    // The global flag before the command and the flag after it alike.
+    for args in [
+        ["-q", "sync", "-c", config, "--json"],
+        ["sync", "-q", "-c", config, "--json"],
+    ] {
+        let out = ferry(&args).await;
+        let err = text(&out.stderr);
+        assert_eq!(code(&out), 1, "{err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(!lines.is_empty(), "the failure is still said");
+        assert!(
+            lines.iter().all(|l| l.starts_with("FAILED")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("src/absent"), "{err}");
+        // --json on stdout is the same report as without -q.
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        assert_eq!(json["totals"]["mappings_failed"], 1);
+        assert_eq!(json["images"].as_array().map(Vec::len), Some(1));
+    }
+}

@@ -212,8 +212,7 @@ async fn sync(
         Watch::finish,
     )
     .await;
-    let text = outcome.render_text();
-    progress.eprint(text.trim_end());
+    progress.eprint_report(&outcome.render_text());
     emit(options, progress, outcome.to_json(), || {});
     let code = exit::for_outcome(&outcome);
     if let Some(metrics) = &options.metrics {
