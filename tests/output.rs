@@ -1,0 +1,105 @@
+//! What a run says on stderr through the real `ferry` binary: `-q` (errors only), the progress
+//! display's bars and ETA, and the report's lines, against in-process test registries.
+
+mod common;
+
+use common::{FERRY, code, ferry, text, write_config};
+
+use std::time::Duration;
+
+use ferry_testkit::registry::TestRegistry;
+
+fn registry_entry(reg: &TestRegistry) -> String {
+    format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n",
+        reg.host(),
+        reg.url()
+    )
+}
+
+fn mapping(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> String {
+    format!(
+        "  - source: \"{h}/{source}\"\n    targets: [\"{h}/{target}\"]\n    tags: {tags}\n",
+        h = reg.host()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_prints_no_progress_and_of_the_report_only_its_failures() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
+        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
+    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let config = config.to_str().unwrap();
+    // Without -q (and no terminal): plain progress lines and the whole report.
+    let out = ferry(&["sync", "-c", config]).await;
+    let loud = text(&out.stderr);
+    assert_eq!(code(&out), 1, "{loud}");
+    assert!(loud.contains("sync images_done="), "{loud}");
+    assert!(loud.contains("synced  "), "{loud}");
+    // The global flag before the command and the flag after it alike.
+    for args in [
+        ["-q", "sync", "-c", config, "--json"],
+        ["sync", "-q", "-c", config, "--json"],
+    ] {
+        let out = ferry(&args).await;
+        let err = text(&out.stderr);
+        assert_eq!(code(&out), 1, "{err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(!lines.is_empty(), "the failure is still said");
+        assert!(
+            lines.iter().all(|l| l.starts_with("FAILED")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("src/absent"), "{err}");
+        // --json on stdout is the same report as without -q.
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        assert_eq!(json["totals"]["mappings_failed"], 1);
+        assert_eq!(json["images"].as_array().map(Vec::len), Some(1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_nothing_to_copy_draws_no_full_bar_for_0_of_0() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    reg.seed_image("dst/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg),
+        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
+    );
+    // Up to date: the copy phase counts 0 of 0 images from start to end.
+    let command = format!("{FERRY} sync -c {} --progress bars", config.display());
+    let child = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .env("TERM", "xterm")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("script finished")
+        .expect("script (util-linux) runs");
+    let screen = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{screen}");
+    assert!(screen.contains("0 synced, 1 up to date"), "{screen:?}");
+    assert!(screen.contains("0/0 images"), "{screen:?}");
+    // The bar's colours taken out: `[\x1b[36m===\x1b[34m\x1b[0m\x1b[0m] 0/0`.
+    let mut plain = String::new();
+    let mut chars = screen.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                let _ = chars.by_ref().find(|c| c.is_ascii_alphabetic());
+            }
+            c => plain.push(c),
+        }
+    }
+    assert!(plain.contains("0/0 images"), "{plain:?}");
+    assert!(!plain.contains("=] 0/0"), "a full bar for 0/0: {plain:?}");
+    assert!(screen.contains("ETA -"), "{screen:?}");
+}
