@@ -98,6 +98,9 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
+        // What one run learned about a registry's health carries into the next: a target
+        // found down is not hammered afresh every interval.
+        breakers: Some(ferry_sync::registries::Breakers::default()),
     };
     let mut ticker = tokio::time::interval(args.interval);
     // A run longer than the interval delays the next; runs never overlap and never bunch up.
