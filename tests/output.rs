@@ -103,3 +103,71 @@ async fn a_run_with_nothing_to_copy_draws_no_full_bar_for_0_of_0() {
     assert!(!plain.contains("=] 0/0"), "a full bar for 0/0: {plain:?}");
     assert!(screen.contains("ETA -"), "{screen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_nothing() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    reg.seed_image("src/other", "v1", &[b"layer two"]);
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = mapping(&reg, "src/app", "dst/app", "{ exact: [\"v1\", \"v9\"] }");
+    let empty = mapping(
+        &reg,
+        "src/other",
+        "dst/other",
+        "{ include: [\"nomatch*\"] }",
+    );
+    let config = write_config(dir.path(), &registry_entry(&reg), &(pinned + &empty));
+    let config = config.to_str().unwrap();
+    let report = dir.path().join("report.json");
+    let report_arg = report.to_str().unwrap();
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--progress",
+        "none",
+        "--report",
+        report_arg,
+    ])
+    .await;
+    let err = text(&out.stderr);
+    // A missing pinned tag is a failure (exit 1: v1 was synced).
+    assert_eq!(code(&out), 1, "{err}");
+    assert_eq!(reg.tags("dst/app"), ["v1"]);
+    assert!(
+        err.lines().any(|l| l.starts_with("MISSING  mapping 0 (")
+            && l.ends_with("src/app): exact tag v9 is not in the source")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("WARNING  mapping 1 (")
+            && l.ends_with("src/other): the tag filter selected nothing")),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let selections = json["selections"]
+        .as_array()
+        .expect("selections in the JSON report");
+    assert_eq!(selections.len(), 2, "{json:#}");
+    assert_eq!(selections[0]["mapping"], 0);
+    assert_eq!(selections[0]["missing_exact"], serde_json::json!(["v9"]));
+    assert_eq!(selections[1]["mapping"], 1);
+    assert_eq!(selections[1]["selected_nothing"], true);
+    // The dry run agrees on the exit code.
+    let out = ferry(&["sync", "-c", config, "--progress", "none", "--dry-run"]).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stdout));
+
+    // A filter that selects nothing alone is a warning: exit 0.
+    let empty = mapping(
+        &reg,
+        "src/other",
+        "dst/other",
+        "{ include: [\"nomatch*\"] }",
+    );
+    let config = write_config(dir.path(), &registry_entry(&reg), &empty);
+    let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(err.contains("the tag filter selected nothing"), "{err}");
+}
