@@ -171,3 +171,59 @@ async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_noth
     assert_eq!(code(&out), 0, "{err}");
     assert!(err.contains("the tag filter selected nothing"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dry_runs_estimate_counts_mounts_apart_as_the_real_run_does_them() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[&vec![b'a'; 3000]]);
+    let dir = tempfile::tempdir().unwrap();
+    // Two repositories of one registry: the second gets each blob by a mount from the first.
+    let mappings = format!(
+        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/a\", \"{h}/dst/b\"]\n    tags: {{ include: [\"*\"] }}\n",
+        h = reg.host()
+    );
+    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let config = config.to_str().unwrap();
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--progress",
+        "none",
+        "--dry-run",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let dry: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let out = ferry(&["sync", "-c", config, "--progress", "none", "--dry-run"]).await;
+    let dry_text = text(&out.stdout);
+
+    let report = dir.path().join("report.json");
+    let report_arg = report.to_str().unwrap();
+    let out = ferry(&[
+        "sync",
+        "-c",
+        config,
+        "--progress",
+        "none",
+        "--report",
+        report_arg,
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let real: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(real["totals"]["blobs_mounted"], 2, "{real:#}");
+    assert_eq!(
+        dry["totals"]["blobs_to_transfer"],
+        real["totals"]["blobs_copied"]
+    );
+    assert_eq!(
+        dry["totals"]["blobs_to_mount"],
+        real["totals"]["blobs_mounted"]
+    );
+    assert!(
+        dry_text.contains("would transfer 2 blobs, 3.1 KiB, and mount 2 from another repository"),
+        "{dry_text}"
+    );
+}
