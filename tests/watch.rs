@@ -417,3 +417,36 @@ async fn a_target_found_down_is_not_asked_again_by_the_next_run() {
     );
     let _ = watch.child.kill().await;
 }
+
+/// Issue 29: with the target down, the prepare line named the source as the slowest. A target
+/// that accepts connections and never answers holds the mapping at its listing (the ping's
+/// bound is 15 s, twice); the plain line written after 5 s names the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slowest_mapping_is_named_by_the_target_that_holds_it_up() {
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"one"]);
+    let hang = TestRegistry::hanging_server().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&source.host(), &source.url(), "")
+        + &registry_entry(&hang.host(), &hang.url(), "");
+    let mappings = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n",
+        source.host(),
+        hang.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "60s", "--listen", "127.0.0.1:0"];
+    let mut watch = Watch::start(&args, None);
+    let line = watch
+        .until(1, |l| {
+            l.starts_with("prepare ") && l.contains("in_flight=1") && !l.contains("slowest_secs=0")
+        })
+        .await
+        .remove(0);
+    assert!(
+        line.contains(&format!("slowest={}/dst/app ", hang.host())),
+        "{line}"
+    );
+    let _ = watch.child.kill().await;
+}
