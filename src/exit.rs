@@ -73,7 +73,9 @@ pub fn for_dry_run(plan: &Plan, dry: &DryRun) -> Exit {
     let failed: Vec<_> = plan.failed().collect();
     let rejected = plan.resolved().any(|(_, r)| !r.rejected_names.is_empty());
     let unfetched = dry.mappings.iter().any(|m| !m.unfetched.is_empty());
-    if failed.is_empty() && (rejected || unfetched) {
+    // A pinned (`exact`) tag the source lacks is a failure, as in the real run.
+    let missing = dry.totals.missing_exact > 0;
+    if failed.is_empty() && (rejected || unfetched || missing) {
         Exit::Partial
     } else if failed.is_empty() {
         Exit::Clean

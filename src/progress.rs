@@ -34,6 +34,8 @@ enum Display {
 pub struct Progress {
     display: Display,
     terminal: bool,
+    /// `-q`: no progress and, of a run's report on stderr, only its failure lines.
+    quiet: bool,
 }
 
 /// Writes `text` to stdout with its control characters escaped (line breaks kept): how every
@@ -45,10 +47,12 @@ pub fn print_stdout(text: &str) {
 }
 
 impl Progress {
-    /// Chooses bars, plain lines or nothing from `mode` and whether stderr is a terminal.
-    pub fn new(mode: ProgressMode) -> Progress {
+    /// Chooses bars, plain lines or nothing from `mode` and whether stderr is a terminal;
+    /// `quiet` (`-q`, errors only) draws nothing whatever the mode.
+    pub fn new(mode: ProgressMode, quiet: bool) -> Progress {
         let terminal = std::io::stderr().is_terminal();
         let display = match (mode, terminal) {
+            _ if quiet => Display::Off,
             (ProgressMode::None, _) => Display::Off,
             (ProgressMode::Plain, _) | (ProgressMode::Auto, false) => Display::Plain,
             (ProgressMode::Auto, true) => {
@@ -62,7 +66,27 @@ impl Progress {
                 ProgressDrawTarget::term_like(Box::new(ForcedStderr)),
             )),
         };
-        Progress { display, terminal }
+        Progress {
+            display,
+            terminal,
+            quiet,
+        }
+    }
+
+    /// Writes a run's human report to stderr: all of it, or with `-q` only its failure lines
+    /// (`FAILED …` and `MISSING …`), so a quiet run that went well prints nothing.
+    pub fn eprint_report(&self, text: &str) {
+        let text = match self.quiet {
+            false => text.trim_end().to_owned(),
+            true => text
+                .lines()
+                .filter(|l| l.starts_with("FAILED") || l.starts_with("MISSING"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        if !text.is_empty() {
+            self.eprint(&text);
+        }
     }
 
     pub fn is_terminal(&self) -> bool {
@@ -128,10 +152,9 @@ impl Progress {
             let s = counters.snapshot();
             // The report's totals as they stand: registries' bodies and layouts' bytes alike.
             let totals = counters.live_totals(&registries);
-            let secs = start.elapsed().as_secs_f64().max(0.001);
-            let rate = (s.blob_bytes_read as f64 / secs) as u64;
-            let left = s.bytes_total.saturating_sub(s.blob_bytes_read);
-            let eta = (rate > 0 && left > 0).then(|| left / rate.max(1));
+            let elapsed = start.elapsed();
+            let rate = (s.blob_bytes_read as f64 / elapsed.as_secs_f64().max(0.001)) as u64;
+            let eta = eta_secs(s.blob_bytes_read, s.bytes_total, elapsed);
             let eta_text = eta.map_or(String::from("-"), |e| format!("{}:{:02}", e / 60, e % 60));
             Sample {
                 position: s.images_done,
@@ -198,12 +221,27 @@ impl Progress {
                 ))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> ");
-                let bar = multi.add(ProgressBar::new(0).with_style(style).with_prefix(prefix));
+                // Nothing counted yet (or nothing to do): no bar, which indicatif draws full
+                // for a length of 0.
+                let empty = ProgressStyle::with_template(&format!(
+                    "{{prefix:>10}} {{pos}}/{{len}} {unit}  {{msg}}"
+                ))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+                let bar = multi.add(
+                    ProgressBar::new(0)
+                        .with_style(empty.clone())
+                        .with_prefix(prefix),
+                );
                 let multi = multi.clone();
                 tokio::spawn(async move {
                     let mut blob_bars = BlobBars::default();
+                    let mut barred = false;
                     let mut draw = |bar: &ProgressBar| {
                         let s = sample();
+                        if (s.length > 0) != barred {
+                            barred = s.length > 0;
+                            bar.set_style(if barred { &style } else { &empty }.clone());
+                        }
                         bar.set_length(s.length);
                         bar.set_position(s.position);
                         bar.set_message(escape_terminal(&s.message).into_owned());
@@ -230,6 +268,21 @@ impl Progress {
             task,
         }
     }
+}
+
+/// Bytes must have flowed this long before their rate predicts anything: a few KiB of
+/// manifests in the first instant made an ETA of hours.
+const ETA_AFTER: Duration = Duration::from_secs(3);
+
+/// Seconds left at the rate so far, once there is a rate to base it on: `ETA_AFTER` has
+/// passed, bytes were read, and some are left.
+fn eta_secs(read: u64, total: u64, elapsed: Duration) -> Option<u64> {
+    let left = total.saturating_sub(read);
+    if elapsed < ETA_AFTER || read == 0 || left == 0 {
+        return None;
+    }
+    let rate = (read as f64 / elapsed.as_secs_f64()).max(1.0);
+    Some((left as f64 / rate).ceil() as u64)
 }
 
 /// The large blobs being copied now: (digest, size, bytes read).
@@ -349,5 +402,19 @@ impl TermLike for ForcedStderr {
     }
     fn flush(&self) -> std::io::Result<()> {
         std::io::stderr().lock().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_eta_before_there_is_a_rate_then_the_time_left_at_it() {
+        // The first instant: a few KiB of 1 GiB read in 10 ms predicted hours.
+        assert_eq!(eta_secs(4096, 1 << 30, Duration::from_millis(10)), None);
+        assert_eq!(eta_secs(0, 1 << 30, Duration::from_secs(60)), None);
+        assert_eq!(eta_secs(100, 100, Duration::from_secs(60)), None);
+        assert_eq!(eta_secs(1000, 4000, Duration::from_secs(10)), Some(30));
     }
 }

@@ -365,3 +365,88 @@ async fn a_long_run_is_stopped_at_the_bound_and_writes_its_report() {
     let copied = reg.tags("dst/slow").len() as u64;
     assert_eq!(copied, synced, "{totals:#}");
 }
+
+/// Issue 29: what one watch run learned about a registry's health carries into the next. A
+/// target answering 503 to everything trips its breaker in the first run (its ping); the
+/// second run, well inside the breaker's 30 s cool-down, sends it nothing at all (a fresh
+/// breaker pinged it again, and more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_found_down_is_not_asked_again_by_the_next_run() {
+    use ferry_testkit::registry::{FaultAction, FaultRule};
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"one"]);
+    let target = TestRegistry::builder().start().await.unwrap();
+    target.faults().push(
+        FaultRule::any(FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .forever(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let retry = "    retry: { attempts: 3, base: 10ms, cap: 50ms }\n";
+    let registries = registry_entry(&source.host(), &source.url(), retry)
+        + &registry_entry(&target.host(), &target.url(), retry);
+    let mappings = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n",
+        source.host(),
+        target.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "1s", "--listen", "127.0.0.1:0"];
+    let mut watch = Watch::start(&args, None);
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    let first = target.requests().len();
+    assert!(first > 0, "the first run asked the target");
+    assert!(
+        watch.seen.iter().any(|l| l.contains("breaker open")),
+        "{:#?}",
+        watch.seen
+    );
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    let second = target.requests().len() - first;
+    assert_eq!(
+        second, 0,
+        "the second run asked the down target again: {:#?}",
+        watch.seen
+    );
+    let _ = watch.child.kill().await;
+}
+
+/// Issue 29: with the target down, the prepare line named the source as the slowest. A target
+/// that accepts connections and never answers holds the mapping at its listing (the ping's
+/// bound is 15 s, twice); the plain line written after 5 s names the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slowest_mapping_is_named_by_the_target_that_holds_it_up() {
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"one"]);
+    let hang = TestRegistry::hanging_server().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&source.host(), &source.url(), "")
+        + &registry_entry(&hang.host(), &hang.url(), "");
+    let mappings = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n",
+        source.host(),
+        hang.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "60s", "--listen", "127.0.0.1:0"];
+    let mut watch = Watch::start(&args, None);
+    let line = watch
+        .until(1, |l| {
+            l.starts_with("prepare ") && l.contains("in_flight=1") && !l.contains("slowest_secs=0")
+        })
+        .await
+        .remove(0);
+    assert!(
+        line.contains(&format!("slowest={}/dst/app ", hang.host())),
+        "{line}"
+    );
+    let _ = watch.child.kill().await;
+}

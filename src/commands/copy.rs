@@ -59,6 +59,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         report: None,
         metrics: None,
         stop: None,
+        breakers: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }

@@ -9,7 +9,7 @@ use ferry_sync::engine::{EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::progress::SyncProgress;
-use ferry_sync::registries::Registries;
+use ferry_sync::registries::{Breakers, Registries};
 use ferry_sync::run;
 
 use crate::cli::SyncArgs;
@@ -25,6 +25,8 @@ pub struct RunOptions {
     pub metrics: Option<Arc<crate::metrics::WatchMetrics>>,
     /// `ferry watch`'s stop for this run (set when the run passes its bound); else a fresh one.
     pub stop: Option<StopSignal>,
+    /// `ferry watch`'s registry breakers, the same for every run; else this run's own.
+    pub breakers: Option<Breakers>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -53,6 +55,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: None,
         stop: None,
+        breakers: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -88,7 +91,10 @@ impl Known {
 /// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
-    let registries = Registries::new(config);
+    let registries = match &options.breakers {
+        Some(b) => Registries::new(config).with_breakers(b.clone()),
+        None => Registries::new(config),
+    };
     let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
@@ -212,8 +218,7 @@ async fn sync(
         Watch::finish,
     )
     .await;
-    let text = outcome.render_text();
-    progress.eprint(text.trim_end());
+    progress.eprint_report(&outcome.render_text());
     emit(options, progress, outcome.to_json(), || {});
     let code = exit::for_outcome(&outcome);
     if let Some(metrics) = &options.metrics {

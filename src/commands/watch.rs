@@ -98,6 +98,9 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
+        // What one run learned about a registry's health carries into the next: a target
+        // found down is not hammered afresh every interval.
+        breakers: Some(ferry_sync::registries::Breakers::default()),
     };
     let mut ticker = tokio::time::interval(args.interval);
     // A run longer than the interval delays the next; runs never overlap and never bunch up.
@@ -255,7 +258,7 @@ mod tests {
     async fn a_run_within_its_bound_keeps_its_code() {
         let (stop, progress) = (
             StopSignal::default(),
-            Progress::new(crate::cli::ProgressMode::None),
+            Progress::new(crate::cli::ProgressMode::None, false),
         );
         let quick = async {
             tokio::time::sleep(Duration::from_secs(59)).await;
@@ -274,7 +277,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_run_past_its_bound_is_stopped_then_cancelled_after_the_grace() {
-        let progress = Progress::new(crate::cli::ProgressMode::None);
+        let progress = Progress::new(crate::cli::ProgressMode::None, false);
         // One that stops when told ends within the grace: at least partial, not cancelled.
         let stop = StopSignal::default();
         let start = Instant::now();

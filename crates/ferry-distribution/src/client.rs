@@ -50,6 +50,9 @@ pub struct RegistryOptions {
     pub ping_timeout: Duration,
     /// Manifests above this size are refused.
     pub manifest_limit: u64,
+    /// A breaker for this registry to use instead of a fresh one: the state an earlier client
+    /// for it left (`ferry watch`'s previous run), so a registry found down stays so.
+    pub breaker: Option<Arc<crate::breaker::Breaker>>,
 }
 
 impl RegistryOptions {
@@ -68,6 +71,7 @@ impl RegistryOptions {
             read_timeout: Duration::from_secs(30),
             ping_timeout: Duration::from_secs(15),
             manifest_limit: 4 * 1024 * 1024,
+            breaker: None,
         }
     }
 
@@ -211,7 +215,11 @@ impl RegistryClient {
                 http,
                 verified_http,
                 auth,
-                gate: RegistryGate::new(options.host.clone(), options.gate.clone()),
+                gate: match &options.breaker {
+                    Some(b) => RegistryGate::new(options.host.clone(), options.gate.clone())
+                        .with_breaker(Arc::clone(b)),
+                    None => RegistryGate::new(options.host.clone(), options.gate.clone()),
+                },
                 options,
                 ready: OnceCell::new(),
                 capabilities: crate::capabilities::Capabilities::default(),

@@ -48,7 +48,9 @@ pub struct RegistryGate {
     /// The rate side: configured, announced and learned limits, and held repositories.
     pub pacer: Pacer,
     /// Stops sending to the registry after repeated failures, so a dead registry costs no attempts.
-    pub breaker: Breaker,
+    /// Shared when the client was given one ([`RegistryGate::with_breaker`]): `ferry watch`
+    /// carries what one run learned about a registry's health into the next.
+    pub breaker: Arc<Breaker>,
     /// Counts of requests, retries and throttles, for the run's report.
     pub stats: RegistryStats,
 }
@@ -73,13 +75,20 @@ impl RegistryGate {
         };
         RegistryGate {
             pacer: Pacer::new(&registry, settings.requests_per_second),
-            breaker: Breaker::new(registry.clone(), settings.breaker),
+            breaker: Arc::new(Breaker::new(registry.clone(), settings.breaker)),
             policy: settings.retry,
             stats: RegistryStats::default(),
             registry,
             read,
             write,
         }
+    }
+
+    /// The same gate with `breaker` (another client's, for the same registry) in place of its
+    /// own fresh one.
+    pub fn with_breaker(mut self, breaker: Arc<Breaker>) -> Self {
+        self.breaker = breaker;
+        self
     }
 
     /// The registry host this gate paces, as errors and logs name it.

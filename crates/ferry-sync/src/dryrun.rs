@@ -132,10 +132,14 @@ pub struct DryRunTotals {
     pub tags_filtered_out: u64,
     /// `exact` tags the sources lack.
     pub missing_exact: u64,
-    /// Blobs a sync would write, each counted once per target.
+    /// Blobs a sync would write from the source's bytes, each counted once per target: the
+    /// first repository of a registry needing a blob, and every layout needing it.
     pub blobs_to_transfer: u64,
     /// Bytes of those blobs.
     pub bytes_to_transfer: u64,
+    /// Blobs a registry target would get by a cross-repository mount from another of its
+    /// repositories the run puts the blob in first (the engine's `BlobScheduler`): no bytes.
+    pub blobs_to_mount: u64,
     /// Stale images whose size could not be measured.
     pub images_not_measured: u64,
 }
@@ -235,11 +239,13 @@ impl DryRun {
             self.totals.blobs_to_transfer,
             self.totals.bytes_to_transfer,
             self.totals.images_not_measured,
+            self.totals.blobs_to_mount,
         );
         let mut t = DryRunTotals {
             blobs_to_transfer: bytes.0,
             bytes_to_transfer: bytes.1,
             images_not_measured: bytes.2,
+            blobs_to_mount: bytes.3,
             ..DryRunTotals::default()
         };
         for m in &self.mappings {
@@ -297,6 +303,9 @@ impl DryRun {
                 .collect()
                 .await;
         let mut unique: BTreeSet<(String, Digest)> = BTreeSet::new();
+        // A registry host that gets a blob in one repository mounts it into the others.
+        let mut on_registry: BTreeSet<(String, Digest)> = BTreeSet::new();
+        let mut mounted = 0u64;
         let mut bytes = 0u64;
         let mut not_measured = 0u64;
         for (mi, ii, result) in measured {
@@ -323,15 +332,24 @@ impl DryRun {
                                 .fold(0u64, |sum, b| sum.saturating_add(b.size)),
                         );
                         for blob in size.missing {
-                            if unique.insert((size.target.clone(), blob.digest)) {
-                                bytes = bytes.saturating_add(blob.size);
+                            if !unique.insert((size.target.clone(), blob.digest.clone())) {
+                                continue;
+                            }
+                            let first = match &size.host {
+                                Some(host) => on_registry.insert((host.clone(), blob.digest)),
+                                None => true,
+                            };
+                            match first {
+                                true => bytes = bytes.saturating_add(blob.size),
+                                false => mounted += 1,
                             }
                         }
                     }
                 }
             }
         }
-        out.totals.blobs_to_transfer = unique.len() as u64;
+        out.totals.blobs_to_transfer = unique.len() as u64 - mounted;
+        out.totals.blobs_to_mount = mounted;
         out.totals.bytes_to_transfer = bytes;
         out.totals.images_not_measured = not_measured;
         out
@@ -424,9 +442,13 @@ impl DryRun {
         } else {
             String::new()
         };
+        let mounts = match t.blobs_to_mount {
+            0 => String::new(),
+            n => format!(", and mount {n} from another repository of the same registry"),
+        };
         let _ = writeln!(
             out,
-            "dry run: {} to copy, {} up to date, {} filtered out, {} missing{failed}; would transfer {} blobs, {}{unmeasured}",
+            "dry run: {} to copy, {} up to date, {} filtered out, {} missing{failed}; would transfer {} blobs, {}{mounts}{unmeasured}",
             t.copies,
             t.up_to_date,
             t.tags_filtered_out,
@@ -441,6 +463,8 @@ impl DryRun {
 /// The blobs of one image one target lacks.
 struct TargetSize {
     target: String,
+    /// The target's registry host; `None` for a layout (never mounted into).
+    host: Option<String>,
     missing: Vec<BlobRef>,
 }
 
@@ -484,6 +508,10 @@ impl<'a> BlobChecker<'a> {
                 .await?;
             out.push(TargetSize {
                 target: t.target.to_string(),
+                host: match &destination {
+                    Destination::Registry { client, .. } => Some(client.host().to_owned()),
+                    _ => None,
+                },
                 missing,
             });
         }

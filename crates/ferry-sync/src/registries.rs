@@ -35,6 +35,23 @@ pub struct Registries {
     ecr: Option<Arc<EcrTokens>>,
     /// ECR repositories this run made sure of, by (host, repository): each created once.
     created: Arc<Mutex<Creations>>,
+    /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
+    breakers: Breakers,
+}
+
+/// Each registry's circuit breaker, by host, kept beyond one run's [`Registries`]: `ferry watch`
+/// hands the same `Breakers` to every run, so a registry one run found down is not hammered
+/// afresh by the next (its breaker's cool-down and probe decide, as within a run). Cheap to
+/// clone; clones share.
+#[derive(Debug, Clone, Default)]
+pub struct Breakers(Arc<Mutex<HashMap<String, Arc<ferry_distribution::breaker::Breaker>>>>);
+
+impl Breakers {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Arc<ferry_distribution::breaker::Breaker>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 type Creation = tokio::sync::OnceCell<Result<Created, Error>>;
@@ -61,7 +78,15 @@ impl Registries {
             tune: Tuning(Arc::new(|_| {})),
             ecr: None,
             created: Arc::new(Mutex::new(HashMap::new())),
+            breakers: Breakers::default(),
         }
+    }
+
+    /// Builds each registry's client on `breakers`' breaker for it (the state an earlier run
+    /// left), and leaves this run's breakers there for the next.
+    pub fn with_breakers(mut self, breakers: Breakers) -> Self {
+        self.breakers = breakers;
+        self
     }
 
     /// Looks for logins in `files` instead of the places the environment names.
@@ -161,10 +186,16 @@ impl Registries {
         }
         let settings = self.settings_for(host);
         let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
-        let options = options_for(&settings, resolved, &*self.tune.0);
+        let mut options = options_for(&settings, resolved, &*self.tune.0);
+        options.breaker = self.breakers.lock().get(host).cloned();
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
-        Ok(self.lock().entry(host.to_owned()).or_insert(client).clone())
+        let client = self.lock().entry(host.to_owned()).or_insert(client).clone();
+        self.breakers
+            .lock()
+            .entry(host.to_owned())
+            .or_insert_with(|| Arc::clone(&client.gate().breaker));
+        Ok(client)
     }
 
     /// Every client built so far, by host.

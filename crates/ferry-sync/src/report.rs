@@ -122,6 +122,24 @@ pub struct RejectedNameReport {
     pub rejected: crate::plan::RejectedName,
 }
 
+/// A mapping whose selection came up short: `exact` tags the source does not have, or a tag
+/// filter that selected nothing. Present in the report (as in the dry run's), not only a log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SelectionReport {
+    /// Position of the mapping in the config.
+    pub mapping: usize,
+    /// The mapping's source.
+    pub source: String,
+    /// `exact` tags the source does not have: each makes the run not clean (exit 1, or 2 when
+    /// nothing was synced or up to date), as a missing pinned tag is for skopeo and regsync.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_exact: Vec<String>,
+    /// The filter selected no tag and no digest is pinned: nothing to copy. A warning only: it
+    /// leaves the exit code as it is.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub selected_nothing: bool,
+}
+
 /// What one whole-registry mapping (a source ending in `/*` or `/**`) expanded to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExpansionReport {
@@ -316,6 +334,10 @@ pub struct SyncReport {
     /// some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub expansions: Vec<ExpansionReport>,
+    /// Mappings with `exact` tags missing from the source or a filter that selected nothing;
+    /// present in the JSON only when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub selections: Vec<SelectionReport>,
     /// Repositories this run created (ECR's `create_repositories`), as `host/repository`;
     /// present in the JSON only when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -353,7 +375,12 @@ impl SyncReport {
         let bad = t.images_failed
             + t.mappings_failed
             + t.images_interrupted
-            + self.rejected_names.len() as u64;
+            + self.rejected_names.len() as u64
+            + self
+                .selections
+                .iter()
+                .map(|n| n.missing_exact.len() as u64)
+                .sum::<u64>();
         let good = t.images_synced + t.images_up_to_date;
         if bad == 0 && !self.interrupted {
             Verdict::Clean
@@ -412,6 +439,28 @@ impl SyncReport {
             .collect();
     }
 
+    /// Records each resolved mapping of `plan` whose `exact` tags the source lacks or whose
+    /// filter selected nothing (a whole-registry mapping's own entry is its expansion, not a
+    /// selection).
+    pub fn note_selections(&mut self, plan: &crate::plan::Plan) {
+        self.selections = plan
+            .resolved()
+            .filter(|(_, r)| r.expanded.is_none())
+            .filter_map(|(m, r)| {
+                let selected_nothing = r.images.is_empty()
+                    && r.held_immutable.is_empty()
+                    && r.missing_exact.is_empty()
+                    && r.unfetched.is_empty();
+                (selected_nothing || !r.missing_exact.is_empty()).then(|| SelectionReport {
+                    mapping: m.index,
+                    source: m.source.clone(),
+                    missing_exact: r.missing_exact.clone(),
+                    selected_nothing,
+                })
+            })
+            .collect();
+    }
+
     /// The human summary: failures first, then totals.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
@@ -452,6 +501,22 @@ impl SyncReport {
                     out,
                     "LEFT OUT  mapping {} ({}): {more}",
                     r.mapping, r.source
+                );
+            }
+        }
+        for n in &self.selections {
+            for tag in &n.missing_exact {
+                let _ = writeln!(
+                    out,
+                    "MISSING  mapping {} ({}): exact tag {tag} is not in the source",
+                    n.mapping, n.source
+                );
+            }
+            if n.selected_nothing {
+                let _ = writeln!(
+                    out,
+                    "WARNING  mapping {} ({}): the tag filter selected nothing",
+                    n.mapping, n.source
                 );
             }
         }

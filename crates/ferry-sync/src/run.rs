@@ -240,6 +240,7 @@ where
     let synced = sync_as_resolved(to_engine, registries, engine, stop);
     let ((plan, output), mut report) = futures::join!(prepared, synced);
     report.note_expansions(&plan);
+    report.note_selections(&plan);
     report.elapsed = start.elapsed();
     (plan, output, report)
 }

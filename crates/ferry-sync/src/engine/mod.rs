@@ -135,6 +135,7 @@ pub async fn sync(
     let plans = futures::stream::iter(plan.mappings.iter().cloned());
     let mut report = sync_as_resolved(plans, registries, options, stop).await;
     report.note_expansions(plan);
+    report.note_selections(plan);
     // The whole run: the prepare phase and the engine.
     report.elapsed = plan.elapsed + start.elapsed();
     report
@@ -531,6 +532,7 @@ fn summarise(
         failed_mappings,
         rejected_names,
         expansions: Vec::new(),
+        selections: Vec::new(),
         repositories_created: registries.created_repositories(),
         registries: registries_report,
         totals,

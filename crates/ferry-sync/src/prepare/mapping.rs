@@ -21,6 +21,7 @@ pub async fn resolve_mapping(
     mapping: &Mapping,
     registries: &Registries,
     options: &PrepareOptions,
+    waiting_on: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<ResolvedMapping, Error> {
     let source = Source::open(&mapping.origin, registries).await?;
 
@@ -46,8 +47,11 @@ pub async fn resolve_mapping(
     // no HEAD on the source, its manifest is fetched whole (the engine needs it anyway).
     let mut listings = Vec::new();
     for target in &mapping.targets {
+        waiting_on(&target.to_string());
         listings.push(TargetListing::take(target, registries).await?);
     }
+    // The source's manifests next.
+    waiting_on(&mapping.source);
     let on_some_target = |tag: &str| listings.iter().any(|l| l.has_tag(tag));
 
     // Immutable tags (`mapping.immutable`) are never compared: one a target's listing names is

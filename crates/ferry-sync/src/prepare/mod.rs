@@ -90,7 +90,8 @@ pub fn resolve_each<'a>(
                 let tracker = Arc::clone(&tracker);
                 async move {
                     tracker.started(m.index, &m.source);
-                    let outcome = mapping::resolve_mapping(&m, registries, options).await;
+                    let at = |what: &str| tracker.waiting_on(m.index, &m.source, what);
+                    let outcome = mapping::resolve_mapping(&m, registries, options, &at).await;
                     tracker.finished(m.index, &m.source);
                     MappingPlan {
                         index: m.index,

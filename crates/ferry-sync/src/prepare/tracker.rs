@@ -26,7 +26,8 @@ struct State {
     total: usize,
     started: usize,
     done: usize,
-    in_flight: BTreeMap<(usize, String), Instant>,
+    /// Since when, and what it waits on now when that is not its source (a target's listing).
+    in_flight: BTreeMap<(usize, String), (Instant, Option<String>)>,
     events: Vec<TrackerEvent>,
     durations: Vec<(usize, Duration)>,
 }
@@ -47,7 +48,8 @@ pub struct PrepareSnapshot {
     pub done: usize,
     /// Mappings being resolved now.
     pub in_flight: usize,
-    /// The mapping in flight longest, with its seconds.
+    /// The mapping in flight longest, named by what it waits on (its source, or the target
+    /// being listed), with its seconds.
     pub slowest: Option<(String, Duration)>,
     /// Time since the prepare phase started.
     pub elapsed: Duration,
@@ -87,7 +89,8 @@ impl PrepareTracker {
     pub fn started(&self, index: usize, name: &str) {
         let mut s = self.lock();
         s.started += 1;
-        s.in_flight.insert((index, name.to_owned()), Instant::now());
+        s.in_flight
+            .insert((index, name.to_owned()), (Instant::now(), None));
         Self::record(&mut s);
     }
 
@@ -95,10 +98,19 @@ impl PrepareTracker {
     pub fn finished(&self, index: usize, name: &str) {
         let mut s = self.lock();
         s.done += 1;
-        if let Some(since) = s.in_flight.remove(&(index, name.to_owned())) {
+        if let Some((since, _)) = s.in_flight.remove(&(index, name.to_owned())) {
             s.durations.push((index, since.elapsed()));
         }
         Self::record(&mut s);
+    }
+
+    /// Records that mapping `index` (shown as `name`) now waits on `what` (a target it lists),
+    /// so the slowest mapping is shown by what holds it up, not always by its source.
+    pub fn waiting_on(&self, index: usize, name: &str, what: &str) {
+        let mut s = self.lock();
+        if let Some((_, on)) = s.in_flight.get_mut(&(index, name.to_owned())) {
+            *on = Some(what.to_owned());
+        }
     }
 
     /// Adds `more` mappings to the total: a whole-registry mapping's expansions.
@@ -116,11 +128,14 @@ impl PrepareTracker {
             total: s.total,
             done: s.done,
             in_flight: s.in_flight.len(),
-            slowest: s
-                .in_flight
-                .iter()
-                .min_by_key(|(_, since)| **since)
-                .map(|((_, name), since)| (name.clone(), now.duration_since(*since))),
+            slowest: s.in_flight.iter().min_by_key(|(_, (since, _))| *since).map(
+                |((_, name), (since, on))| {
+                    (
+                        on.clone().unwrap_or_else(|| name.clone()),
+                        now.duration_since(*since),
+                    )
+                },
+            ),
             elapsed: now.duration_since(self.start),
         }
     }
