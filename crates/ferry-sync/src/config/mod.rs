@@ -8,11 +8,11 @@
 //! which are always written in full.
 
 mod check;
-pub mod glob;
+pub(crate) mod glob;
 mod interpolate;
 mod locate;
 mod mapping_checks;
-pub mod overlap;
+pub(crate) mod overlap;
 pub mod raw;
 mod resolve;
 mod units;
@@ -31,14 +31,15 @@ use crate::platform::Platform;
 use check::Checker;
 pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
-pub use locate::{FieldPath, Position, Segment};
+pub(crate) use locate::{FieldPath, Position, Segment};
 use raw::RawConfig;
-pub use units::{parse_duration, parse_size};
+pub use units::parse_duration;
+pub(crate) use units::parse_size;
 
 /// Mappings resolved at once when `concurrency` is not set.
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// Requests in flight per registry when `max_concurrent` is not set.
-pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+pub(crate) const DEFAULT_MAX_CONCURRENT: usize = 16;
 
 /// The resolved config: defaults applied, target groups expanded, every value checked.
 #[derive(Clone, Debug, PartialEq)]

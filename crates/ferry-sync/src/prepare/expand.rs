@@ -24,12 +24,12 @@ use crate::prepare::{PrepareOptions, PrepareTracker};
 use crate::registries::Registries;
 
 /// No catalog is believed to list more repositories than this (the pager's bound).
-pub const MAX_CATALOG: usize = 100_000;
+pub(crate) const MAX_CATALOG: usize = 100_000;
 
 /// The config's mappings with every whole-registry mapping expanded: one entry per glob (its
 /// expansion, or the error that stopped it) and the mappings to resolve, in config order.
 #[derive(Debug, Default)]
-pub struct Expanded {
+pub(crate) struct Expanded {
     /// One plan entry per whole-registry mapping: the repositories it expanded to and the
     /// names it left out, or why its catalog could not be read.
     pub globs: Vec<MappingPlan>,
@@ -44,7 +44,7 @@ struct Listed {
 }
 
 /// Expands every whole-registry mapping of `config`; the others pass through unchanged.
-pub async fn expand_all(
+pub(crate) async fn expand_all(
     config: &Config,
     registries: &Registries,
     options: &PrepareOptions,
