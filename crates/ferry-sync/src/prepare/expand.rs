@@ -17,7 +17,7 @@ use ferry_distribution::operation::Operation;
 
 use crate::config::glob::Match;
 use crate::config::overlap::Writers;
-use crate::config::{Config, Mapping, Origin, RepositoryGlob, Target};
+use crate::config::{Config, Mapping, Origin, RepositoryGlob};
 use crate::in_window::in_window;
 use crate::plan::{MappingPlan, RejectedName, ResolvedMapping};
 use crate::prepare::{PrepareOptions, PrepareTracker};
@@ -165,17 +165,7 @@ pub(crate) async fn expand_all(
         let rejected = rejected_by_glob.entry(index).or_default();
         let mut repositories = Vec::new();
         for mapping in mine {
-            let as_target = match &mapping.origin {
-                Origin::Registry {
-                    registry,
-                    repository,
-                } => Target::Registry {
-                    registry: registry.clone(),
-                    repository: repository.clone(),
-                },
-                Origin::OciLayout { path } => Target::OciLayout { path: path.clone() },
-            };
-            if let Some(clash) = writers.clash(&as_target) {
+            if let Some(clash) = writers.clash(&mapping.origin) {
                 let repository = match &mapping.origin {
                     Origin::Registry { repository, .. } => repository.clone(),
                     Origin::OciLayout { .. } => mapping.source.clone(),
