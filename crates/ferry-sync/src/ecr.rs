@@ -17,16 +17,16 @@ use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
 /// A token is fetched again once less than this is left of its life (ECR tokens last 12 hours).
-pub const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
+pub(crate) const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 
 /// The ECR Public registry host.
-pub const ECR_PUBLIC_HOST: &str = "public.ecr.aws";
+pub(crate) const ECR_PUBLIC_HOST: &str = "public.ecr.aws";
 
 /// The only region that serves the ECR Public API, whatever the registry's `auth.region`.
-pub const ECR_PUBLIC_REGION: &str = "us-east-1";
+pub(crate) const ECR_PUBLIC_REGION: &str = "us-east-1";
 
 /// Whether `host` (a port is ignored) is the ECR Public registry.
-pub fn is_ecr_public(host: &str) -> bool {
+pub(crate) fn is_ecr_public(host: &str) -> bool {
     host.split(':')
         .next()
         .is_some_and(|name| name.eq_ignore_ascii_case(ECR_PUBLIC_HOST))
@@ -37,7 +37,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What an ECR private registry host (`<account>.dkr.ecr.<region>.amazonaws.com`) names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EcrHost<'a> {
+pub(crate) struct EcrHost<'a> {
     /// The registry id: the AWS account number.
     pub account: &'a str,
     /// The AWS region the registry is in.
@@ -63,7 +63,7 @@ impl<'a> EcrHost<'a> {
 
 /// How one registry gets its ECR token: the region of the ECR API and the AWS profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EcrAuth {
+pub(crate) struct EcrAuth {
     /// Overrides the region named by the host (needed only when the host names none).
     pub region: Option<String>,
     /// A profile of `~/.aws/config`; `None` follows the chain (`AWS_PROFILE`, then `default`).
@@ -74,7 +74,7 @@ impl EcrAuth {
     /// ECR auth for a host whose auth is not set: every ECR private registry host, since ECR
     /// private never serves anonymous requests. `None` for other hosts, ECR Public included
     /// (it serves pulls anonymously; pushing there needs `type: ecr`).
-    pub fn implied_by(host: &str) -> Option<EcrAuth> {
+    pub(crate) fn implied_by(host: &str) -> Option<EcrAuth> {
         EcrHost::parse(host).map(|_| EcrAuth::default())
     }
 
@@ -119,7 +119,7 @@ impl EcrAuth {
 
 /// Why an ECR token could not be had. The messages never contain a token or an AWS secret.
 #[derive(Debug, thiserror::Error)]
-pub enum EcrError {
+pub(crate) enum EcrError {
     /// The region is in neither the host name nor `auth.region`.
     #[error(
         "the host is not `<account>.dkr.ecr.<region>.amazonaws.com`, so set `auth.region` for ECR"
@@ -165,7 +165,7 @@ fn profile_note(profile: &Option<String>) -> String {
 
 /// Which AWS API issues a registry's token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Service {
+pub(crate) enum Service {
     /// Amazon ECR (private registries).
     Private,
     /// Amazon ECR Public (`public.ecr.aws`).
@@ -366,7 +366,7 @@ impl CachedToken {
 }
 
 /// Splits ECR's base64 `AWS:<password>` token into username and password.
-pub fn decode_token(token: &str) -> Result<(String, Secret), EcrError> {
+pub(crate) fn decode_token(token: &str) -> Result<(String, Secret), EcrError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(token.trim())
         .map_err(|_| EcrError::BadToken {
@@ -386,6 +386,6 @@ pub fn decode_token(token: &str) -> Result<(String, Secret), EcrError> {
     Ok((username.to_owned(), Secret::new(password)))
 }
 
-pub mod repositories;
+pub(crate) mod repositories;
 #[cfg(test)]
 mod tests;

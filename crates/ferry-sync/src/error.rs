@@ -58,7 +58,11 @@ impl SyncError {
     }
 
     /// A failed write of `what` into the layout at `path`.
-    pub fn layout_write(path: PathBuf, what: &'static str, e: impl std::fmt::Display) -> Self {
+    pub(crate) fn layout_write(
+        path: PathBuf,
+        what: &'static str,
+        e: impl std::fmt::Display,
+    ) -> Self {
         SyncError::LayoutWrite {
             path,
             what,

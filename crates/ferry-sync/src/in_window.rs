@@ -7,7 +7,7 @@ use futures::StreamExt;
 
 /// Runs `f` on every item, at most `limit` at once; a finished item's slot goes to the next
 /// at once. Result `i` belongs to item `i`.
-pub async fn in_window<I, F, Fut>(items: I, limit: usize, mut f: F) -> Vec<Fut::Output>
+pub(crate) async fn in_window<I, F, Fut>(items: I, limit: usize, mut f: F) -> Vec<Fut::Output>
 where
     I: IntoIterator,
     F: FnMut(I::Item) -> Fut,

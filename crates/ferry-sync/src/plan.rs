@@ -87,7 +87,7 @@ pub struct RejectedName {
 
 /// Rejected names of one listing reported one by one; the rest are a count on the last one, so a
 /// listing of a million bad names is not a million report lines.
-pub const MAX_REJECTED_SHOWN: usize = 50;
+pub(crate) const MAX_REJECTED_SHOWN: usize = 50;
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
@@ -216,7 +216,7 @@ impl ImagePlan {
     }
 
     /// Whether some target needs the image written.
-    pub fn is_stale_anywhere(&self) -> bool {
+    pub(crate) fn is_stale_anywhere(&self) -> bool {
         self.targets.iter().any(|t| t.state.needs_copy())
     }
 }
@@ -248,7 +248,7 @@ pub enum TargetState {
 
 impl TargetState {
     /// Whether the target needs the image written (anything but up to date).
-    pub fn needs_copy(&self) -> bool {
+    pub(crate) fn needs_copy(&self) -> bool {
         !matches!(self, TargetState::UpToDate)
     }
 

@@ -109,7 +109,7 @@ impl Platform {
     }
 
     /// This platform as containerd compares it.
-    pub fn normalized(&self) -> Normalized {
+    pub(crate) fn normalized(&self) -> Normalized {
         Normalized::of(&self.os, &self.architecture, self.variant().unwrap_or(""))
     }
 
@@ -130,7 +130,7 @@ impl Platform {
 /// `arm/v6`; `arm` with no variant or `7` is `arm/v7`, with `5`/`6`/`8` it is `v5`/`v6`/`v8`.
 /// Any other variant is kept.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Normalized {
+pub(crate) struct Normalized {
     /// The operating system.
     pub os: String,
     /// The architecture.
@@ -221,7 +221,10 @@ impl PartialEq<String> for Platform {
 
 /// The index with only the wanted platforms, or `None` when nothing needs to change (not an
 /// index, no filter, or every child kept). An index where nothing matches is an error.
-pub fn filter_index(manifest: &Manifest, wanted: &[Platform]) -> Result<Option<Manifest>, String> {
+pub(crate) fn filter_index(
+    manifest: &Manifest,
+    wanted: &[Platform],
+) -> Result<Option<Manifest>, String> {
     if wanted.is_empty() || !media::is_index(&manifest.media_type) {
         return Ok(None);
     }

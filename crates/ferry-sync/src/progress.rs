@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::report::Totals;
 
 /// Blobs at least this large get a bar of their own while they are copied.
-pub const LARGE_BLOB: u64 = 64 << 20;
+pub(crate) const LARGE_BLOB: u64 = 64 << 20;
 
 /// What the engine has done so far. Share it as `Arc<SyncProgress>`.
 #[derive(Debug, Default)]
@@ -45,7 +45,7 @@ pub struct SyncSnapshot {
 
 impl SyncProgress {
     /// `n` more (image, target) pairs to copy (mappings reach the engine as they resolve).
-    pub fn expect_images(&self, n: u64) {
+    pub(crate) fn expect_images(&self, n: u64) {
         self.images_total.fetch_add(n, Ordering::Relaxed);
     }
 
@@ -56,12 +56,12 @@ impl SyncProgress {
 
     /// `n` more blob bytes read from a layout source (counted by [`SyncProgress::blob_read`]
     /// too).
-    pub fn layout_read(&self, n: u64) {
+    pub(crate) fn layout_read(&self, n: u64) {
         self.layout_read.fetch_add(n, Ordering::Relaxed);
     }
 
     /// `n` more blob or manifest bytes written into a layout target.
-    pub fn layout_written(&self, n: u64) {
+    pub(crate) fn layout_written(&self, n: u64) {
         self.layout_written.fetch_add(n, Ordering::Relaxed);
     }
 
@@ -89,12 +89,12 @@ impl SyncProgress {
     }
 
     /// The transfers the engine planned will read about `n` more bytes.
-    pub fn expect_bytes(&self, n: u64) {
+    pub(crate) fn expect_bytes(&self, n: u64) {
         self.bytes_total.fetch_add(n, Ordering::Relaxed);
     }
 
     /// A planned blob needed no transfer after all.
-    pub fn bytes_not_needed(&self, n: u64) {
+    pub(crate) fn bytes_not_needed(&self, n: u64) {
         let _ = self
             .bytes_total
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
@@ -107,14 +107,14 @@ impl SyncProgress {
     }
 
     /// A transfer of `digest` (`size` bytes) started.
-    pub fn blob_started(&self, digest: &str, size: u64) {
+    pub(crate) fn blob_started(&self, digest: &str, size: u64) {
         if size >= LARGE_BLOB {
             self.large().insert(digest.to_owned(), (size, 0));
         }
     }
 
     /// `n` more bytes of `digest` were read.
-    pub fn blob_read(&self, digest: &str, n: u64) {
+    pub(crate) fn blob_read(&self, digest: &str, n: u64) {
         self.blob_bytes_read.fetch_add(n, Ordering::Relaxed);
         if let Some(entry) = self.large().get_mut(digest) {
             entry.1 += n;
@@ -122,7 +122,7 @@ impl SyncProgress {
     }
 
     /// The transfer of `digest` ended (either way).
-    pub fn blob_finished(&self, digest: &str) {
+    pub(crate) fn blob_finished(&self, digest: &str) {
         self.large().remove(digest);
     }
 

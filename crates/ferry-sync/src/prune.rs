@@ -96,7 +96,7 @@ pub struct PruneSkipped {
 
 /// What pruning will do: the tags to delete, and the pruning mappings that delete nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PruneDecision {
+pub(crate) struct PruneDecision {
     /// Target tags to delete.
     pub candidates: Vec<PruneCandidate>,
     /// Pruning mappings that delete nothing this run.
@@ -150,7 +150,7 @@ impl PruneReport {
     }
 
     /// Records the mappings that prune nothing this run.
-    pub fn add_skipped(&mut self, skipped: Vec<PruneSkipped>) {
+    pub(crate) fn add_skipped(&mut self, skipped: Vec<PruneSkipped>) {
         self.skipped.extend(skipped);
     }
 
@@ -229,7 +229,7 @@ pub fn candidates(plan: &Plan, config: &Config) -> Vec<PruneCandidate> {
 /// fetched, and, given `run`, no image of the mapping failed or was interrupted. A source that
 /// listed no tags at all prunes nothing either (an empty listing is more likely a registry
 /// fault than an intent to delete everything).
-pub fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDecision {
+pub(crate) fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> PruneDecision {
     let mut out = PruneDecision::default();
     for m in &plan.mappings {
         let Some(mapping) = config.mappings.iter().find(|c| c.index == m.index) else {

@@ -115,7 +115,11 @@ impl Registries {
     }
 
     /// Every repository of the ECR registry `host` (`DescribeRepositories`), at most `max`.
-    pub async fn ecr_repositories(&self, host: &str, max: usize) -> Result<Vec<String>, Error> {
+    pub(crate) async fn ecr_repositories(
+        &self,
+        host: &str,
+        max: usize,
+    ) -> Result<Vec<String>, Error> {
         self.ecr_api()
             .describe_repositories(&self.settings_for(host), max)
             .await
@@ -124,7 +128,7 @@ impl Registries {
     /// Makes sure `repository` exists on `host` when the registry creates repositories
     /// (`create_repositories`): one `CreateRepository` per repository for the whole run, every
     /// caller waiting on the first. `None` when the registry does not create repositories.
-    pub async fn ensure_repository(
+    pub(crate) async fn ensure_repository(
         &self,
         host: &str,
         repository: &str,
@@ -147,7 +151,7 @@ impl Registries {
     }
 
     /// The repositories this run created (`host/repository`), sorted.
-    pub fn created_repositories(&self) -> Vec<String> {
+    pub(crate) fn created_repositories(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .created_lock()
             .iter()
@@ -211,7 +215,7 @@ impl Registries {
 }
 
 /// The client options a registry's settings describe.
-pub fn options_for(
+pub(crate) fn options_for(
     settings: &RegistrySettings,
     resolved: ResolvedCredentials,
     tune: &dyn Fn(&mut RegistryOptions),
@@ -328,7 +332,7 @@ pub async fn resolve_credentials(
 }
 
 /// [`resolve_credentials`], asking ECR through `tokens`.
-pub async fn resolve_credentials_with(
+pub(crate) async fn resolve_credentials_with(
     settings: &RegistrySettings,
     files: &CredentialFiles,
     tokens: &EcrTokens,

@@ -49,7 +49,7 @@ impl ImageStatus {
 
     /// The failed status for a sync-level failure: a registry's as [`ImageStatus::failed`], a
     /// layout's naming the layout and what was done there (never a registry operation).
-    pub fn failed_sync(e: &crate::error::SyncError) -> Self {
+    pub(crate) fn failed_sync(e: &crate::error::SyncError) -> Self {
         match e {
             crate::error::SyncError::Registry(e) => ImageStatus::failed(e),
             crate::error::SyncError::Interrupted => ImageStatus::Interrupted,
@@ -284,7 +284,7 @@ impl RegistryReport {
     /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people. The
     /// upload flow is named only for a registry the run sent bytes to; a registry only read
     /// (or never reached) gets a line only for what it refused or ignored, else none (empty).
-    pub fn render_capabilities(&self) -> String {
+    pub(crate) fn render_capabilities(&self) -> String {
         use ferry_distribution::capabilities::{Support, UploadFlow};
         let c = &self.capabilities;
         let flow = match c.upload_flow {
@@ -417,7 +417,7 @@ impl SyncReport {
 
     /// Brings each registry's `capabilities` up to date with what was learned after the engine
     /// ran (pruning learns whether tags can be deleted); its counters stay the engine's.
-    pub fn refresh_capabilities(&mut self, registries: &crate::registries::Registries) {
+    pub(crate) fn refresh_capabilities(&mut self, registries: &crate::registries::Registries) {
         for c in registries.built() {
             if let Some(r) = self.registries.iter_mut().find(|r| r.registry == c.host()) {
                 r.capabilities = c.capabilities().snapshot();
@@ -426,7 +426,7 @@ impl SyncReport {
     }
 
     /// Records what each whole-registry mapping of `plan` expanded to.
-    pub fn note_expansions(&mut self, plan: &crate::plan::Plan) {
+    pub(crate) fn note_expansions(&mut self, plan: &crate::plan::Plan) {
         self.expansions = plan
             .resolved()
             .filter_map(|(m, r)| {

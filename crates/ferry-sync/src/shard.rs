@@ -87,7 +87,7 @@ impl fmt::Display for Shard {
 
 /// The stable hash of a mapping: the first 8 bytes of sha256 over the source and the sorted
 /// targets, one per line.
-pub fn mapping_hash(mapping: &Mapping) -> u64 {
+pub(crate) fn mapping_hash(mapping: &Mapping) -> u64 {
     let mut targets: Vec<String> = mapping.targets.iter().map(ToString::to_string).collect();
     targets.sort();
     let mut text = mapping.source.clone();
@@ -105,7 +105,7 @@ pub fn mapping_hash(mapping: &Mapping) -> u64 {
 }
 
 /// The shard (of `count`) a mapping falls in.
-pub fn shard_of(mapping: &Mapping, count: u32) -> u32 {
+pub(crate) fn shard_of(mapping: &Mapping, count: u32) -> u32 {
     (mapping_hash(mapping) % u64::from(count.max(1))) as u32
 }
 
@@ -133,7 +133,7 @@ pub fn select(config: &Config, shard: Shard) -> Config {
 /// `max_concurrent` and `requests_per_second` are the total of all `count` shards, so each
 /// takes `1/count` (`max_concurrent` rounded down, never below 1); with `budget: per_shard`
 /// they stay as written.
-pub fn share_budget(registry: &RegistrySettings, count: u32) -> RegistrySettings {
+pub(crate) fn share_budget(registry: &RegistrySettings, count: u32) -> RegistrySettings {
     let count = count.max(1);
     let mut shared = registry.clone();
     if registry.budget == Budget::Fleet {

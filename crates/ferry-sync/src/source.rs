@@ -10,7 +10,7 @@ use crate::config::Origin;
 use crate::layout::LayoutReader;
 use crate::registries::Registries;
 
-pub use crate::layout::reader::ByteStream;
+pub(crate) use crate::layout::reader::ByteStream;
 
 /// An opened source repository.
 #[derive(Debug, Clone)]
@@ -79,7 +79,7 @@ impl Source {
     }
 
     /// The manifest `reference` names, verified, or `None` when there is no such thing.
-    pub async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
+    pub(crate) async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
         match self {
             Source::Registry { client, repository } => {
                 match client.get_manifest(repository, reference).await {
@@ -109,7 +109,7 @@ impl Source {
 
     /// The blob's bytes from `offset` on (a registry's open retried until the body starts); `size`
     /// is the size its descriptor declares, past which a layout's stream is cut off.
-    pub async fn open_blob(
+    pub(crate) async fn open_blob(
         &self,
         digest: &Digest,
         size: u64,
@@ -126,7 +126,10 @@ impl Source {
 
     /// Referrers of `digest`: the registry's referrers API (`None` where it has none), or the
     /// layout's index entries whose subject is `digest`.
-    pub async fn list_referrers(&self, digest: &Digest) -> Result<Option<Vec<Referrer>>, Error> {
+    pub(crate) async fn list_referrers(
+        &self,
+        digest: &Digest,
+    ) -> Result<Option<Vec<Referrer>>, Error> {
         match self {
             Source::Registry { client, repository } => {
                 client.list_referrers(repository, digest).await
@@ -137,7 +140,7 @@ impl Source {
 
     /// Runs `attempt` as one read of this source: under the registry's retry shape, or once for
     /// a layout (a local file fails the same way twice).
-    pub async fn read_with_retry<T, F, Fut>(&self, attempt: F) -> Result<T, Error>
+    pub(crate) async fn read_with_retry<T, F, Fut>(&self, attempt: F) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Failure>>,

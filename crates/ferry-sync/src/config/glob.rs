@@ -7,7 +7,7 @@ use super::Target;
 
 /// How many repositories one whole-registry mapping may expand to unless `max_repositories`
 /// says otherwise.
-pub const DEFAULT_MAX_REPOSITORIES: usize = 1000;
+pub(crate) const DEFAULT_MAX_REPOSITORIES: usize = 1000;
 
 /// The source of a whole-registry mapping: a registry, a path prefix and how deep it matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl std::fmt::Display for TargetPrefix {
 
 /// What a catalog name is to a glob.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Match {
+pub(crate) enum Match {
     /// Under the prefix at a depth the glob takes: the repository and the remainder after the
     /// prefix.
     Matched {
@@ -123,7 +123,7 @@ impl RepositoryGlob {
     }
 
     /// What `name`, as a registry's catalog lists it, is to this glob.
-    pub fn classify(&self, name: &str) -> Match {
+    pub(crate) fn classify(&self, name: &str) -> Match {
         let remainder = if self.prefix.is_empty() {
             name
         } else {
@@ -149,7 +149,11 @@ impl RepositoryGlob {
     }
 
     /// The targets of a matched repository.
-    pub fn targets_for(&self, repository: &str, remainder: &str) -> Result<Vec<Target>, String> {
+    pub(crate) fn targets_for(
+        &self,
+        repository: &str,
+        remainder: &str,
+    ) -> Result<Vec<Target>, String> {
         let name = if self.whole_path {
             repository
         } else {
@@ -167,7 +171,7 @@ impl RepositoryGlob {
 
     /// The target prefix of this mapping that `repository` (on the source registry) lies
     /// under, if any: such a repository is this mapping's own mirror, not a source.
-    pub fn own_target_holding(&self, repository: &str) -> Option<&TargetPrefix> {
+    pub(crate) fn own_target_holding(&self, repository: &str) -> Option<&TargetPrefix> {
         self.targets.iter().find(|prefix| {
             let Ok(Target::Registry {
                 registry,

@@ -3,7 +3,7 @@
 
 /// Text after interpolation, and the values substituted (so errors can redact them).
 #[derive(Debug, Default)]
-pub struct Interpolated {
+pub(crate) struct Interpolated {
     pub text: String,
     pub substituted: Vec<String>,
 }
@@ -11,7 +11,7 @@ pub struct Interpolated {
 /// An interpolation failure at a 1-based line and column of the original text. The message
 /// names the variable, never a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterpolationError {
+pub(crate) struct InterpolationError {
     pub line: usize,
     pub column: usize,
     pub message: String,
@@ -21,7 +21,7 @@ pub struct InterpolationError {
 /// `${VAR:-default}` uses the default when VAR is unset or empty; `${VAR:?message}` fails with
 /// the message when VAR is unset or empty. A `$` not followed by `{` or `$` stays as written.
 /// Every failure is returned, in text order, not only the first.
-pub fn interpolate(
+pub(crate) fn interpolate(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Interpolated, Vec<InterpolationError>> {

@@ -9,7 +9,7 @@ use yaml_rust2::scanner::Marker;
 
 /// One step of a field path.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Segment {
+pub(crate) enum Segment {
     /// A mapping key.
     Key(String),
     /// A sequence position, 0-based.
@@ -18,7 +18,7 @@ pub enum Segment {
 
 /// A field path from the document root.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FieldPath(pub Vec<Segment>);
+pub(crate) struct FieldPath(pub Vec<Segment>);
 
 impl FieldPath {
     /// The document root: the empty path.
@@ -41,7 +41,7 @@ impl FieldPath {
     }
 
     /// A path written in the dotted form used in messages: `tags.semver`, `exclude[1]`.
-    pub fn join_dotted(&self, dotted: &str) -> FieldPath {
+    pub(crate) fn join_dotted(&self, dotted: &str) -> FieldPath {
         let mut next = self.clone();
         for part in dotted.split('.').filter(|p| !p.is_empty()) {
             let (name, mut rest) = match part.find('[') {
@@ -78,7 +78,7 @@ impl fmt::Display for FieldPath {
 
 /// A 1-based line and column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Position {
+pub(crate) struct Position {
     /// 1-based line.
     pub line: usize,
     /// 1-based column, in characters.
@@ -94,7 +94,7 @@ struct Node {
 
 /// The positions of every node of one YAML document.
 #[derive(Debug, Default)]
-pub struct Locator {
+pub(crate) struct Locator {
     nodes: HashMap<FieldPath, Node>,
 }
 
@@ -128,7 +128,7 @@ impl Locator {
 
     /// The field whose value is at `line` and starts at or before `column` (the nearest such),
     /// if any: what an error found at that place in the text is about.
-    pub fn field_at(&self, line: usize, column: usize) -> Option<FieldPath> {
+    pub(crate) fn field_at(&self, line: usize, column: usize) -> Option<FieldPath> {
         self.nodes
             .iter()
             .filter(|(path, n)| {
@@ -139,12 +139,12 @@ impl Locator {
     }
 
     /// The text of the scalar at exactly `path`, if it is one.
-    pub fn scalar(&self, path: &FieldPath) -> Option<&str> {
+    pub(crate) fn scalar(&self, path: &FieldPath) -> Option<&str> {
         self.nodes.get(path).and_then(|n| n.scalar.as_deref())
     }
 
     /// Scalars under keys with one of these names, anywhere in the document.
-    pub fn scalars_named(&self, names: &[&str]) -> Vec<&str> {
+    pub(crate) fn scalars_named(&self, names: &[&str]) -> Vec<&str> {
         self.nodes
             .iter()
             .filter(|(path, _)| {

@@ -8,11 +8,11 @@
 //! which are always written in full.
 
 mod check;
-pub mod glob;
+pub(crate) mod glob;
 mod interpolate;
 mod locate;
 mod mapping_checks;
-pub mod overlap;
+pub(crate) mod overlap;
 pub mod raw;
 mod resolve;
 mod units;
@@ -31,14 +31,15 @@ use crate::platform::Platform;
 use check::Checker;
 pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
-pub use locate::{FieldPath, Position, Segment};
+pub(crate) use locate::{FieldPath, Position, Segment};
 use raw::RawConfig;
-pub use units::{parse_duration, parse_size};
+pub use units::parse_duration;
+pub(crate) use units::parse_size;
 
 /// Mappings resolved at once when `concurrency` is not set.
 pub const DEFAULT_CONCURRENCY: usize = 16;
 /// Requests in flight per registry when `max_concurrent` is not set.
-pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+pub(crate) const DEFAULT_MAX_CONCURRENT: usize = 16;
 
 /// The resolved config: defaults applied, target groups expanded, every value checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -251,35 +252,23 @@ pub struct ReferrerFilter {
     pub exclude: Vec<String>,
 }
 
-/// Where a mapping reads.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Origin {
-    /// A registry repository (`docker.io` + `library/alpine`).
-    Registry {
-        /// The host as references name it (`docker.io`).
-        registry: String,
-        /// The repository path on that host (`library/alpine`).
-        repository: String,
-    },
-    /// An OCI image layout directory (`oci:./images/alpine`).
-    OciLayout {
-        /// The layout's directory.
-        path: PathBuf,
-    },
-}
+/// Where a mapping reads: the same kind of place as a [`Target`], one type with one parser
+/// and one `Display`.
+pub type Origin = Target;
 
-impl Origin {
-    /// `oci:<directory>`, or a repository reference without tag or digest.
-    pub fn parse(text: &str) -> Result<Origin, String> {
-        resolve::parse_origin(text)
+impl Target {
+    /// A mapping's source as written: `oci:<directory>`, or a repository reference without
+    /// tag or digest.
+    pub fn parse(text: &str) -> Result<Target, String> {
+        resolve::parse_place(text, "source")
     }
 
     /// The repository path a `target_group` appends: a registry source's path, or a layout
     /// directory's last component when that is a valid repository name.
     fn repository_name(&self) -> Option<String> {
         match self {
-            Origin::Registry { repository, .. } => Some(repository.clone()),
-            Origin::OciLayout { path } => {
+            Target::Registry { repository, .. } => Some(repository.clone()),
+            Target::OciLayout { path } => {
                 let last = path.file_name()?.to_str()?;
                 let r = Reference::parse(&format!("rename.invalid/{last}")).ok()?;
                 (r.repository == last).then(|| last.to_owned())
@@ -288,20 +277,9 @@ impl Origin {
     }
 }
 
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::Registry {
-                registry,
-                repository,
-            } => write!(f, "{registry}/{repository}"),
-            Origin::OciLayout { path } => write!(f, "oci:{}", path.display()),
-        }
-    }
-}
-
-/// Where a mapping writes. A registry target is parsed once, when the config is resolved, so
-/// its users read the host and the repository instead of parsing the name again.
+/// A place a mapping reads or writes (its source, as [`Origin`], or a target): a registry
+/// repository or an image-layout directory. Parsed once, when the config is resolved, so its
+/// users read the host and the repository instead of parsing the name again.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A registry repository, normalised, without tag (`registry.local:5000` +

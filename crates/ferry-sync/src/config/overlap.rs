@@ -24,7 +24,7 @@ pub struct Writer {
 
 /// How a target meets one already claimed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Clash<'a> {
+pub(crate) enum Clash<'a> {
     /// The same place (spelled alike or not).
     Same(&'a Writer),
     /// A layout directory inside the claimed layout.
@@ -70,7 +70,7 @@ impl Clash<'_> {
 /// The targets claimed so far. Each lookup costs a path's depth in map lookups, not the number
 /// of claims: a catalog expands to up to `max_repositories` targets, each checked against all.
 #[derive(Debug, Default)]
-pub struct Writers {
+pub(crate) struct Writers {
     writers: Vec<Writer>,
     /// Claimed layouts by canonical directory (the first claim of each). Paths order by
     /// component, so every claimed layout under a directory follows that directory at once.
@@ -94,7 +94,7 @@ impl Writers {
 
     /// How `target` clashes with the claims so far, if it does: the same place first, then the
     /// nearest claimed layout it lies inside, then a claimed layout it would hold.
-    pub fn clash(&self, target: &Target) -> Option<Clash<'_>> {
+    pub(crate) fn clash(&self, target: &Target) -> Option<Clash<'_>> {
         let writer = |i: &usize| &self.writers[*i];
         match place(target) {
             Place::Registry(host, repository) => self
@@ -156,7 +156,7 @@ fn normal_host(host: &str) -> String {
 /// `path` as the directory it names: made absolute against the working directory, its longest
 /// existing ancestor resolved (symbolic links, `..`), the rest normalised lexically (`.`
 /// dropped, `..` taking off one component).
-pub fn canonical(path: &Path) -> PathBuf {
+pub(crate) fn canonical(path: &Path) -> PathBuf {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {

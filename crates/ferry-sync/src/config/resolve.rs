@@ -134,7 +134,7 @@ impl Checker<'_> {
                     "max_repositories applies to a source ending in /* or /** only",
                 );
             }
-            let source = match parse_origin(&mapping.source) {
+            let source = match parse_place(&mapping.source, "source") {
                 Ok(origin) => Some(origin),
                 Err(message) => {
                     self.fail(&path.key("source"), message);
@@ -171,18 +171,8 @@ impl Checker<'_> {
                 // The source as a claim of its own: a target at it (a repository mirrored
                 // onto itself), or a layout inside or above the source layout, would write
                 // into what is being read.
-                let read_from = match &origin {
-                    Origin::OciLayout { path: dir } => Target::OciLayout { path: dir.clone() },
-                    Origin::Registry {
-                        registry,
-                        repository,
-                    } => Target::Registry {
-                        registry: registry.clone(),
-                        repository: repository.clone(),
-                    },
-                };
                 let mut read = Writers::new();
-                read.claim(&read_from, index, &source);
+                read.claim(&origin, index, &source);
                 for (target, _) in &targets {
                     match read.clash(target) {
                         Some(Clash::Same(_)) => self.fail(
@@ -585,8 +575,10 @@ fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
     })
 }
 
-pub(super) fn parse_target(text: &str) -> Result<Target, String> {
-    if let Some(dir) = layout_dir(text, "target") {
+/// A source or target (`what`) as written: `oci:<directory>`, or a repository reference without
+/// tag or digest.
+pub(super) fn parse_place(text: &str, what: &str) -> Result<Target, String> {
+    if let Some(dir) = layout_dir(text, what) {
         return dir.map(|path| Target::OciLayout { path });
     }
     let r = parse_repository(text)?;
@@ -596,16 +588,9 @@ pub(super) fn parse_target(text: &str) -> Result<Target, String> {
     })
 }
 
-/// A mapping's source: `oci:<directory>`, or a repository reference without tag or digest.
-pub(super) fn parse_origin(text: &str) -> Result<Origin, String> {
-    if let Some(dir) = layout_dir(text, "source") {
-        return dir.map(|path| Origin::OciLayout { path });
-    }
-    let r = parse_repository(text)?;
-    Ok(Origin::Registry {
-        registry: r.registry,
-        repository: r.repository,
-    })
+/// A mapping's target as written.
+pub(super) fn parse_target(text: &str) -> Result<Target, String> {
+    parse_place(text, "target")
 }
 
 /// A repository reference without tag or digest.

@@ -58,7 +58,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses a size: an integer with an optional unit, `B`, `KB`/`MB`/`GB` (powers of 1000) or
 /// `KiB`/`MiB`/`GiB` (powers of 1024), case-insensitive, optionally separated by a space.
 /// A bare integer is bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let digits = trimmed.bytes().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {

@@ -57,7 +57,7 @@ fn not_ecr(settings: &RegistrySettings, operation: Operation) -> Error {
 impl EcrTokens {
     /// Every repository of the ECR registry `settings` names, at most `max` of them (more is an
     /// error, never a silent cut).
-    pub async fn describe_repositories(
+    pub(crate) async fn describe_repositories(
         &self,
         settings: &RegistrySettings,
         max: usize,

@@ -47,7 +47,7 @@ pub enum Put {
 /// repository does not exist, on a registry that creates repositories (ECR's
 /// `create_repositories`). The engine creates it (once an image for it was fetched and
 /// verified); the dry run lists it.
-pub fn repository_to_create<'a>(
+pub(crate) fn repository_to_create<'a>(
     target: &'a Target,
     state: &TargetState,
     registries: &Registries,
@@ -130,7 +130,11 @@ impl Destination {
     /// Whether it holds `digest` already. A repository that did not exist before this run
     /// holds nothing (no HEAD is sent); a layout holds a blob only as a regular file (a symlink
     /// planted at its name does not count, and is never followed).
-    pub async fn holds_blob(&self, digest: &Digest, new_repository: bool) -> Result<bool, Error> {
+    pub(crate) async fn holds_blob(
+        &self,
+        digest: &Digest,
+        new_repository: bool,
+    ) -> Result<bool, Error> {
         match self {
             Destination::Registry { .. } if new_repository => Ok(false),
             Destination::Registry { client, repository } => client
@@ -143,7 +147,7 @@ impl Destination {
 
     /// Whether a blob can reach it by a mount from `from`: two repositories of one registry
     /// that has not refused or ignored mounts this run.
-    pub fn mounts_from(&self, from: &Destination) -> bool {
+    pub(crate) fn mounts_from(&self, from: &Destination) -> bool {
         match (self, from) {
             (Destination::Registry { client, .. }, Destination::Registry { client: c, .. }) => {
                 client.host() == c.host()
@@ -222,7 +226,7 @@ impl Destination {
 
     /// Puts the graph's manifests here, children first, the root last under `tag` (by digest
     /// without one), once every blob is in.
-    pub async fn put_graph(
+    pub(crate) async fn put_graph(
         &self,
         pusher: &ManifestPusher,
         graph: &ImageGraph,

@@ -1,7 +1,6 @@
 //! The manifest graph of one image: the root (an index or a manifest), every child manifest
 //! below it in push order (children before parents), and the blobs they reference.
 
-use bytes::Bytes;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, Operation, media};
@@ -170,13 +169,4 @@ fn references(manifest: &Manifest) -> Result<Refs, String> {
         });
     }
     Ok(Refs::Blobs(blobs))
-}
-
-/// A manifest built from bytes already in hand (tests, layouts).
-pub fn manifest_from(bytes: Bytes, media_type: &str) -> Manifest {
-    Manifest {
-        digest: Digest::of_bytes(ferry_distribution::Algorithm::Sha256, &bytes),
-        bytes,
-        media_type: media_type.to_owned(),
-    }
 }

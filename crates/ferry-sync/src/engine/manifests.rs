@@ -22,7 +22,7 @@ type PushCell = Arc<OnceCell<Result<(), Error>>>;
 /// Puts manifests on targets, children before parents, each (registry, repository, digest) once per
 /// run.
 #[derive(Debug, Default)]
-pub struct ManifestPusher {
+pub(crate) struct ManifestPusher {
     /// One push per (registry, repository, digest) in a run; a second image that needs the
     /// same manifest waits for that push to finish (and shares its outcome) before it goes on.
     pushed: Mutex<HashMap<PushKey, PushCell>>,
@@ -81,7 +81,7 @@ impl ManifestPusher {
     /// With an original root kept (`platforms_keep_digest`), that goes in the root's place;
     /// where the registry refuses it for its missing children, the filtered root is pushed and
     /// the refusal returned.
-    pub async fn push_registry(
+    pub(crate) async fn push_registry(
         &self,
         client: &RegistryClient,
         repository: &str,
@@ -132,7 +132,7 @@ impl ManifestPusher {
 
     /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
     /// (the caller holds the layout's writing lock; the index lock is taken here).
-    pub async fn push_layout(
+    pub(crate) async fn push_layout(
         &self,
         layout: &LayoutWriter,
         graph: &ImageGraph,

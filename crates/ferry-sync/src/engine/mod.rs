@@ -4,11 +4,9 @@
 pub mod blobs;
 pub mod destination;
 pub mod graph;
-pub mod manifests;
-pub mod referrers;
+pub(crate) mod manifests;
+pub(crate) mod referrers;
 pub mod transfer;
-
-pub use crate::report::KeptDigestRefused;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -149,7 +147,7 @@ pub async fn sync(
 /// targets and fetch its images' manifest graphs, plan its blobs; then its images join one
 /// window (`images_in_flight`) that refills on completion. Once every mapping is in and every
 /// image done: referrer indexes, then the summary.
-pub async fn sync_as_resolved<S>(
+pub(crate) async fn sync_as_resolved<S>(
     plans: S,
     registries: &Registries,
     options: &EngineOptions,

@@ -25,7 +25,7 @@ pub struct Pushed {
 
 /// Writes the tag-schema index for every subject whose target has no referrers API, merging
 /// with what the tag already lists. One write per (target repository, subject).
-pub async fn write_fallback_indexes(pushed: Vec<Pushed>) -> Vec<(Pushed, Error)> {
+pub(crate) async fn write_fallback_indexes(pushed: Vec<Pushed>) -> Vec<(Pushed, Error)> {
     let mut groups: BTreeMap<(String, String, Digest), Vec<Pushed>> = BTreeMap::new();
     for p in pushed {
         groups

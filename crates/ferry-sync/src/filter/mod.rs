@@ -14,8 +14,8 @@
 //!
 //! The result is in the sort order of step 5, so it does not depend on the listing's order.
 
-pub mod range;
-pub mod version;
+pub(crate) mod range;
+pub(crate) mod version;
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -295,7 +295,7 @@ impl TagFilter {
     }
 
     /// The `exact` tags, validated when the filter was compiled.
-    pub fn exact_tags(&self) -> &[Tag] {
+    pub(crate) fn exact_tags(&self) -> &[Tag] {
         &self.exact
     }
 

@@ -12,13 +12,13 @@ use std::fmt;
 ///   between the operator and the version is allowed), `version` of one to three numbers with
 ///   `*`/`x` wildcards and an optional prerelease, as in Cargo's semver.
 #[derive(Clone, Debug)]
-pub struct VersionRange {
+pub(crate) struct VersionRange {
     alternatives: Vec<semver::VersionReq>,
 }
 
 /// Why a range could not be read: the alternative at fault and what the parser said.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RangeError(String);
+pub(crate) struct RangeError(String);
 
 impl fmt::Display for RangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -32,9 +32,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 /// The file whose exclusive lock guards `index.json`.
-pub const INDEX_LOCK_FILE: &str = ".ferry.lock";
+pub(crate) const INDEX_LOCK_FILE: &str = ".ferry.lock";
 /// The file writers lock shared and garbage collection exclusively.
-pub const WRITERS_LOCK_FILE: &str = ".ferry-gc.lock";
+pub(crate) const WRITERS_LOCK_FILE: &str = ".ferry-gc.lock";
 /// How long a writer or pruner waits for another process's lock before giving up.
 pub const LOCK_WAIT: Duration = Duration::from_secs(120);
 /// The first gap between two tries of another process's lock; it doubles up to [`LAST_POLL`].

@@ -2,9 +2,9 @@
 //! source ([`reader`]), writing one as a target (the engine) and pruning one ([`prune`]).
 
 pub mod lock;
-pub mod open;
+pub(crate) mod open;
 pub mod prune;
-pub mod reader;
+pub(crate) mod reader;
 pub mod writer;
 
 use std::path::Path;
@@ -19,7 +19,7 @@ pub use reader::LayoutReader;
 const INDEX_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// The annotation an image layout's index uses for a tag.
-pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+pub(crate) const REF_NAME: &str = "org.opencontainers.image.ref.name";
 
 #[derive(serde::Deserialize)]
 struct RawIndex {
@@ -38,7 +38,7 @@ struct RawEntry {
 
 /// One manifest an image layout's `index.json` lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexEntry {
+pub(crate) struct IndexEntry {
     /// The manifest's digest.
     pub digest: Digest,
     /// Its media type, when the entry names one.
@@ -51,7 +51,7 @@ pub struct IndexEntry {
 
 /// The tag in a `ref.name` annotation: the value itself, or the tag of a full reference
 /// (`docker.io/library/alpine:3.20`, as some tools write it); `None` for a reference without one.
-pub fn tag_of_ref_name(value: &str) -> Option<String> {
+pub(crate) fn tag_of_ref_name(value: &str) -> Option<String> {
     if !value.contains(['/', ':', '@']) {
         return (!value.is_empty()).then(|| value.to_owned());
     }
@@ -63,7 +63,7 @@ pub fn tag_of_ref_name(value: &str) -> Option<String> {
 }
 
 /// Every entry of the layout's `index.json`, or why it cannot be read.
-pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
+pub(crate) fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
     let path = dir.join("index.json");
     let text =
         open::read_small(dir, Path::new("index.json"), INDEX_LIMIT).map_err(|e| match e {
@@ -92,7 +92,7 @@ pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
 /// (or its index cannot be read: the write then fails naming the file). A tag here is a
 /// `ref.name` as written: an entry naming a full reference (`a:v1` in a layout holding several
 /// repositories) is matched on that whole text, so it never stands for ferry's tag `v1`.
-pub fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
+pub(crate) fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
     read_index(dir)
         .map(|entries| {
             entries
@@ -104,7 +104,7 @@ pub fn read_tags(dir: &Path) -> Vec<(Option<String>, Digest)> {
 }
 
 /// The state of each image in the layout at `dir`.
-pub fn target_states(dir: &Path, images: &[ImagePlan]) -> Vec<TargetState> {
+pub(crate) fn target_states(dir: &Path, images: &[ImagePlan]) -> Vec<TargetState> {
     if !dir.join("index.json").exists() {
         return vec![TargetState::NewRepository; images.len()];
     }
@@ -129,7 +129,7 @@ pub fn target_states(dir: &Path, images: &[ImagePlan]) -> Vec<TargetState> {
 }
 
 /// `blobs/<alg>/<hex>` inside a layout.
-pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
+pub(crate) fn blob_path(digest: &Digest) -> std::path::PathBuf {
     Path::new("blobs")
         .join(digest.algorithm().name())
         .join(digest.hex())
@@ -139,7 +139,7 @@ pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
 /// never through a symlink), synced, then renamed (and the directory synced): a reader never
 /// sees a half-written file under the final name, and a crash after the call returns does not
 /// lose it.
-pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use tokio::io::AsyncWriteExt;
     let parent = path.parent().unwrap_or(Path::new("."));
     tokio::fs::create_dir_all(parent).await?;
@@ -163,14 +163,14 @@ pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// A temporary name for a file on its way to `name`, unique to this write: two writes of the same
 /// file (two images sharing a manifest) never share one, so neither renames the other's away.
-pub fn temp_name(name: &str) -> String {
+pub(crate) fn temp_name(name: &str) -> String {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!(".{name}.{}.{n}.partial", std::process::id())
 }
 
 /// Makes a rename in `dir` durable: the directory entry reaches the disk, not only the file.
-pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) async fn sync_dir(dir: &Path) -> std::io::Result<()> {
     tokio::fs::File::open(dir).await?.sync_all().await
 }
 

@@ -6,7 +6,7 @@ use std::path::{Component, Path};
 
 /// Why a file inside a layout was not opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// Nothing is there.
     Missing,
     /// Something is there that ferry does not read (a link, a FIFO, a device, a directory).
@@ -30,7 +30,7 @@ impl std::fmt::Display for OpenError {
 
 /// An opened regular file and its length when it was opened.
 #[derive(Debug)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// The file, opened without following a link.
     pub file: std::fs::File,
     /// Its length when it was opened: a reader stops there even if it grows.
@@ -43,7 +43,7 @@ pub struct Opened {
 /// with `O_NOFOLLOW | O_NONBLOCK`, then its type is read from the opened handle: there is no
 /// moment between a check and the open for a link or a FIFO to be swapped in, and a FIFO
 /// cannot block the open.
-pub fn open_regular(root: &Path, relative: &Path) -> Result<Opened, OpenError> {
+pub(crate) fn open_regular(root: &Path, relative: &Path) -> Result<Opened, OpenError> {
     let shown = root.join(relative);
     let shown = shown.display();
     let mut names = Vec::new();
@@ -84,7 +84,7 @@ pub fn open_regular(root: &Path, relative: &Path) -> Result<Opened, OpenError> {
 
 /// The whole of a small file (an index, a manifest), refused before reading when it is longer
 /// than `limit`, and read no further than `limit + 1` bytes in case it grows while being read.
-pub fn read_small(root: &Path, relative: &Path, limit: u64) -> Result<Vec<u8>, OpenError> {
+pub(crate) fn read_small(root: &Path, relative: &Path, limit: u64) -> Result<Vec<u8>, OpenError> {
     let opened = open_regular(root, relative)?;
     let shown = root.join(relative);
     let too_large = || {
@@ -140,7 +140,7 @@ mod platform {
     use rustix::fs::{Mode, OFlags};
     use rustix::io::Errno;
 
-    pub enum Failure {
+    pub(crate) enum Failure {
         Missing,
         Link,
         NotDirectory,
@@ -158,7 +158,7 @@ mod platform {
         }
     }
 
-    pub fn open_beneath(root: &Path, names: &[&OsStr]) -> Result<std::fs::File, Failure> {
+    pub(crate) fn open_beneath(root: &Path, names: &[&OsStr]) -> Result<std::fs::File, Failure> {
         let Some((last, dirs)) = names.split_last() else {
             return Err(Failure::NotDirectory);
         };
@@ -192,7 +192,7 @@ mod platform {
     use std::ffi::OsStr;
     use std::path::Path;
 
-    pub enum Failure {
+    pub(crate) enum Failure {
         Missing,
         Link,
         NotDirectory,
@@ -201,7 +201,7 @@ mod platform {
 
     /// Without `openat`: each part is checked not to be a link before the file is opened (a
     /// link swapped in between the check and the open is not caught here).
-    pub fn open_beneath(root: &Path, names: &[&OsStr]) -> Result<std::fs::File, Failure> {
+    pub(crate) fn open_beneath(root: &Path, names: &[&OsStr]) -> Result<std::fs::File, Failure> {
         let mut path = root.to_path_buf();
         for name in names {
             path.push(name);

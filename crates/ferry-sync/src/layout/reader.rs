@@ -26,7 +26,7 @@ const READ_CHUNK: usize = 256 * 1024;
 
 /// A blob's bytes as they are read (from a layout here; from either kind of source through
 /// `crate::source`).
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
+pub(crate) type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, Failure>> + Send>>;
 
 /// Referrers by subject digest, gathered from the index in one pass.
 type ReferrerMap = HashMap<Digest, Vec<Referrer>>;
@@ -110,7 +110,7 @@ impl LayoutReader {
 
     /// The manifest `reference` names, its bytes verified, or `None` when the layout has no such
     /// tag or blob.
-    pub async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
+    pub(crate) async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
         let op = Operation::ManifestGet;
         let (digest, declared) = match Digest::parse(reference) {
             Ok(d) => (d, None),
@@ -178,7 +178,7 @@ impl LayoutReader {
     /// The blob's bytes from `offset` on, read from disk as they are consumed and cut off past
     /// `size`, the size its descriptor declares: a blob file longer than that (or one that never
     /// ends) fails with an error naming the layout and the digest.
-    pub async fn open_blob(
+    pub(crate) async fn open_blob(
         &self,
         digest: &Digest,
         size: u64,
@@ -219,7 +219,7 @@ impl LayoutReader {
     }
 
     /// Manifests in the index whose `subject` is `digest` (how a layout holds referrers).
-    pub async fn list_referrers(&self, digest: &Digest) -> Result<Vec<Referrer>, Error> {
+    pub(crate) async fn list_referrers(&self, digest: &Digest) -> Result<Vec<Referrer>, Error> {
         let map = self
             .referrers
             .get_or_try_init(|| self.read_referrers())

@@ -15,13 +15,13 @@ use crate::error::SyncError;
 
 /// Whether the layout holds `digest` as a regular file (a symlink planted at its name does not
 /// count, and is never followed).
-pub fn holds_blob(dir: &Path, digest: &Digest) -> bool {
+pub(crate) fn holds_blob(dir: &Path, digest: &Digest) -> bool {
     std::fs::symlink_metadata(dir.join(super::blob_path(digest))).is_ok_and(|m| m.is_file())
 }
 
 /// `<dir>/blobs/<alg>`, created when missing; an error when it, or `blobs`, is anything but a
 /// real directory (a symlink there would carry every write out of the layout).
-pub async fn blob_dir(dir: &Path, digest: &Digest) -> std::io::Result<PathBuf> {
+pub(crate) async fn blob_dir(dir: &Path, digest: &Digest) -> std::io::Result<PathBuf> {
     let blobs = dir.join("blobs");
     let alg = blobs.join(digest.algorithm().name());
     for d in [&blobs, &alg] {
@@ -39,7 +39,7 @@ pub async fn blob_dir(dir: &Path, digest: &Digest) -> std::io::Result<PathBuf> {
 }
 
 /// An error unless `d` is a directory itself (not a symlink to one).
-pub async fn real_dir(d: &Path) -> std::io::Result<()> {
+pub(crate) async fn real_dir(d: &Path) -> std::io::Result<()> {
     let meta = tokio::fs::symlink_metadata(d).await?;
     if meta.file_type().is_symlink() || !meta.is_dir() {
         return Err(std::io::Error::other(format!(
@@ -52,7 +52,7 @@ pub async fn real_dir(d: &Path) -> std::io::Result<()> {
 
 /// Creates a temporary file that did not exist before: `create_new` (so a file or symlink
 /// planted at the name makes it fail rather than be written through) and, on Unix, `O_NOFOLLOW`.
-pub async fn create_temp(path: &Path) -> std::io::Result<tokio::fs::File> {
+pub(crate) async fn create_temp(path: &Path) -> std::io::Result<tokio::fs::File> {
     let mut options = tokio::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -63,7 +63,7 @@ pub async fn create_temp(path: &Path) -> std::io::Result<tokio::fs::File> {
 /// Reads, changes and rewrites the layout's `index.json` under the layout's index lock:
 /// `change` gets the `manifests` array and says whether anything changed. A missing file starts
 /// a new index; a file that cannot be read or parsed fails with its path, and is left as it is.
-pub async fn update_index<R>(
+pub(crate) async fn update_index<R>(
     dir: &Path,
     change: impl FnOnce(&mut Vec<serde_json::Value>) -> (bool, R),
 ) -> Result<R, String> {
@@ -101,7 +101,7 @@ pub async fn update_index<R>(
 }
 
 /// The `ref.name` annotation of an `index.json` entry, as written.
-pub fn ref_name_of(entry: &serde_json::Value) -> Option<&str> {
+pub(crate) fn ref_name_of(entry: &serde_json::Value) -> Option<&str> {
     entry
         .get("annotations")
         .and_then(|a| a.get(REF_NAME))
@@ -132,7 +132,7 @@ impl LayoutWriter {
     }
 
     /// Whether the layout holds `digest` as a regular file (see [`holds_blob`]).
-    pub fn holds_blob(&self, digest: &Digest) -> bool {
+    pub(crate) fn holds_blob(&self, digest: &Digest) -> bool {
         holds_blob(&self.dir, digest)
     }
 
@@ -185,7 +185,7 @@ impl LayoutWriter {
     }
 
     /// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
-    pub async fn write_manifest(&self, m: &Manifest) -> Result<u64, SyncError> {
+    pub(crate) async fn write_manifest(&self, m: &Manifest) -> Result<u64, SyncError> {
         if self.holds_blob(&m.digest) {
             return Ok(0);
         }
@@ -199,7 +199,11 @@ impl LayoutWriter {
 
     /// Points `index.json` at `root` under `tag` (replacing the entry whose `ref.name` is
     /// exactly `tag`), or adds it untagged; under the layout's cross-process index lock.
-    pub async fn point_index(&self, root: &Manifest, tag: Option<&str>) -> Result<(), SyncError> {
+    pub(crate) async fn point_index(
+        &self,
+        root: &Manifest,
+        tag: Option<&str>,
+    ) -> Result<(), SyncError> {
         let dir = &self.dir;
         let layout = dir.join("oci-layout");
         if tokio::fs::symlink_metadata(&layout).await.is_err() {

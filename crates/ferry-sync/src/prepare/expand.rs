@@ -17,19 +17,19 @@ use ferry_distribution::operation::Operation;
 
 use crate::config::glob::Match;
 use crate::config::overlap::Writers;
-use crate::config::{Config, Mapping, Origin, RepositoryGlob, Target};
+use crate::config::{Config, Mapping, Origin, RepositoryGlob};
 use crate::in_window::in_window;
 use crate::plan::{MappingPlan, RejectedName, ResolvedMapping};
 use crate::prepare::{PrepareOptions, PrepareTracker};
 use crate::registries::Registries;
 
 /// No catalog is believed to list more repositories than this (the pager's bound).
-pub const MAX_CATALOG: usize = 100_000;
+pub(crate) const MAX_CATALOG: usize = 100_000;
 
 /// The config's mappings with every whole-registry mapping expanded: one entry per glob (its
 /// expansion, or the error that stopped it) and the mappings to resolve, in config order.
 #[derive(Debug, Default)]
-pub struct Expanded {
+pub(crate) struct Expanded {
     /// One plan entry per whole-registry mapping: the repositories it expanded to and the
     /// names it left out, or why its catalog could not be read.
     pub globs: Vec<MappingPlan>,
@@ -44,7 +44,7 @@ struct Listed {
 }
 
 /// Expands every whole-registry mapping of `config`; the others pass through unchanged.
-pub async fn expand_all(
+pub(crate) async fn expand_all(
     config: &Config,
     registries: &Registries,
     options: &PrepareOptions,
@@ -165,17 +165,7 @@ pub async fn expand_all(
         let rejected = rejected_by_glob.entry(index).or_default();
         let mut repositories = Vec::new();
         for mapping in mine {
-            let as_target = match &mapping.origin {
-                Origin::Registry {
-                    registry,
-                    repository,
-                } => Target::Registry {
-                    registry: registry.clone(),
-                    repository: repository.clone(),
-                },
-                Origin::OciLayout { path } => Target::OciLayout { path: path.clone() },
-            };
-            if let Some(clash) = writers.clash(&as_target) {
+            if let Some(clash) = writers.clash(&mapping.origin) {
                 let repository = match &mapping.origin {
                     Origin::Registry { repository, .. } => repository.clone(),
                     Origin::OciLayout { .. } => mapping.source.clone(),

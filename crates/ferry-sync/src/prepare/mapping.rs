@@ -17,7 +17,7 @@ use crate::registries::Registries;
 use crate::source::Source;
 
 /// Resolves `mapping` against its source and targets.
-pub async fn resolve_mapping(
+pub(crate) async fn resolve_mapping(
     mapping: &Mapping,
     registries: &Registries,
     options: &PrepareOptions,

@@ -1,11 +1,11 @@
 //! The prepare phase: [`resolve_all`] resolves every mapping through a window that refills as
 //! each one completes, then returns the plan in config order; one failed mapping stops no other.
 
-pub mod expand;
-pub mod mapping;
-pub mod referrers;
-pub mod source;
-pub mod targets;
+pub(crate) mod expand;
+pub(crate) mod mapping;
+pub(crate) mod referrers;
+pub(crate) mod source;
+pub(crate) mod targets;
 pub mod tracker;
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::plan::{MappingPlan, Plan};
 use crate::registries::Registries;
 
-pub use tracker::{PrepareSnapshot, PrepareTracker, TrackerEvent};
+pub use tracker::PrepareTracker;
 
 /// How the prepare phase runs.
 #[derive(Debug, Clone)]
@@ -73,7 +73,7 @@ pub async fn resolve_all(
 /// slower mappings still resolve. Whole-registry mappings are expanded first
 /// ([`expand::expand_all`]): each yields its own entry (what it expanded to) and one per
 /// repository, all under its index.
-pub fn resolve_each<'a>(
+pub(crate) fn resolve_each<'a>(
     config: &'a Config,
     registries: &'a Registries,
     options: &'a PrepareOptions,

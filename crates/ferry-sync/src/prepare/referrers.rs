@@ -19,7 +19,7 @@ use crate::prepare::source::Wanted;
 use crate::source::Source;
 
 /// cosign's legacy referrer tags: the suffix after `<alg>-<hex>` and the name filters use.
-pub const COSIGN_TAGS: [(&str, &str); 3] = [
+pub(crate) const COSIGN_TAGS: [(&str, &str); 3] = [
     (".sig", "cosign:sig"),
     (".att", "cosign:att"),
     (".sbom", "cosign:sbom"),
@@ -214,7 +214,7 @@ async fn index_entries(source: &Source, tag: &str) -> Result<Vec<Referrer>, Erro
 impl ReferrerFilter {
     /// Whether a referrer of `kind` travels: listed in `include` (or `include` empty) and not
     /// in `exclude`. A referrer without a kind travels only when `include` is empty.
-    pub fn admits(&self, kind: Option<&str>) -> bool {
+    pub(crate) fn admits(&self, kind: Option<&str>) -> bool {
         let included =
             self.include.is_empty() || kind.is_some_and(|k| self.include.iter().any(|i| i == k));
         let excluded = kind.is_some_and(|k| self.exclude.iter().any(|e| e == k));
@@ -222,7 +222,7 @@ impl ReferrerFilter {
     }
 
     /// Whether every referrer travels (no include, no exclude).
-    pub fn is_all(&self) -> bool {
+    pub(crate) fn is_all(&self) -> bool {
         self.include.is_empty() && self.exclude.is_empty()
     }
 }

@@ -28,7 +28,7 @@ pub struct Wanted {
 /// second list with a 404 error (never dropped: the listing named it, so the source is not
 /// settled on it); a pinned digest the source lacks is skipped. With `keep_digest`, an index a
 /// platform filter rewrites keeps its own digest as the target's, the filtered one as fallback.
-pub async fn resolve_images(
+pub(crate) async fn resolve_images(
     source: &Source,
     wanted: Vec<Wanted>,
     platforms: &[Platform],

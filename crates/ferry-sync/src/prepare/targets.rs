@@ -14,7 +14,7 @@ use crate::registries::Registries;
 
 /// One target's listing, taken once and used for every image of the mapping.
 #[derive(Debug)]
-pub enum TargetListing {
+pub(crate) enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
         /// A client for the target's registry.
@@ -73,7 +73,7 @@ impl TargetListing {
     }
 
     /// Whether the target holds something under `tag`, so a digest must be compared.
-    pub fn has_tag(&self, tag: &str) -> bool {
+    pub(crate) fn has_tag(&self, tag: &str) -> bool {
         match self {
             TargetListing::Registry { tags, .. } => {
                 tags.as_ref().is_some_and(|t| t.iter().any(|x| x == tag))
@@ -89,7 +89,7 @@ impl TargetListing {
 
     /// The target's tags: a registry repository's listing (empty for an absent repository),
     /// or the tags a layout's `index.json` names.
-    pub fn listed_tags(&self) -> Vec<String> {
+    pub(crate) fn listed_tags(&self) -> Vec<String> {
         match self {
             TargetListing::Registry { tags, .. } => tags.clone().unwrap_or_default(),
             TargetListing::Unlisted { .. } => Vec::new(),

@@ -114,7 +114,7 @@ impl PrepareTracker {
     }
 
     /// Adds `more` mappings to the total: a whole-registry mapping's expansions.
-    pub fn grow(&self, more: usize) {
+    pub(crate) fn grow(&self, more: usize) {
         let mut s = self.lock();
         s.total += more;
         Self::record(&mut s);
