@@ -147,5 +147,10 @@ mod tests {
         for range in ["", ">=1 ||", ">=", "1 - 2 - 3", ">=3.x.y", "^1.2 | ~2"] {
             assert!(VersionRange::parse(range).is_err(), "{range}");
         }
+        // Among several alternatives, the one at fault is named.
+        let e = VersionRange::parse("^1.2 || >=3.x.y")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("in \">=3.x.y\": "), "{e}");
     }
 }
