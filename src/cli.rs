@@ -9,7 +9,7 @@ use ferry_sync::shard::Shard;
 const EXIT_CODES: &str = "\
 Exit codes:
   0  everything synced or already up to date
-  1  some images failed (the others synced)
+  1  some images failed, or an exact tag or a listed name was not mirrored (the rest synced)
   2  every image failed, or a fatal error stopped the run
   3  the configuration is invalid
   4  authentication failed (every failure was an auth failure)
