@@ -1,6 +1,8 @@
 //! Personalities of the test registry: switches that make it behave like registries in the field
 //! (docker's upload flow only, no mounts, no chunked PATCH, no tag listing or deletion, ...).
 
+mod field;
+
 use axum::body::Body;
 use axum::http::header;
 
