@@ -450,3 +450,55 @@ async fn the_slowest_mapping_is_named_by_the_target_that_holds_it_up() {
     );
     let _ = watch.child.kill().await;
 }
+
+/// Issue 29: per-mapping schedules, as regsync has them. With `--interval 1s`, a mapping with
+/// `interval: 1h` is synced by the first run only; the other is synced by every run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapping_on_its_own_interval_is_left_out_of_the_runs_between() {
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/often", "v1", &[b"often"]);
+    source.seed_image("src/hourly", "v1", &[b"hourly"]);
+    let target = TestRegistry::builder().start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&source.host(), &source.url(), "")
+        + &registry_entry(&target.host(), &target.url(), "");
+    let mappings = format!(
+        "  - source: \"{s}/src/often\"\n    targets: [\"{t}/dst/often\"]\n  - source: \"{s}/src/hourly\"\n    targets: [\"{t}/dst/hourly\"]\n    interval: 1h\n",
+        s = source.host(),
+        t = target.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "1s", "--listen", "127.0.0.1:0"];
+    let asked = |repo: &str| {
+        source
+            .requests()
+            .iter()
+            .filter(|r| r.repo.as_deref() == Some(repo))
+            .count()
+    };
+    let mut watch = Watch::start(&args, None);
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    let (often, hourly) = (asked("src/often"), asked("src/hourly"));
+    assert!(often > 0 && hourly > 0, "the first run syncs both mappings");
+    let narrowed = watch
+        .until(2, |l| l.starts_with("watch: syncing the 1 of 2 mappings"))
+        .await;
+    assert_eq!(narrowed.len(), 2);
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert!(
+        asked("src/often") > often,
+        "the mapping on --interval is synced again"
+    );
+    assert_eq!(
+        asked("src/hourly"),
+        hourly,
+        "the hourly mapping was synced again: {:#?}",
+        watch.seen
+    );
+    let _ = watch.child.kill().await;
+}

@@ -138,6 +138,7 @@ fn one_mapping(source: &str, target: &str, platforms: &[String]) -> Result<Mappi
         prune: false,
         retag,
         platforms_keep_digest: false,
+        schedule: None,
         line: 0,
         repositories: None,
     })

@@ -9,13 +9,14 @@
 //! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
 
 mod listener;
+mod schedule;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ferry_sync::engine::StopSignal;
 use tokio::net::TcpListener;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use crate::cli::WatchArgs;
 use crate::commands::scope;
@@ -51,10 +52,11 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     };
     let path = args.config.path();
     // An invalid config at start is exit 3; later, a bad edit skips runs until it is fixed.
-    let mut first = match super::load_config(path, progress) {
-        Ok(c) => Some(scope::apply(c, shard, args.scope.prune, progress)),
+    let mut current = match super::load_config(path, progress) {
+        Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
         Err(code) => return code,
     };
+    let mut first = Some(current.clone());
     // Held for the life of the process: a cron `ferry sync` of this config waits its turn.
     let _lock = match scope::lock(path, &args.scope, shard, progress) {
         Ok(lock) => lock,
@@ -102,14 +104,18 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         // found down is not hammered afresh every interval.
         breakers: Some(ferry_sync::registries::Breakers::default()),
     };
-    let mut ticker = tokio::time::interval(args.interval);
-    // A run longer than the interval delays the next; runs never overlap and never bunch up.
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
+    // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
+    let mut due = schedule::Due::new(args.interval);
     loop {
+        let wait = due
+            .next_wake(&current, SystemTime::now())
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
         tokio::select! {
             biased;
             _ = signals.next() => break,
-            _ = ticker.tick() => {}
+            _ = tokio::time::sleep(wait) => {}
         }
         let config = match first.take() {
             Some(c) => c,
@@ -117,19 +123,31 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
                 Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
                 Err(_) => {
                     progress.eprint("watch: the config is invalid; skipping this run");
+                    let now = SystemTime::now();
+                    let skipped = due.take_due(current.clone(), now);
+                    due.ran(&skipped, now, now);
                     continue;
                 }
             },
         };
+        let started = SystemTime::now();
+        let run = due.take_due(config.clone(), started);
+        health.expect_runs_every(due.expected_gap(&config, started));
+        current = config;
+        if run.mappings.is_empty() {
+            continue;
+        }
+        if run.mappings.len() < current.mappings.len() {
+            progress.eprint(&format!(
+                "watch: syncing the {} of {} mappings that are due",
+                run.mappings.len(),
+                current.mappings.len()
+            ));
+        }
         let stop = StopSignal::default();
         options.stop = Some(stop.clone());
-        let code = bounded(
-            run_config(&config, &options, progress),
-            bound,
-            &stop,
-            progress,
-        )
-        .await;
+        let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
+        due.ran(&run, started, SystemTime::now());
         if code.cancelled {
             // The run never reached its report, so its metrics are recorded here.
             metrics.record(None, code.exit, std::time::SystemTime::now());
@@ -195,16 +213,22 @@ async fn bounded(
 /// When the last run finished, for /readyz.
 #[derive(Debug)]
 struct Health {
-    interval: Duration,
+    /// The longest a healthy watch goes between runs: --interval, or the shortest mapping
+    /// schedule when every mapping has its own.
+    interval: Mutex<Duration>,
     last: Mutex<Option<(Instant, u8)>>,
 }
 
 impl Health {
     fn new(interval: Duration) -> Self {
         Health {
-            interval,
+            interval: Mutex::new(interval),
             last: Mutex::new(None),
         }
+    }
+
+    fn expect_runs_every(&self, gap: Duration) {
+        *self.interval.lock().unwrap_or_else(|p| p.into_inner()) = gap;
     }
 
     fn finished(&self, code: u8, at: Instant) {
@@ -218,7 +242,11 @@ impl Health {
             return (503, "no run has finished yet".into());
         };
         let ago = now.saturating_duration_since(at);
-        let limit = self.interval.saturating_mul(2);
+        let limit = self
+            .interval
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .saturating_mul(2);
         if ago <= limit {
             (
                 200,

@@ -522,3 +522,46 @@ fn immutable_tags_are_globs_a_mapping_replaces_the_defaults_and_a_bad_one_is_nam
         "{e}"
     );
 }
+
+#[test]
+fn a_mapping_s_own_watch_schedule_is_an_interval_or_a_cron_expression_not_both() {
+    use ferry_sync::config::Schedule;
+    let c = load(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], interval: 6h }}\n  - {{ source: b, targets: [y], schedule: \"0 3 * * 1-5\" }}\n  - {{ source: c, targets: [z] }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.mappings[0].schedule,
+        Some(Schedule::Every(Duration::from_secs(6 * 3600)))
+    );
+    assert!(
+        matches!(&c.mappings[1].schedule, Some(Schedule::Cron(cron)) if cron.as_str() == "0 3 * * 1-5")
+    );
+    assert_eq!(c.mappings[2].schedule, None, "every --interval");
+
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    interval: 1h\n    schedule: \"0 3 * * *\"\n"
+    ));
+    assert!(
+        e.starts_with(
+            "6:15: mappings[0] (source a): schedule: a mapping takes interval or schedule, not both"
+        ),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - source: a\n    targets: [x]\n    schedule: \"0 25 * * *\"\n"
+    ));
+    assert!(
+        e.starts_with(
+            "5:15: mappings[0] (source a): schedule: \"0 25 * * *\" is not a cron expression"
+        ),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{HEAD}  - {{ source: a, targets: [x], interval: 100ms }}\n"
+    ));
+    assert!(
+        e.contains("interval: interval \"100ms\" is shorter than a second"),
+        "{e}"
+    );
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::locate::{FieldPath, Locator, Position, Segment};
-use super::{ConfigError, Problem, parse_duration, parse_size};
+use super::{ConfigError, Problem, Schedule, parse_duration, parse_size};
 use crate::filter::{TagFilter, TagFilterSpec, TagGlobs};
 use crate::platform::Platform;
 
@@ -134,6 +134,34 @@ impl Checker<'_> {
             Ok(filter) => Some(filter),
             Err(e) => {
                 self.fail(&path.join_dotted(&e.field), e.message);
+                None
+            }
+        }
+    }
+
+    /// A mapping's `interval:` or `schedule:` (not both), reported at the field at fault.
+    pub(super) fn schedule(
+        &mut self,
+        path: &FieldPath,
+        interval: &Option<String>,
+        schedule: &Option<String>,
+    ) -> Option<Schedule> {
+        let parsed = match (interval, schedule) {
+            (None, None) => return None,
+            (Some(_), Some(_)) => {
+                self.fail(
+                    &path.key("schedule"),
+                    "a mapping takes interval or schedule, not both",
+                );
+                return None;
+            }
+            (Some(text), None) => (Schedule::interval(text), "interval"),
+            (None, Some(text)) => (Schedule::cron(text), "schedule"),
+        };
+        match parsed {
+            (Ok(s), _) => Some(s),
+            (Err(message), field) => {
+                self.fail(&path.key(field), message);
                 None
             }
         }

@@ -15,6 +15,7 @@ mod mapping_checks;
 pub(crate) mod overlap;
 pub mod raw;
 mod resolve;
+mod schedule;
 mod units;
 
 use std::fmt;
@@ -33,6 +34,7 @@ pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
 pub(crate) use locate::{FieldPath, Position, Segment};
 use raw::RawConfig;
+pub use schedule::Schedule;
 pub use units::parse_duration;
 pub(crate) use units::parse_size;
 
@@ -233,6 +235,9 @@ pub struct Mapping {
     /// With `platforms`: copy only the selected children, but push the source's own index (its
     /// digest kept); a target that refuses it gets the filtered index, reported per target.
     pub platforms_keep_digest: bool,
+    /// When `ferry watch` syncs this mapping (`interval:` or `schedule:`); `None` = every
+    /// `--interval`. `ferry sync` ignores it.
+    pub schedule: Option<Schedule>,
     /// Line of the mapping in the config file.
     pub line: usize,
     /// A whole-registry mapping (a source ending in `/*` or `/**`): the pattern the prepare

@@ -289,6 +289,15 @@ pub struct RawMapping {
     /// (default false; `ferry sync --prune` turns it on for every mapping).
     #[serde(default)]
     pub prune: Option<bool>,
+    /// `ferry watch` syncs this mapping every so long (e.g. "15m", "6h") instead of every
+    /// `--interval`; `ferry sync` ignores it. Not with `schedule`.
+    #[serde(default)]
+    pub interval: Option<String>,
+    /// `ferry watch` syncs this mapping at the times a cron expression names, in UTC (e.g.
+    /// "0 3 * * *": 03:00 daily) instead of every `--interval`; `ferry sync` ignores it. Not
+    /// with `interval`.
+    #[serde(default)]
+    pub schedule: Option<String>,
     /// With a source ending in `/*` or `/**`: the most repositories it may expand to (default
     /// 1000); a catalog matching more fails the mapping, naming both counts.
     #[serde(default)]

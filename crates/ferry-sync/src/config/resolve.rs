@@ -77,6 +77,7 @@ impl Checker<'_> {
                 .clone()
                 .unwrap_or_else(|| default_required.clone());
             self.check_kinds(&path.key("require_referrers"), &require_referrers);
+            let schedule = self.schedule(&path, &mapping.interval, &mapping.schedule);
             if mapping.source.starts_with("oci:")
                 && (mapping.source.ends_with("/*") || mapping.source.ends_with("/**"))
             {
@@ -122,6 +123,7 @@ impl Checker<'_> {
                         platforms_keep_digest: mapping
                             .platforms_keep_digest
                             .unwrap_or(default_keep_digest),
+                        schedule,
                         line,
                         repositories: Some(glob),
                     });
@@ -216,6 +218,7 @@ impl Checker<'_> {
                 prune: mapping.prune.unwrap_or(false),
                 retag: None,
                 platforms_keep_digest: mapping.platforms_keep_digest.unwrap_or(default_keep_digest),
+                schedule,
                 line,
                 repositories: None,
             });
