@@ -34,7 +34,8 @@ pub fn init(args: &GlobalArgs, progress: &Progress) {
         .with_target(args.verbose > 0);
     let result = match args.log_format {
         // JSON escapes control characters in its strings itself.
-        LogFormat::Json => builder.json().try_init(),
+        // Always with the target: `ferry::image` and `ferry::output` tell the records apart.
+        LogFormat::Json => builder.json().with_target(true).try_init(),
         LogFormat::Text => builder
             .with_ansi(progress.is_terminal())
             .fmt_fields(escaped_fields())

@@ -33,7 +33,8 @@ fn main() -> ExitCode {
         clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
         return Exit::Clean.into();
     }
-    let progress = Progress::new(cli.global.progress, cli.global.quiet);
+    let progress = Progress::new(cli.global.progress, cli.global.quiet)
+        .json_lines(cli.global.log_format == cli::LogFormat::Json);
     logging::init(&cli.global, &progress);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

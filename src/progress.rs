@@ -36,6 +36,39 @@ pub struct Progress {
     terminal: bool,
     /// `-q`: no progress and, of a run's report on stderr, only its failure lines.
     quiet: bool,
+    /// `--log-format json`: every line ferry writes to stderr is a JSON log record.
+    json: bool,
+}
+
+/// Writes `text` to stderr: its lines as they are (control characters escaped), or with `json`
+/// each as a JSON record shaped as the JSON logs' (`timestamp`, `level`, `fields.message`,
+/// `target`), so a log pipeline reads every stderr line of `--log-format json`.
+fn write_stderr(text: &str, json: bool) {
+    let out = if json {
+        let timestamp = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let mut out = String::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let record = serde_json::json!({
+                "timestamp": timestamp,
+                "level": "INFO",
+                "fields": { "message": line.trim_end() },
+                "target": "ferry::output",
+            });
+            out.push_str(&record.to_string());
+            out.push('\n');
+        }
+        out
+    } else {
+        let mut out = escape_terminal_lines(text).into_owned();
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(out.as_bytes());
+    let _ = err.flush();
 }
 
 /// Writes `text` to stdout with its control characters escaped (line breaks kept): how every
@@ -70,7 +103,14 @@ impl Progress {
             display,
             terminal,
             quiet,
+            json: false,
         }
+    }
+
+    /// With `--log-format json`: stderr lines become JSON records (see `write_stderr`).
+    pub fn json_lines(mut self, on: bool) -> Progress {
+        self.json = on;
+        self
     }
 
     /// Writes a run's human report to stderr: all of it, or with `-q` only its failure lines
@@ -104,15 +144,7 @@ impl Progress {
     /// Writes a line to stderr without garbling the bars, its control characters escaped (it may
     /// carry names and error texts from registries and layouts).
     pub fn eprint(&self, text: &str) {
-        let text = escape_terminal_lines(text);
-        self.suspend(|| {
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(text.as_bytes());
-            if !text.ends_with('\n') {
-                let _ = err.write_all(b"\n");
-            }
-            let _ = err.flush();
-        });
+        self.suspend(|| write_stderr(text, self.json));
     }
 
     /// Shows the prepare phase until the returned watch is finished.
@@ -205,16 +237,19 @@ impl Progress {
             Display::Off => tokio::spawn(async move {
                 let _ = done_rx.await;
             }),
-            Display::Plain => tokio::spawn(async move {
-                let mut ticker = tokio::time::interval(PLAIN_EVERY);
-                loop {
-                    tokio::select! {
-                        _ = ticker.tick() => eprintln!("{}", escape_terminal_lines(&sample().plain)),
-                        _ = &mut done_rx => break,
+            Display::Plain => {
+                let json = self.json;
+                tokio::spawn(async move {
+                    let mut ticker = tokio::time::interval(PLAIN_EVERY);
+                    loop {
+                        tokio::select! {
+                            _ = ticker.tick() => write_stderr(&sample().plain, json),
+                            _ = &mut done_rx => break,
+                        }
                     }
-                }
-                eprintln!("{}", escape_terminal_lines(&sample().plain));
-            }),
+                    write_stderr(&sample().plain, json);
+                })
+            }
             Display::Bars(multi) => {
                 let style = ProgressStyle::with_template(&format!(
                     "{{prefix:>10}} [{{bar:30.cyan/blue}}] {{pos}}/{{len}} {unit}  {{msg}}"

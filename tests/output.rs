@@ -227,3 +227,58 @@ async fn the_dry_runs_estimate_counts_mounts_apart_as_the_real_run_does_them() {
         "{dry_text}"
     );
 }
+
+/// Issue 27: with `--log-format json` the end-of-run summary lines were plain text, and nothing
+/// was logged per image while the run went on. Every stderr line is now a JSON record, each
+/// image's end is one (`ferry::image`), and the summary's lines are too (`ferry::output`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_make_every_stderr_line_a_record_with_one_per_image() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer one"]);
+    reg.seed_image("src/app", "v2", &[b"layer two"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
+        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
+    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let config = config.to_str().unwrap();
+    let out = ferry(&[
+        "--log-format",
+        "json",
+        "sync",
+        "-c",
+        config,
+        "--progress",
+        "plain",
+    ])
+    .await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 1, "{err}");
+    let records: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect();
+    let of = |target: &str| {
+        records
+            .iter()
+            .filter(|r| r["target"] == target)
+            .collect::<Vec<_>>()
+    };
+    let images = of("ferry::image");
+    assert_eq!(images.len(), 2, "{err}");
+    assert!(images.iter().all(|r| {
+        r["fields"]["message"] == "synced"
+            && r["fields"]["destination"]
+                .as_str()
+                .is_some_and(|d| d.ends_with("/dst/app"))
+    }));
+    let output: Vec<&str> = of("ferry::output")
+        .iter()
+        .filter_map(|r| r["fields"]["message"].as_str())
+        .collect();
+    assert!(
+        output.iter().any(|l| l.starts_with("sync images_done=")),
+        "{err}"
+    );
+    assert!(output.iter().any(|l| l.starts_with("FAILED")), "{err}");
+    assert!(output.iter().any(|l| l.contains("2 synced")), "{err}");
+}

@@ -2,16 +2,19 @@
 //! re-reading the config before each run, and serves /healthz, /readyz and /metrics until a signal.
 //!
 //! /metrics serves the Prometheus metrics (`crate::metrics`). /healthz is 200 while the process
-//! runs. /readyz is 200 when the last run finished within twice the interval, else 503 (before
-//! the first run ends, or when runs stall or stop). The listener is in `listener`.
+//! runs; /readyz says whether runs finish on schedule and not all fail (`health`). The listener
+//! is in `listener`, the per-mapping schedules in `schedule`.
 //!
 //! A run that passes its bound (`--run-timeout`) is stopped as a signal stops one: no new work
 //! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
 
+mod health;
 mod listener;
 mod schedule;
 
-use std::sync::{Arc, Mutex};
+pub use health::Health;
+
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use ferry_sync::engine::StopSignal;
@@ -146,6 +149,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         }
         let stop = StopSignal::default();
         options.stop = Some(stop.clone());
+        health.started(Instant::now(), bound);
         let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
         due.ran(&run, started, SystemTime::now());
         if code.cancelled {
@@ -206,64 +210,6 @@ async fn bounded(
                 exit: Exit::Failed,
                 cancelled: true,
             }
-        }
-    }
-}
-
-/// When the last run finished, for /readyz.
-#[derive(Debug)]
-struct Health {
-    /// The longest a healthy watch goes between runs: --interval, or the shortest mapping
-    /// schedule when every mapping has its own.
-    interval: Mutex<Duration>,
-    last: Mutex<Option<(Instant, u8)>>,
-}
-
-impl Health {
-    fn new(interval: Duration) -> Self {
-        Health {
-            interval: Mutex::new(interval),
-            last: Mutex::new(None),
-        }
-    }
-
-    fn expect_runs_every(&self, gap: Duration) {
-        *self.interval.lock().unwrap_or_else(|p| p.into_inner()) = gap;
-    }
-
-    fn finished(&self, code: u8, at: Instant) {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((at, code));
-    }
-
-    /// The /readyz answer at `now`: status and a line saying why.
-    fn readiness(&self, now: Instant) -> (u16, String) {
-        let last = *self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((at, code)) = last else {
-            return (503, "no run has finished yet".into());
-        };
-        let ago = now.saturating_duration_since(at);
-        let limit = self
-            .interval
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .saturating_mul(2);
-        if ago <= limit {
-            (
-                200,
-                format!(
-                    "last run finished {}s ago (exit code {code})",
-                    ago.as_secs()
-                ),
-            )
-        } else {
-            (
-                503,
-                format!(
-                    "last run finished {}s ago, more than twice the interval ({}s)",
-                    ago.as_secs(),
-                    limit.as_secs()
-                ),
-            )
         }
     }
 }
@@ -345,23 +291,6 @@ mod tests {
         assert_eq!(run_bound(15 * MINUTE, None), 60 * MINUTE);
         assert_eq!(run_bound(Duration::from_secs(30), None), 10 * MINUTE);
         assert_eq!(run_bound(Duration::from_secs(30), Some(MINUTE)), MINUTE);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn ready_only_while_the_last_run_is_within_twice_the_interval() {
-        let health = Health::new(15 * MINUTE);
-        let start = Instant::now();
-        assert_eq!(health.readiness(start).0, 503, "no run yet");
-        health.finished(1, start);
-        let (status, body) = health.readiness(start + 30 * MINUTE);
-        assert_eq!(status, 200, "{body}");
-        assert!(body.contains("exit code 1"), "{body}");
-        let (status, body) = health.readiness(start + 30 * MINUTE + Duration::from_secs(1));
-        assert_eq!(status, 503, "{body}");
-        assert!(
-            body.contains("more than twice the interval (1800s)"),
-            "{body}"
-        );
     }
 
     // On the real clock: hyper's header timeout would fire on a paused one while the test waits

@@ -19,6 +19,9 @@ use crate::gate::{GateSettings, RegistryGate};
 use crate::operation::Operation;
 use crate::retry::{Attempt, Call, Failure, with_retry};
 
+/// Attempts the ping makes on a fault of the registry (docs/retry.md, "two attempts").
+pub const PING_FAULT_ATTEMPTS: u32 = 2;
+
 /// Everything needed to talk to one registry.
 #[derive(Debug, Clone)]
 pub struct RegistryOptions {
@@ -356,13 +359,28 @@ impl RegistryClient {
             repository: None,
             deadline: Some(Instant::now() + timeout * 2 + Duration::from_secs(5)),
         };
+        let faults = std::sync::atomic::AtomicU32::new(0);
         with_retry(&self.inner.gate, call, &budget, |_| async {
-            let attempt = self.ping_once(timeout).await;
-            if let Err(failure) = &attempt {
-                let verdict = crate::retry::classify::breaker_verdict(failure);
-                fault.store(verdict == Some(true), std::sync::atomic::Ordering::Relaxed);
+            let failure = match self.ping_once(timeout).await {
+                Ok(()) => return Ok(()),
+                Err(failure) => failure,
+            };
+            let verdict = crate::retry::classify::breaker_verdict(&failure);
+            let is_fault = verdict == Some(true);
+            fault.store(is_fault, std::sync::atomic::Ordering::Relaxed);
+            // A fault of the registry (a 5xx without Retry-After, a refused or silent
+            // connection) gets PING_FAULT_ATTEMPTS attempts, then the breaker decides; a throttle
+            // or a shed is proof of life and keeps the policy's budget.
+            if is_fault
+                && faults.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+                    >= PING_FAULT_ATTEMPTS
+            {
+                return Err(match failure.into_kind() {
+                    Ok(kind) => Failure::Final(kind),
+                    Err(inner) => Failure::Inner(inner),
+                });
             }
-            attempt
+            Err(failure)
         })
         .await
     }

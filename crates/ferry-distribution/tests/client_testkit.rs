@@ -506,10 +506,27 @@ async fn a_failed_ping_trips_the_breaker_only_on_a_fault_of_the_registry() {
     }
 
     // Every ping a 502 without Retry-After: a fault, and the breaker trips at once.
-    let (_reg, client) = every_ping_answered(502, None).await;
+    let (reg, client) = every_ping_answered(502, None).await;
     let err = client.list_tags("team/app").await.unwrap_err();
     assert_eq!(err.operation, Operation::Ping, "{err:?}");
     assert_eq!(client.gate().breaker.state(), BreakerState::Open);
     let err = client.list_tags("team/app").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::BreakerOpen);
+    assert_eq!(reg.stats().op(OpKind::Ping), 2, "two attempts on a fault");
+}
+
+/// Issue 27: the ping made 8 attempts on a 502 where docs/retry.md says two. A fault of the
+/// registry gets two attempts whatever the policy allows; a shed keeps the policy's budget.
+#[tokio::test(start_paused = true)]
+async fn the_ping_makes_two_attempts_on_a_fault_and_the_policy_s_on_a_shed() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, RetryAfter};
+    for (code, retry_after, pings) in [(502, None, 2), (503, Some(RetryAfter::Seconds(1)), 8)] {
+        let reg = registry().await;
+        reg.faults()
+            .push(FaultRule::on(OpKind::Ping, FaultAction::Status { code, retry_after }).forever());
+        let client = client_at(&reg.url(), 8);
+        let err = client.list_tags("team/app").await.unwrap_err();
+        assert_eq!(err.attempts, pings, "{code}: {err:?}");
+        assert_eq!(reg.stats().op(OpKind::Ping), u64::from(pings), "{code}");
+    }
 }

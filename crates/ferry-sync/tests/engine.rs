@@ -426,6 +426,51 @@ async fn referrers_from_the_api_follow_their_image_and_are_indexed_where_the_tar
     assert_eq!(write_ops(&with_api) + write_ops(&without_api), 0);
 }
 
+/// Issue 27: a run stopped by a signal with nothing left undone was reported interrupted (exit
+/// 1). Stopped while its only image's manifest PUT is in flight, the image finishes: the run is
+/// clean and not interrupted.
+#[tokio::test(start_paused = true)]
+async fn a_stop_that_leaves_nothing_undone_is_a_clean_run() {
+    let (src, dst) = common::pair().await;
+    src.seed_image("lib/app", "1", &[b"one"]);
+    dst.faults().push(
+        FaultRule::on(
+            OpKind::ManifestPut,
+            FaultAction::Delay(Duration::from_secs(30)),
+        )
+        .times(1),
+    );
+    let cfg = config(
+        &[&src, &dst],
+        &mapping(&src, "lib/app", &[format!("{}/m/app", dst.host())]),
+        "images_in_flight: 1",
+    );
+    let stop = StopSignal::default();
+    let options = RunOptions {
+        stop: Some(stop.clone()),
+        ..RunOptions::default()
+    };
+    let syncing = run_sync_with(&cfg, options);
+    tokio::pin!(syncing);
+    let report = loop {
+        tokio::select! {
+            run = &mut syncing => break run.report,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                if dst.stats().op(OpKind::ManifestPut) > 0 {
+                    stop.stop();
+                }
+            }
+        }
+    };
+    assert!(
+        stop.is_stopped(),
+        "the stop came while the PUT was in flight"
+    );
+    assert_eq!(report.totals.images_synced, 1, "{}", report.render_text());
+    assert!(!report.interrupted, "{}", report.render_text());
+    assert_eq!(report.verdict(), ferry_sync::report::Verdict::Clean);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_run_stopped_part_way_leaves_no_tag_on_missing_content_and_a_rerun_completes() {
     let src = TestRegistry::builder()

@@ -191,7 +191,10 @@ where
             }
         })
         .buffer_unordered(options.images_in_flight.max(1))
-        .inspect(|(_, done)| options.progress.images_done(done.len() as u64))
+        .inspect(|(w, done)| {
+            options.progress.images_done(done.len() as u64);
+            log_image(w, done);
+        })
         .collect::<Vec<_>>();
     let ((), ran) = futures::join!(take_in, run);
 
@@ -525,6 +528,8 @@ fn summarise(
     failed_mappings.sort_by_key(|f| f.mapping);
     let mut rejected_names = rejected_names;
     rejected_names.sort_by_key(|r| r.mapping);
+    // Stopped with something left undone; a stop after the last image started is not.
+    let interrupted = stop.is_stopped() && totals.images_interrupted > 0;
     SyncReport {
         images,
         failed_mappings,
@@ -535,7 +540,7 @@ fn summarise(
         registries: registries_report,
         totals,
         elapsed: start.elapsed(),
-        interrupted: stop.is_stopped(),
+        interrupted,
     }
 }
 
@@ -588,6 +593,41 @@ fn referrer_to_index(w: &Work, t: &ResolvedTarget, report: usize) -> Option<refe
         referrer: graph.root().clone(),
         report,
     })
+}
+
+/// One log line per (image, target) as it finishes, while the run goes on (`ferry::image`,
+/// info): what a `--log-format json` consumer follows. Never a secret: errors name no credential.
+fn log_image(w: &Work, outcomes: &[TargetOutcome]) {
+    for (t, outcome) in w.targets.iter().zip(outcomes) {
+        match outcome {
+            Ok(_) => tracing::info!(
+                target: "ferry::image",
+                mapping = w.mapping,
+                source = %w.source_name,
+                image = %w.image.name(),
+                digest = %w.image.digest,
+                destination = %t.target,
+                "synced"
+            ),
+            Err(SyncError::Interrupted) => tracing::info!(
+                target: "ferry::image",
+                mapping = w.mapping,
+                source = %w.source_name,
+                image = %w.image.name(),
+                destination = %t.target,
+                "interrupted"
+            ),
+            Err(e) => tracing::info!(
+                target: "ferry::image",
+                mapping = w.mapping,
+                source = %w.source_name,
+                image = %w.image.name(),
+                destination = %t.target,
+                error = %e,
+                "failed"
+            ),
+        }
+    }
 }
 
 fn report(
