@@ -76,7 +76,7 @@ pub enum Command {
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
-        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503; /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight."
+        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
     )]
     Watch(WatchArgs),
     /// Check a config and print every problem with file:line:col.

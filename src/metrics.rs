@@ -4,13 +4,14 @@
 //! Per registry (label `registry`, the host), counters over the process's runs: requests sent
 //! (retries included), retries, throttling answers (429, or 503 with `Retry-After`), blob bytes read
 //! and written; and a gauge of the breaker's state at the end of the last run (0 closed,
-//! 1 half-open, 2 open). Per run: the last run's duration and its images by status (synced,
-//! up to date, failed), runs by exit code, and the time of the last clean run.
+//! 1 half-open, 2 open). Per run: the last run's duration, its images by status (synced,
+//! up to date, failed) and the mappings that failed, runs by exit code, and the time of
+//! the last clean run.
 
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
-use ferry_sync::report::{SyncReport, Totals};
+use ferry_sync::report::{RegistryReport, SyncReport, Totals};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -32,6 +33,7 @@ pub struct WatchMetrics {
     breaker: Family<Labels, Gauge>,
     runs: Family<Labels, Counter>,
     run_images: Family<Labels, Gauge>,
+    run_mappings: Family<Labels, Gauge>,
     run_duration: Gauge<f64, AtomicU64>,
     last_success: Gauge<f64, AtomicU64>,
 }
@@ -56,6 +58,7 @@ impl WatchMetrics {
             breaker: Family::default(),
             runs: Family::default(),
             run_images: Family::default(),
+            run_mappings: Family::default(),
             run_duration: Gauge::default(),
             last_success: Gauge::default(),
         };
@@ -101,6 +104,11 @@ impl WatchMetrics {
             "(image, target) pairs of the last run, by status",
             m.run_images.clone(),
         );
+        registry.register(
+            "last_run_mappings",
+            "Mappings of the last run that failed before any image of theirs was known (listing, auth, expansion), label status=failed",
+            m.run_mappings.clone(),
+        );
         registry.register_with_unit(
             "last_run_duration",
             "How long the last run took",
@@ -122,24 +130,7 @@ impl WatchMetrics {
             .get_or_create(&vec![("code", exit.code().to_string())])
             .inc();
         if let Some(report) = report {
-            for r in &report.registries {
-                let labels = vec![("registry", r.registry.clone())];
-                // The registry's share of the report's totals: one meaning per counter.
-                let t = Totals::of(&r.stats);
-                self.requests.get_or_create(&labels).inc_by(t.requests);
-                self.retries.get_or_create(&labels).inc_by(t.retries);
-                self.throttled.get_or_create(&labels).inc_by(t.throttled);
-                self.read_bytes.get_or_create(&labels).inc_by(t.bytes_read);
-                self.written_bytes
-                    .get_or_create(&labels)
-                    .inc_by(t.bytes_written);
-                let state = match r.breaker.as_str() {
-                    "open" => 2,
-                    "half_open" => 1,
-                    _ => 0,
-                };
-                self.breaker.get_or_create(&labels).set(state);
-            }
+            self.record_registries(&report.registries);
             let t = &report.totals;
             for (status, n) in [
                 ("synced", t.images_synced),
@@ -150,6 +141,11 @@ impl WatchMetrics {
                     .get_or_create(&vec![("status", status.to_owned())])
                     .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
+            // A mapping that failed before any image of its was known (its listing, its auth,
+            // its expansion) has no image to count as failed: it is counted here.
+            self.run_mappings
+                .get_or_create(&vec![("status", "failed".to_owned())])
+                .set(i64::try_from(t.mappings_failed).unwrap_or(i64::MAX));
             self.run_duration.set(report.elapsed.as_secs_f64());
         }
         if exit == Exit::Clean {
@@ -158,6 +154,29 @@ impl WatchMetrics {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
             self.last_success.set(unix);
+        }
+    }
+
+    /// Adds each registry's counters of one run (its report's, or a cancelled run's registries
+    /// as they stood) and sets its breaker gauge.
+    pub fn record_registries(&self, registries: &[RegistryReport]) {
+        for r in registries {
+            let labels = vec![("registry", r.registry.clone())];
+            // The registry's share of the report's totals: one meaning per counter.
+            let t = Totals::of(&r.stats);
+            self.requests.get_or_create(&labels).inc_by(t.requests);
+            self.retries.get_or_create(&labels).inc_by(t.retries);
+            self.throttled.get_or_create(&labels).inc_by(t.throttled);
+            self.read_bytes.get_or_create(&labels).inc_by(t.bytes_read);
+            self.written_bytes
+                .get_or_create(&labels)
+                .inc_by(t.bytes_written);
+            let state = match r.breaker.as_str() {
+                "open" => 2,
+                "half_open" => 1,
+                _ => 0,
+            };
+            self.breaker.get_or_create(&labels).set(state);
         }
     }
 

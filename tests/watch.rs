@@ -502,3 +502,87 @@ async fn a_mapping_on_its_own_interval_is_left_out_of_the_runs_between() {
     );
     let _ = watch.child.kill().await;
 }
+
+/// The value of the metric line starting with `name{labels}` in an OpenMetrics text.
+fn metric_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// Issue 27: `ferry_registry_requests_total` was below what the registry saw. A run cancelled
+/// at its bound has no report, and its requests went uncounted; they are counted now, so the
+/// metric matches the registry's own count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_s_requests_are_counted_as_the_registry_saw_them() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app0", "v1", &[b"one"]);
+    let hang = TestRegistry::hanging_server().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&reg.host(), &reg.url(), "")
+        + &registry_entry(&hang.host(), &hang.url(), "");
+    let mappings = format!(
+        "  - source: \"{0}/src/app0\"\n    targets: [\"{0}/dst/app0\"]\n  - source: \"{1}/src/stuck\"\n    targets: [\"{0}/dst/stuck\"]\n",
+        reg.host(),
+        hang.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let args = [
+        "-c",
+        config,
+        "--interval",
+        "1h",
+        "--run-timeout",
+        "2s",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let mut watch = Watch::start(&args, None);
+    let addr = watch.address().await;
+    let finished = watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert_eq!(finished, ["watch: run finished with exit code 2"]);
+    assert!(watch.seen.iter().any(|l| l.contains("cancelled")));
+    let metrics = http_get(&addr, "/metrics").await;
+    let seen = reg.stats().requests as f64;
+    assert!(seen > 0.0);
+    let series = format!(
+        "ferry_registry_requests_total{{registry=\"{}\"}}",
+        reg.host()
+    );
+    assert_eq!(metric_value(&metrics, &series), Some(seen), "{metrics}");
+    let _ = watch.child.kill().await;
+}
+
+/// Issue 27: `ferry_last_run_images` showed `failed=0` for runs in which mappings failed (a
+/// mapping that fails at its listing has no image to count). They are counted apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mappings_that_failed_before_any_image_are_counted_in_the_metrics() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mappings = format!(
+        "  - source: \"{0}/src/app\"\n    targets: [\"{0}/dst/app\"]\n  - source: \"{0}/src/absent\"\n    targets: [\"{0}/dst/absent\"]\n    tags: {{ include: [\"*\"] }}\n",
+        reg.host()
+    );
+    let config = write_config(
+        dir.path(),
+        &registry_entry(&reg.host(), &reg.url(), ""),
+        &mappings,
+    );
+    let config = config.to_str().unwrap();
+    let args = ["-c", config, "--interval", "1h", "--listen", "127.0.0.1:0"];
+    let mut watch = Watch::start(&args, None);
+    let addr = watch.address().await;
+    watch
+        .until(1, |l| l == "watch: run finished with exit code 1")
+        .await;
+    let metrics = http_get(&addr, "/metrics").await;
+    let failed = metric_value(&metrics, "ferry_last_run_mappings{status=\"failed\"}");
+    assert_eq!(failed, Some(1.0), "{metrics}");
+    let images = metric_value(&metrics, "ferry_last_run_images{status=\"synced\"}");
+    assert_eq!(images, Some(1.0), "{metrics}");
+    let _ = watch.child.kill().await;
+}

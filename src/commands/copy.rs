@@ -60,6 +60,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         metrics: None,
         stop: None,
         breakers: None,
+        registries: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }

@@ -27,7 +27,13 @@ pub struct RunOptions {
     pub stop: Option<StopSignal>,
     /// `ferry watch`'s registry breakers, the same for every run; else this run's own.
     pub breakers: Option<Breakers>,
+    /// `ferry watch`'s hold on this run's registries, so a run cancelled before its report
+    /// still has its requests counted in the metrics.
+    pub registries: Option<RunRegistries>,
 }
+
+/// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
+pub type RunRegistries = Arc<std::sync::Mutex<Option<Registries>>>;
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
     let shard = match super::scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
@@ -56,6 +62,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         metrics: None,
         stop: None,
         breakers: None,
+        registries: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -95,6 +102,9 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
         Some(b) => Registries::new(config).with_breakers(b.clone()),
         None => Registries::new(config),
     };
+    if let Some(slot) = &options.registries {
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(registries.clone());
+    }
     let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.

@@ -106,6 +106,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         // What one run learned about a registry's health carries into the next: a target
         // found down is not hammered afresh every interval.
         breakers: Some(ferry_sync::registries::Breakers::default()),
+        registries: Some(Default::default()),
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -152,9 +153,17 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         health.started(Instant::now(), bound);
         let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
         due.ran(&run, started, SystemTime::now());
+        let run_registries = options
+            .registries
+            .as_ref()
+            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
         if code.cancelled {
-            // The run never reached its report, so its metrics are recorded here.
+            // The run never reached its report, so its metrics are recorded here: its exit
+            // code, and the requests its registries sent (the access logs saw them).
             metrics.record(None, code.exit, std::time::SystemTime::now());
+            if let Some(registries) = run_registries {
+                metrics.record_registries(&registries.report());
+            }
         }
         let code = code.exit;
         health.finished(code.code(), Instant::now());

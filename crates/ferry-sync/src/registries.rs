@@ -202,6 +202,15 @@ impl Registries {
         Ok(client)
     }
 
+    /// Each built client's counters, window, breaker and capabilities now, as a report shows
+    /// them (what `ferry watch` counts for a run cancelled before its report).
+    pub fn report(&self) -> Vec<crate::report::RegistryReport> {
+        self.built()
+            .iter()
+            .map(crate::report::RegistryReport::of)
+            .collect()
+    }
+
     /// Every client built so far, by host.
     pub fn built(&self) -> Vec<RegistryClient> {
         let mut v: Vec<_> = self.lock().values().cloned().collect();
