@@ -92,6 +92,9 @@ pub enum Command {
         after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
+    /// Show one image: digest, media type, size, platforms, config, layers, referrers.
+    #[command(after_help = crate::commands::inspect::AFTER_HELP)]
+    Inspect(crate::commands::inspect::InspectArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -207,7 +210,7 @@ pub struct Creds {
     pub password: ferry_distribution::Secret,
 }
 
-fn parse_creds(text: &str) -> Result<Creds, String> {
+pub(crate) fn parse_creds(text: &str) -> Result<Creds, String> {
     match text.split_once(':') {
         Some((user, password)) if !user.is_empty() => Ok(Creds {
             username: user.to_owned(),
@@ -223,7 +226,7 @@ fn parse_creds(text: &str) -> Result<Creds, String> {
 
 /// `--tls-verify[=BOOL]` as skopeo takes it: `--x-tls-verify=false` allows plain HTTP and
 /// unverified TLS for that side's registry.
-fn parse_bool(text: &str) -> Result<bool, String> {
+pub(crate) fn parse_bool(text: &str) -> Result<bool, String> {
     match text {
         "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),

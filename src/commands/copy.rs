@@ -145,7 +145,9 @@ fn one_mapping(source: &str, target: &str, platforms: &[String]) -> Result<Mappi
 
 /// The source of a copy and the image in it: `host/repo:tag`, `host/repo@digest`, or (as skopeo
 /// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`.
-fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>), String> {
+pub(super) fn parse_source(
+    source: &str,
+) -> Result<(Origin, Option<String>, Option<String>), String> {
     let Some(rest) = source.strip_prefix("oci:") else {
         let src = Reference::parse(source).map_err(|e| e.to_string())?;
         let origin = Origin::Registry {
