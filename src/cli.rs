@@ -87,9 +87,9 @@ pub enum Command {
         after_help = "Example:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge"
     )]
     Tags(TagsArgs),
-    /// Copy one image (a tag or a digest) through the sync engine.
+    /// Copy one image (a tag or a digest), or every tag of a repository, through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
     /// Show one image: digest, media type, size, platforms, config, layers, referrers.
@@ -316,6 +316,13 @@ pub struct CopyArgs {
     /// Copy every platform (what ferry does without `--platform`; accepted as skopeo takes it).
     #[arg(long)]
     pub all: bool,
+    /// Copy every tag of the source repository (crane's `copy --all-tags`, `skopeo sync --src
+    /// docker`): SRC and DST name repositories without a tag.
+    #[arg(long)]
+    pub all_tags: bool,
+    /// With --all-tags: only tags this glob matches (repeatable; default `*`).
+    #[arg(long, value_name = "GLOB", requires = "all_tags")]
+    pub include: Vec<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

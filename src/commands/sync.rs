@@ -27,6 +27,8 @@ pub struct RunOptions {
     pub stop: Option<StopSignal>,
     /// `ferry watch`'s registry breakers, the same for every run; else this run's own.
     pub breakers: Option<Breakers>,
+    /// `ferry copy`'s `SRC -> DST`, naming its one mapping in the report's text.
+    pub copy: Option<String>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -56,6 +58,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         metrics: None,
         stop: None,
         breakers: None,
+        copy: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -199,7 +202,7 @@ async fn sync(
     // The engine starts on each mapping as soon as it is resolved, while slower mappings
     // (one waiting out throttles) still resolve; once all are, the display follows the engine.
     let watch = prepared.watch;
-    let (outcome, ()) = run::run(
+    let (mut outcome, ()) = run::run(
         config,
         registries,
         &prepared.options,
@@ -218,6 +221,7 @@ async fn sync(
         Watch::finish,
     )
     .await;
+    outcome.report.copy = options.copy.clone();
     progress.eprint_report(&outcome.render_text());
     emit(options, progress, outcome.to_json(), || {});
     let code = exit::for_outcome(&outcome);

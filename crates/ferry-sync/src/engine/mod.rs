@@ -288,6 +288,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::failed(&u.error),
+                pushed_as: None,
                 kept_digest_refused: None,
             });
         }
@@ -302,6 +303,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::UpToDate,
+                pushed_as: None,
                 kept_digest_refused: None,
             });
         }
@@ -536,6 +538,7 @@ fn summarise(
         totals,
         elapsed: start.elapsed(),
         interrupted: stop.is_stopped(),
+        copy: None,
     }
 }
 
@@ -597,13 +600,19 @@ fn report(
     target: &Target,
     status: ImageStatus,
 ) -> ImageReport {
+    // A retag reads the source under its own tag and writes the target's: the report names both.
+    let (name, pushed_as) = match &image.retagged_from {
+        Some(from) => (from.clone(), image.tag.as_ref().map(|t| t.to_string())),
+        None => (image.name(), None),
+    };
     ImageReport {
         mapping,
         source: source.to_owned(),
-        image: image.name(),
+        image: name,
         digest: image.digest.to_string(),
         target: target.to_string(),
         status,
+        pushed_as,
         kept_digest_refused: None,
     }
 }
