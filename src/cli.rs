@@ -87,11 +87,14 @@ pub enum Command {
         after_help = "Example:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge"
     )]
     Tags(TagsArgs),
-    /// Copy one image (a tag or a digest) through the sync engine.
+    /// Copy one image (a tag or a digest), or every tag of a repository, through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
+    /// Show one image: digest, media type, size, platforms, config, layers, referrers.
+    #[command(after_help = crate::commands::inspect::AFTER_HELP)]
+    Inspect(crate::commands::inspect::InspectArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -208,7 +211,7 @@ pub struct Creds {
     pub password: ferry_distribution::Secret,
 }
 
-fn parse_creds(text: &str) -> Result<Creds, String> {
+pub(crate) fn parse_creds(text: &str) -> Result<Creds, String> {
     match text.split_once(':') {
         Some((user, password)) if !user.is_empty() => Ok(Creds {
             username: user.to_owned(),
@@ -224,7 +227,7 @@ fn parse_creds(text: &str) -> Result<Creds, String> {
 
 /// `--tls-verify[=BOOL]` as skopeo takes it: `--x-tls-verify=false` allows plain HTTP and
 /// unverified TLS for that side's registry.
-fn parse_bool(text: &str) -> Result<bool, String> {
+pub(crate) fn parse_bool(text: &str) -> Result<bool, String> {
     match text {
         "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),
@@ -314,6 +317,13 @@ pub struct CopyArgs {
     /// Copy every platform (what ferry does without `--platform`; accepted as skopeo takes it).
     #[arg(long)]
     pub all: bool,
+    /// Copy every tag of the source repository (crane's `copy --all-tags`, `skopeo sync --src
+    /// docker`): SRC and DST name repositories without a tag.
+    #[arg(long)]
+    pub all_tags: bool,
+    /// With --all-tags: only tags this glob matches (repeatable; default `*`).
+    #[arg(long, value_name = "GLOB", requires = "all_tags")]
+    pub include: Vec<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,

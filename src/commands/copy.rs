@@ -1,5 +1,5 @@
-//! `ferry copy`: one image (a tag or a digest) to one target, as a one-mapping config run
-//! through the same prepare phase and engine as `ferry sync`.
+//! `ferry copy`: one image (a tag or a digest), or with `--all-tags` every tag of a repository,
+//! to one target, as a one-mapping config run through the same prepare phase and engine as sync.
 
 use std::path::PathBuf;
 
@@ -21,11 +21,12 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         },
         None => super::empty_config(),
     };
-    match one_mapping(
+    let (source, target) = (
         super::without_docker_transport(&args.source),
         super::without_docker_transport(&args.target),
-        &args.platforms,
-    ) {
+    );
+    let all_tags = args.all_tags.then_some(args.include.as_slice());
+    match one_mapping(source, target, &args.platforms, all_tags) {
         Ok(mapping) => {
             let authfile = args.access.authfile.as_deref();
             if let Origin::Registry { registry, .. } = &mapping.origin {
@@ -61,17 +62,27 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         stop: None,
         breakers: None,
         registries: None,
+        copy: Some(format!("{source} -> {target}")),
     };
     super::sync::run_config(&config, &options, progress).await
 }
 
-/// The mapping that copies `source` (with its tag or digest) to `target`.
-fn one_mapping(source: &str, target: &str, platforms: &[String]) -> Result<Mapping, String> {
+/// The mapping that copies `source` (with its tag or digest) to `target`; with `all_tags` (the
+/// `--include` globs, none meaning `*`), every tag of the source repository.
+fn one_mapping(
+    source: &str,
+    target: &str,
+    platforms: &[String],
+    all_tags: Option<&[String]>,
+) -> Result<Mapping, String> {
     let (origin, tag, digest) = parse_source(source)?;
     let platforms = platforms
         .iter()
         .map(|p| Platform::parse(p).map_err(|e| format!("--platform {p:?}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(include) = all_tags {
+        return all_tags_mapping(source, target, origin, (tag, digest), platforms, include);
+    }
     let (tags, digests) = match (&tag, &digest) {
         (Some(tag), _) => {
             let spec = TagFilterSpec {
@@ -145,9 +156,49 @@ fn one_mapping(source: &str, target: &str, platforms: &[String]) -> Result<Mappi
     })
 }
 
+/// `copy --all-tags SRC DST`: every tag of SRC (that an `--include` glob matches) to DST, both
+/// repositories without a tag.
+fn all_tags_mapping(
+    source: &str,
+    target: &str,
+    origin: Origin,
+    image: (Option<String>, Option<String>),
+    platforms: Vec<Platform>,
+    include: &[String],
+) -> Result<Mapping, String> {
+    if image.0.is_some() || image.1.is_some() {
+        return Err(format!(
+            "--all-tags copies every tag of a repository: name {source} without a tag or digest"
+        ));
+    }
+    let spec = TagFilterSpec {
+        include: (!include.is_empty()).then(|| include.to_vec()),
+        ..TagFilterSpec::default()
+    };
+    let tags = TagFilter::compile(&spec).map_err(|e| format!("--include: {e}"))?;
+    let tagged = match target.strip_prefix("oci:") {
+        Some(rest) => split_layout_tag(rest).1.is_some(),
+        None => Reference::parse(target).is_ok_and(|r| r.tag.is_some() || r.digest.is_some()),
+    };
+    if tagged {
+        return Err(format!(
+            "--all-tags keeps each tag: name {target} without a tag or digest"
+        ));
+    }
+    // The target side as a one-image copy parses it; the tag here is only a placeholder.
+    let mut mapping = one_mapping(&format!("{source}:latest"), target, &[], None)?;
+    mapping.source = origin.to_string();
+    mapping.origin = origin;
+    mapping.tags = tags;
+    mapping.platforms = platforms;
+    Ok(mapping)
+}
+
 /// The source of a copy and the image in it: `host/repo:tag`, `host/repo@digest`, or (as skopeo
 /// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`.
-fn parse_source(source: &str) -> Result<(Origin, Option<String>, Option<String>), String> {
+pub(super) fn parse_source(
+    source: &str,
+) -> Result<(Origin, Option<String>, Option<String>), String> {
     let Some(rest) = source.strip_prefix("oci:") else {
         let src = Reference::parse(source).map_err(|e| e.to_string())?;
         let origin = Origin::Registry {
@@ -195,7 +246,7 @@ mod tests {
             "registry.example/lib/app:1.0".to_owned(),
             format!("registry.example/lib/app@sha256:{hex}"),
         ] {
-            let m = one_mapping(&source, "other.example/mirror/app", &[]).unwrap();
+            let m = one_mapping(&source, "other.example/mirror/app", &[], None).unwrap();
             assert!(m.tags.names_its_tags(), "{source}");
             assert!(!m.prune && !m.referrers, "{source}");
         }
@@ -238,7 +289,7 @@ mod tests {
 
     #[test]
     fn a_layout_target_takes_a_tag_as_skopeo_writes_it() {
-        let m = one_mapping("registry.example/app:1.0", "oci:./lay:stable", &[]).unwrap();
+        let m = one_mapping("registry.example/app:1.0", "oci:./lay:stable", &[], None).unwrap();
         assert_eq!(
             m.targets,
             vec![Target::OciLayout {
@@ -248,10 +299,10 @@ mod tests {
         assert_eq!(m.retag.as_ref().map(Tag::as_str), Some("stable"));
         // The source's own tag, or none, keeps the image's tag.
         for target in ["oci:./lay:1.0", "oci:./lay", "oci:./a:b/lay"] {
-            let m = one_mapping("registry.example/app:1.0", target, &[]).unwrap();
+            let m = one_mapping("registry.example/app:1.0", target, &[], None).unwrap();
             assert_eq!(m.retag, None, "{target}");
         }
-        assert!(one_mapping("registry.example/app:1.0", "oci::x", &[]).is_err());
-        assert!(one_mapping("registry.example/app:1.0", "oci:./lay:bad..tag!", &[]).is_err());
+        assert!(one_mapping("registry.example/app:1.0", "oci::x", &[], None).is_err());
+        assert!(one_mapping("registry.example/app:1.0", "oci:./lay:bad..tag!", &[], None).is_err());
     }
 }

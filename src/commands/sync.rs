@@ -30,6 +30,8 @@ pub struct RunOptions {
     /// `ferry watch`'s hold on this run's registries, so a run cancelled before its report
     /// still has its requests counted in the metrics.
     pub registries: Option<RunRegistries>,
+    /// `ferry copy`'s `SRC -> DST`, naming its one mapping in the report's text.
+    pub copy: Option<String>,
 }
 
 /// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
@@ -63,6 +65,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         stop: None,
         breakers: None,
         registries: None,
+        copy: None,
     };
     run_config(&config, &options, progress).await
 }
@@ -209,7 +212,7 @@ async fn sync(
     // The engine starts on each mapping as soon as it is resolved, while slower mappings
     // (one waiting out throttles) still resolve; once all are, the display follows the engine.
     let watch = prepared.watch;
-    let (outcome, ()) = run::run(
+    let (mut outcome, ()) = run::run(
         config,
         registries,
         &prepared.options,
@@ -228,6 +231,7 @@ async fn sync(
         Watch::finish,
     )
     .await;
+    outcome.report.copy = options.copy.clone();
     progress.eprint_report(&outcome.render_text());
     emit(options, progress, outcome.to_json(), || {});
     let code = exit::for_outcome(&outcome);

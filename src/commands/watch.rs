@@ -103,6 +103,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
+        copy: None,
         // What one run learned about a registry's health carries into the next: a target
         // found down is not hammered afresh every interval.
         breakers: Some(ferry_sync::registries::Breakers::default()),

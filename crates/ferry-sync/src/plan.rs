@@ -186,6 +186,9 @@ pub struct UnfetchedTag {
 pub struct ImagePlan {
     /// `None` for a digest pin.
     pub tag: Option<Tag>,
+    /// A retag (`ferry copy src:a dst:b`): the source's image as shown before it (its tag `a`,
+    /// or a pin's digest), `tag` being the target's. `None` otherwise.
+    pub retagged_from: Option<String>,
     /// What the target must hold: the source's digest, or the filtered index's when a platform
     /// filter rewrites it.
     pub digest: Digest,

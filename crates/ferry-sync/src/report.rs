@@ -82,6 +82,10 @@ pub struct ImageReport {
     /// What happened.
     #[serde(flatten)]
     pub status: ImageStatus,
+    /// A retag (`ferry copy src:3.21 dst:stable`): the tag the target holds it under, `image`
+    /// being the source's. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushed_as: Option<String>,
     /// With `platforms_keep_digest`: the target refused the source's index, and holds the
     /// filtered one (`digest` names it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -351,6 +355,10 @@ pub struct SyncReport {
     pub elapsed: Duration,
     /// Whether a signal stopped the run before everything was done.
     pub interrupted: bool,
+    /// `ferry copy`'s `SRC -> DST` (firsthour, issue 29): the run is one copy, not a config,
+    /// so the text names its mapping by it. Not in the JSON (`images` names source and target).
+    #[serde(skip)]
+    pub copy: Option<String>,
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -461,12 +469,21 @@ impl SyncReport {
             .collect();
     }
 
+    /// How the text names a mapping: `mapping N (source)`, or `copy SRC -> DST` for a copy.
+    fn mapping_name(&self, index: usize, source: &str) -> String {
+        match &self.copy {
+            Some(copy) => format!("copy {copy}"),
+            None => format!("mapping {index} ({source})"),
+        }
+    }
+
     /// The human summary: failures first, then totals.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
         for m in &self.failed_mappings {
             if let ImageStatus::Failed { error, .. } = &m.status {
-                let _ = writeln!(out, "FAILED  mapping {} ({}): {error}", m.mapping, m.source);
+                let name = self.mapping_name(m.mapping, &m.source);
+                let _ = writeln!(out, "FAILED  {name}: {error}");
             }
         }
         for e in &self.expansions {
@@ -484,40 +501,30 @@ impl SyncReport {
             let _ = writeln!(out, "created  repository {r}");
         }
         for r in &self.rejected_names {
+            let name = self.mapping_name(r.mapping, &r.source);
             let _ = match r.rejected.listed_in {
                 crate::plan::ListedIn::TagList => writeln!(
                     out,
-                    "LEFT OUT  mapping {} ({}): name {:?} is not a valid tag: {}",
-                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                    "LEFT OUT  {name}: name {:?} is not a valid tag: {}",
+                    r.rejected.name, r.rejected.reason
                 ),
                 crate::plan::ListedIn::Catalog => writeln!(
                     out,
-                    "LEFT OUT  mapping {} ({}): repository {:?} from the catalog: {}",
-                    r.mapping, r.source, r.rejected.name, r.rejected.reason
+                    "LEFT OUT  {name}: repository {:?} from the catalog: {}",
+                    r.rejected.name, r.rejected.reason
                 ),
             };
             if let Some(more) = r.rejected.more_line() {
-                let _ = writeln!(
-                    out,
-                    "LEFT OUT  mapping {} ({}): {more}",
-                    r.mapping, r.source
-                );
+                let _ = writeln!(out, "LEFT OUT  {name}: {more}");
             }
         }
         for n in &self.selections {
+            let name = self.mapping_name(n.mapping, &n.source);
             for tag in &n.missing_exact {
-                let _ = writeln!(
-                    out,
-                    "MISSING  mapping {} ({}): exact tag {tag} is not in the source",
-                    n.mapping, n.source
-                );
+                let _ = writeln!(out, "MISSING  {name}: exact tag {tag} is not in the source");
             }
             if n.selected_nothing {
-                let _ = writeln!(
-                    out,
-                    "WARNING  mapping {} ({}): the tag filter selected nothing",
-                    n.mapping, n.source
-                );
+                let _ = writeln!(out, "WARNING  {name}: the tag filter selected nothing");
             }
         }
         for i in &self.images {
@@ -527,7 +534,7 @@ impl SyncReport {
                         out,
                         "FAILED  {} -> {}: {error}",
                         image_ref(&i.source, &i.image),
-                        i.target
+                        target_ref(&i.target, i.pushed_as.as_deref())
                     );
                 }
                 ImageStatus::Synced => {
@@ -535,7 +542,7 @@ impl SyncReport {
                         out,
                         "synced  {} -> {}",
                         image_ref(&i.source, &i.image),
-                        i.target
+                        target_ref(&i.target, i.pushed_as.as_deref())
                     );
                     if let Some(r) = &i.kept_digest_refused {
                         let _ = writeln!(
@@ -608,5 +615,13 @@ fn image_ref(source: &str, image: &str) -> String {
         format!("{source}@{image}")
     } else {
         format!("{source}:{image}")
+    }
+}
+
+/// The target of a retag with its new tag (`host/repo:stable`, `oci:./dir:stable`), else as is.
+fn target_ref(target: &str, pushed_as: Option<&str>) -> String {
+    match pushed_as {
+        Some(tag) => format!("{target}:{tag}"),
+        None => target.to_owned(),
     }
 }

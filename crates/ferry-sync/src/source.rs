@@ -109,7 +109,7 @@ impl Source {
 
     /// The blob's bytes from `offset` on (a registry's open retried until the body starts); `size`
     /// is the size its descriptor declares, past which a layout's stream is cut off.
-    pub(crate) async fn open_blob(
+    pub async fn open_blob(
         &self,
         digest: &Digest,
         size: u64,
@@ -126,10 +126,7 @@ impl Source {
 
     /// Referrers of `digest`: the registry's referrers API (`None` where it has none), or the
     /// layout's index entries whose subject is `digest`.
-    pub(crate) async fn list_referrers(
-        &self,
-        digest: &Digest,
-    ) -> Result<Option<Vec<Referrer>>, Error> {
+    pub async fn list_referrers(&self, digest: &Digest) -> Result<Option<Vec<Referrer>>, Error> {
         match self {
             Source::Registry { client, repository } => {
                 client.list_referrers(repository, digest).await

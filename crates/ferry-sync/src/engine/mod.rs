@@ -291,6 +291,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::failed(&u.error),
+                pushed_as: None,
                 kept_digest_refused: None,
             });
         }
@@ -305,6 +306,7 @@ async fn take_in(
                 digest: String::new(),
                 target: t.to_string(),
                 status: ImageStatus::UpToDate,
+                pushed_as: None,
                 kept_digest_refused: None,
             });
         }
@@ -541,6 +543,7 @@ fn summarise(
         totals,
         elapsed: start.elapsed(),
         interrupted,
+        copy: None,
     }
 }
 
@@ -637,13 +640,19 @@ fn report(
     target: &Target,
     status: ImageStatus,
 ) -> ImageReport {
+    // A retag reads the source under its own tag and writes the target's: the report names both.
+    let (name, pushed_as) = match &image.retagged_from {
+        Some(from) => (from.clone(), image.tag.as_ref().map(|t| t.to_string())),
+        None => (image.name(), None),
+    };
     ImageReport {
         mapping,
         source: source.to_owned(),
-        image: image.name(),
+        image: name,
         digest: image.digest.to_string(),
         target: target.to_string(),
         status,
+        pushed_as,
         kept_digest_refused: None,
     }
 }

@@ -107,6 +107,7 @@ pub(crate) async fn resolve_mapping(
     // source was read under its own (a digest pin gets the tag too).
     if let Some(to) = &mapping.retag {
         for image in &mut images {
+            image.retagged_from = Some(image.name());
             image.tag = Some(to.clone());
         }
     }

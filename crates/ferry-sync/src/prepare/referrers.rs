@@ -176,6 +176,7 @@ fn take(out: &mut Referrers, known: &mut HashSet<Digest>, image: &ImagePlan, r: 
         out.by_digest.push(ImagePlan {
             tag: None,
             digest: r.digest.clone(),
+            retagged_from: None,
             fallback_digest: None,
             source_digest: r.digest,
             subject: Some(image.source_digest.clone()),

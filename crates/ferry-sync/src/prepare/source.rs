@@ -120,6 +120,7 @@ async fn resolve_one(
     Ok(Resolved::Image(Box::new(ImagePlan {
         tag: w.tag,
         digest: target_digest,
+        retagged_from: None,
         fallback_digest,
         source_digest: digest,
         subject: None,

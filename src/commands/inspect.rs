@@ -1,0 +1,407 @@
+//! `ferry inspect`: one image's manifest as a registry or a layout serves it (digest, media type,
+//! size, an index's platforms, the config's summary, layers, referrers), `--raw` and `--config`.
+
+use std::io::Write as _;
+
+use clap::Args;
+use ferry_distribution::ops::{Manifest, Referrer};
+use ferry_distribution::{Digest, Error, Operation, media};
+use ferry_sync::config::Origin;
+use ferry_sync::registries::Registries;
+use ferry_sync::report::human_bytes;
+use ferry_sync::source::Source;
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+
+use crate::cli::{Creds, RegistryAccess};
+use crate::exit::{self, Exit};
+use crate::progress::{Progress, print_stdout};
+
+/// The exit codes and examples `ferry inspect --help` ends with (docs/inspect.md says the same).
+pub const AFTER_HELP: &str = "\
+Examples:
+  ferry inspect docker.io/library/alpine:3.20
+  ferry inspect registry.local:5000/mirror/alpine@sha256:<digest> --json
+  ferry inspect oci:./mirror/library/alpine:3.20 --raw > manifest.json
+  ferry inspect registry.local:5000/app:v1 --config-blob --tls-verify=false
+
+Exit codes:
+  0  the image was shown
+  2  it could not be: no such image, a registry error, a manifest over the size limit
+  3  the -c config is invalid
+  4  the registry refused the credentials
+  64 the command line is wrong";
+
+/// No config blob is read past this (the manifest limit: a config is JSON of the same order).
+const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The image: `host/repo:tag`, `host/repo@sha256:…` (`docker://` accepted; no tag or digest
+    /// means `latest`), or in a layout, `oci:DIR:TAG` / `oci:DIR@sha256:…`.
+    pub reference: String,
+    /// Print the manifest's bytes exactly as served (no newline added), nothing else.
+    #[arg(long, conflicts_with_all = ["config_blob", "json"])]
+    pub raw: bool,
+    /// Print the image's config blob exactly as served (skopeo's `inspect --config`; `-c` is
+    /// the registries config); a single-platform image only.
+    #[arg(long, conflicts_with = "json")]
+    pub config_blob: bool,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = crate::cli::parse_creds)]
+    pub creds: Option<Creds>,
+    /// `--tls-verify=false`: plain HTTP or unverified TLS to the registry (as --insecure).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = crate::cli::parse_bool)]
+    pub tls_verify: Option<bool>,
+    #[command(flatten)]
+    pub access: RegistryAccess,
+}
+
+pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
+    let reference = super::without_docker_transport(&args.reference);
+    let (origin, name) = match image_of(reference) {
+        Ok(found) => found,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Failed;
+        }
+    };
+    let mut config = match &args.access.config {
+        Some(path) => match super::load_registries(path, progress) {
+            Ok(c) => c,
+            Err(code) => return code,
+        },
+        None => super::empty_config(),
+    };
+    if let Origin::Registry { registry, .. } = &origin {
+        let side = super::SideAccess {
+            insecure: super::insecure_side(args.tls_verify, args.access.insecure),
+            creds: args.creds.as_ref(),
+            authfile: args.access.authfile.as_deref(),
+        };
+        super::apply_access(&mut config, registry, &side);
+    }
+    let registries = Registries::new(&config);
+    match inspect(args, &origin, &name, &registries).await {
+        Ok(()) => Exit::Clean,
+        Err(Failure::Registry(e)) => {
+            progress.eprint(&format!("error: inspect {reference}: {e}"));
+            exit::for_error(&e)
+        }
+        Err(Failure::Content(message)) => {
+            progress.eprint(&format!("error: inspect {reference}: {message}"));
+            Exit::Failed
+        }
+    }
+}
+
+enum Failure {
+    Registry(Error),
+    Content(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Registry(e)
+    }
+}
+
+/// The repository or layout `reference` names and the tag or digest in it (`latest` when a
+/// registry reference names neither, as skopeo and crane take it).
+fn image_of(reference: &str) -> Result<(Origin, String), String> {
+    let (origin, tag, digest) = super::copy::parse_source(reference)?;
+    match (tag, digest, &origin) {
+        (_, Some(digest), _) => Ok((origin, digest)),
+        (Some(tag), None, _) => Ok((origin, tag)),
+        (None, None, Origin::Registry { .. }) => Ok((origin, "latest".to_owned())),
+        (None, None, Origin::OciLayout { .. }) => Err(format!(
+            "{reference} names no tag or digest: say which image of the layout (e.g. {reference}:latest)"
+        )),
+    }
+}
+
+async fn inspect(
+    args: &InspectArgs,
+    origin: &Origin,
+    name: &str,
+    registries: &Registries,
+) -> Result<(), Failure> {
+    let source = Source::open(origin, registries).await?;
+    let manifest = source.get_manifest(name).await?;
+    if args.raw {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&manifest.bytes);
+        let _ = out.flush();
+        return Ok(());
+    }
+    let doc: Value = serde_json::from_slice(&manifest.bytes)
+        .map_err(|e| Failure::Content(format!("manifest {} is not JSON: {e}", manifest.digest)))?;
+    if args.config_blob {
+        let Some(config) = descriptor(&doc["config"]) else {
+            return Err(Failure::Content(format!(
+                "{} ({}) has no config: inspect one platform's manifest by its digest",
+                manifest.digest, manifest.media_type
+            )));
+        };
+        let bytes = read_config(&source, &config).await?;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&bytes);
+        let _ = out.flush();
+        return Ok(());
+    }
+    let shown = Shown::of(&source, &manifest, &doc).await?;
+    let image = match origin {
+        Origin::Registry { .. } if name.contains(':') => format!("{}@{name}", source.name()),
+        _ => format!("{}:{name}", source.name()),
+    };
+    if args.json {
+        println!("{:#}", shown.to_json(&image, &manifest));
+    } else {
+        print_stdout(&shown.render(&image, &manifest));
+    }
+    Ok(())
+}
+
+/// A descriptor's digest, size and media type, when it has a valid digest.
+#[derive(Debug, Clone)]
+struct Descriptor {
+    digest: Digest,
+    size: u64,
+    media_type: String,
+}
+
+fn descriptor(value: &Value) -> Option<Descriptor> {
+    Some(Descriptor {
+        digest: Digest::parse(value["digest"].as_str()?).ok()?,
+        size: value["size"].as_u64().unwrap_or(0),
+        media_type: value["mediaType"].as_str().unwrap_or_default().to_owned(),
+    })
+}
+
+/// The config blob's bytes, at most [`CONFIG_LIMIT`] and checked against its digest.
+async fn read_config(source: &Source, config: &Descriptor) -> Result<Vec<u8>, Failure> {
+    if config.size > CONFIG_LIMIT {
+        return Err(Failure::Content(format!(
+            "config {} declares {} bytes, over the {CONFIG_LIMIT}-byte limit",
+            config.digest, config.size
+        )));
+    }
+    let mut stream = source.open_blob(&config.digest, config.size, 0).await?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|f| match f.into_kind() {
+            Ok(kind) => Failure::Registry(source.error(Operation::BlobGet, kind)),
+            Err(e) => Failure::Registry(*e),
+        })?;
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > config.size {
+            return Err(Failure::Content(format!(
+                "config {} is longer than the {} bytes its descriptor declares",
+                config.digest, config.size
+            )));
+        }
+    }
+    let actual = Digest::of_bytes(config.digest.algorithm(), &bytes);
+    if actual != config.digest {
+        return Err(Failure::Content(format!(
+            "config {} does not match its digest: the bytes hash to {actual}",
+            config.digest
+        )));
+    }
+    Ok(bytes)
+}
+
+/// What `ferry inspect` shows of one manifest.
+struct Shown {
+    /// An index's children: platform (`os/arch[/variant]`, or `unknown`) and descriptor.
+    platforms: Vec<(String, Descriptor)>,
+    /// A manifest's config summary (when it has a readable one).
+    config: Option<(Descriptor, Value)>,
+    layers: Vec<Descriptor>,
+    /// Where referrers were looked up (`api`, `tag schema`, `layout`) and what was found.
+    referrers: (&'static str, Vec<Referrer>),
+}
+
+impl Shown {
+    async fn of(source: &Source, manifest: &Manifest, doc: &Value) -> Result<Shown, Failure> {
+        let list = |key: &str| doc[key].as_array().cloned().unwrap_or_default();
+        let platforms = match media::is_index(&manifest.media_type) {
+            false => Vec::new(),
+            true => list("manifests")
+                .iter()
+                .filter_map(|m| Some((platform_of(&m["platform"]), descriptor(m)?)))
+                .collect(),
+        };
+        let layers = list("layers").iter().filter_map(descriptor).collect();
+        let config = match descriptor(&doc["config"]) {
+            Some(d) if d.media_type != media::OCI_EMPTY_JSON => {
+                let bytes = read_config(source, &d).await?;
+                let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                Some((d, value))
+            }
+            _ => None,
+        };
+        let referrers = referrers(source, &manifest.digest).await?;
+        Ok(Shown {
+            platforms,
+            config,
+            layers,
+            referrers,
+        })
+    }
+
+    fn to_json(&self, image: &str, manifest: &Manifest) -> Value {
+        let desc = |d: &Descriptor| json!({"digest": d.digest.to_string(), "size": d.size, "media_type": d.media_type});
+        json!({
+            "image": image,
+            "digest": manifest.digest.to_string(),
+            "media_type": manifest.media_type,
+            "size": manifest.bytes.len(),
+            "platforms": self.platforms.iter().map(|(p, d)| {
+                let mut v = desc(d);
+                v["platform"] = json!(p);
+                v
+            }).collect::<Vec<_>>(),
+            "config": self.config.as_ref().map(|(d, c)| {
+                let mut v = desc(d);
+                v["created"] = c["created"].clone();
+                v["os"] = c["os"].clone();
+                v["architecture"] = c["architecture"].clone();
+                v["variant"] = c["variant"].clone();
+                v["labels"] = c["config"]["Labels"].clone();
+                v
+            }),
+            "layers": self.layers.iter().map(desc).collect::<Vec<_>>(),
+            "referrers": {
+                "found_by": self.referrers.0,
+                "manifests": self.referrers.1.iter().map(|r| json!({
+                    "digest": r.digest.to_string(), "size": r.size,
+                    "media_type": r.media_type, "artifact_type": r.artifact_type,
+                })).collect::<Vec<_>>(),
+            },
+        })
+    }
+
+    fn render(&self, image: &str, manifest: &Manifest) -> String {
+        let mut out = format!(
+            "image       {image}\ndigest      {}\nmedia type  {}\nsize        {} bytes\n",
+            manifest.digest,
+            manifest.media_type,
+            manifest.bytes.len()
+        );
+        if !self.platforms.is_empty() {
+            out.push_str(&format!("platforms   {}\n", self.platforms.len()));
+            let width = self
+                .platforms
+                .iter()
+                .map(|(p, _)| p.len())
+                .max()
+                .unwrap_or(0);
+            for (p, d) in &self.platforms {
+                out.push_str(&format!(
+                    "  {p:<width$}  {}  {}\n",
+                    d.digest,
+                    human_bytes(d.size)
+                ));
+            }
+        }
+        if let Some((d, c)) = &self.config {
+            out.push_str(&format!(
+                "config      {}  {}\n",
+                d.digest,
+                human_bytes(d.size)
+            ));
+            let text = |v: &Value| v.as_str().map(str::to_owned);
+            if let Some(created) = text(&c["created"]) {
+                out.push_str(&format!("  created   {created}\n"));
+            }
+            if c["os"].is_string() {
+                out.push_str(&format!("  platform  {}\n", platform_of(c)));
+            }
+            if let Some(labels) = c["config"]["Labels"].as_object() {
+                for (k, v) in labels {
+                    out.push_str(&format!(
+                        "  label     {k}={}\n",
+                        v.as_str().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        if !self.layers.is_empty() {
+            let total: u64 = self.layers.iter().map(|l| l.size).sum();
+            out.push_str(&format!(
+                "layers      {}, {}\n",
+                self.layers.len(),
+                human_bytes(total)
+            ));
+            for l in &self.layers {
+                out.push_str(&format!("  {}  {}\n", l.digest, human_bytes(l.size)));
+            }
+        }
+        let (found_by, list) = &self.referrers;
+        match list.is_empty() {
+            true => out.push_str(&format!("referrers   none ({found_by})\n")),
+            false => {
+                out.push_str(&format!("referrers   {} ({found_by})\n", list.len()));
+                for r in list {
+                    out.push_str(&format!(
+                        "  {}  {}\n",
+                        r.digest,
+                        r.artifact_type.as_deref().unwrap_or(&r.media_type)
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `os/arch[/variant]` of an index entry's `platform` (or a config), `unknown` without one.
+fn platform_of(p: &Value) -> String {
+    match (p["os"].as_str(), p["architecture"].as_str()) {
+        (Some(os), Some(arch)) => match p["variant"].as_str() {
+            Some(v) => format!("{os}/{arch}/{v}"),
+            None => format!("{os}/{arch}"),
+        },
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// The referrers of `digest`: the registry's referrers API, else its tag-schema index
+/// (`sha256-<hex>`), or the layout's index entries naming it as their subject.
+async fn referrers(
+    source: &Source,
+    digest: &Digest,
+) -> Result<(&'static str, Vec<Referrer>), Failure> {
+    let layout = matches!(source, Source::Layout(_));
+    if let Some(list) = source.list_referrers(digest).await? {
+        return Ok((
+            if layout {
+                "layout index"
+            } else {
+                "referrers API"
+            },
+            list,
+        ));
+    }
+    let tag = digest.fallback_tag();
+    let entries = match source.head_manifest(&tag).await? {
+        None => Vec::new(),
+        Some(_) => {
+            let index = source.get_manifest(&tag).await?;
+            let doc: Value = serde_json::from_slice(&index.bytes).unwrap_or(Value::Null);
+            doc["manifests"]
+                .as_array()
+                .map(|list| {
+                    list.iter()
+                        .filter_map(|m| serde_json::from_value(m.clone()).ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    };
+    Ok(("tag schema", entries))
+}
