@@ -62,6 +62,7 @@ pub fn empty_config() -> Config {
         engine: config::EngineSettings::default(),
         registries: Vec::new(),
         mappings: Vec::new(),
+        events: None,
     }
 }
 

@@ -8,6 +8,7 @@
 //! A run that passes its bound (`--run-timeout`) is stopped as a signal stops one: no new work
 //! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
 
+mod events;
 mod health;
 mod listener;
 mod schedule;

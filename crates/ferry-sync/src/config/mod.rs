@@ -54,7 +54,21 @@ pub struct Config {
     pub registries: Vec<RegistrySettings>,
     /// The mappings, in file order; `Mapping::index` is the position here.
     pub mappings: Vec<Mapping>,
+    /// How `ferry watch` authenticates push notifications; `None`: it accepts none.
+    pub events: Option<EventsSettings>,
 }
+
+/// `events:`: the token push notifications carry, and how many may wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventsSettings {
+    /// The bearer token every event must carry.
+    pub token: Secret,
+    /// Events waiting to be synced at most.
+    pub queue: usize,
+}
+
+/// Events waiting at most when `events.queue` is not set.
+pub const DEFAULT_EVENTS_QUEUE: usize = 1024;
 
 /// Copy engine limits.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,6 +34,21 @@ pub struct RawConfig {
     pub target_groups: BTreeMap<String, Vec<String>>,
     /// What to mirror: each mapping copies one source repository to one or more targets.
     pub mappings: Vec<RawMapping>,
+    /// Push notifications `ferry watch` takes on `POST /v1/events` (default: none accepted).
+    #[serde(default)]
+    pub events: Option<RawEvents>,
+}
+
+/// `events:`: how `ferry watch` authenticates push notifications.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEvents {
+    /// The bearer token (`Authorization: Bearer …`) every event must carry; write it as
+    /// "${FERRY_EVENTS_TOKEN}" so it comes from the environment. At least 16 characters.
+    pub token: String,
+    /// Events waiting to be synced at most (default 1024); a full queue answers 503.
+    #[serde(default)]
+    pub queue: Option<usize>,
 }
 
 /// Copy engine limits.
