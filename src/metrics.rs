@@ -15,6 +15,7 @@ use ferry_sync::report::{RegistryReport, SyncReport, Totals};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::exit::Exit;
@@ -36,6 +37,10 @@ pub struct WatchMetrics {
     run_mappings: Family<Labels, Gauge>,
     run_duration: Gauge<f64, AtomicU64>,
     last_success: Gauge<f64, AtomicU64>,
+    events: Family<Labels, Counter>,
+    event_syncs: Family<Labels, Counter>,
+    event_latency: Family<Labels, Histogram>,
+    event_oldest: Gauge<f64, AtomicU64>,
 }
 
 impl Default for WatchMetrics {
@@ -61,6 +66,12 @@ impl WatchMetrics {
             run_mappings: Family::default(),
             run_duration: Gauge::default(),
             last_success: Gauge::default(),
+            events: Family::default(),
+            event_syncs: Family::default(),
+            event_latency: Family::new_with_constructor(|| {
+                Histogram::new([0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0])
+            }),
+            event_oldest: Gauge::default(),
         };
         registry.register(
             "registry_requests",
@@ -121,6 +132,28 @@ impl WatchMetrics {
             Unit::Seconds,
             m.last_success.clone(),
         );
+        registry.register(
+            "events",
+            "Push notices on POST /v1/events, by outcome: queued, coalesced (covered by a sync queued or running), ignored (no mapping covers them), refused (queue full), and requests rejected (unauthorized, malformed, too_large)",
+            m.events.clone(),
+        );
+        registry.register(
+            "event_syncs",
+            "Syncs of one tag started by events, by exit code",
+            m.event_syncs.clone(),
+        );
+        registry.register_with_unit(
+            "event_to_synced",
+            "From a notice's arrival to the end of the sync it asked for, by mapping",
+            Unit::Seconds,
+            m.event_latency.clone(),
+        );
+        registry.register_with_unit(
+            "event_oldest_waiting",
+            "Age of the oldest accepted notice not yet synced (0: none waiting)",
+            Unit::Seconds,
+            m.event_oldest.clone(),
+        );
         WatchMetrics { registry, ..m }
     }
 
@@ -178,6 +211,30 @@ impl WatchMetrics {
             };
             self.breaker.get_or_create(&labels).set(state);
         }
+    }
+
+    /// Counts `n` notices (or requests) of `outcome` on /v1/events.
+    pub fn event(&self, outcome: &str, n: usize) {
+        if n > 0 {
+            self.events
+                .get_or_create(&vec![("outcome", outcome.to_owned())])
+                .inc_by(n as u64);
+        }
+    }
+
+    /// An event sync of mapping `mapping` ended with `exit`, `seconds` after its first notice.
+    pub fn event_synced(&self, mapping: usize, exit: Exit, seconds: f64) {
+        self.event_syncs
+            .get_or_create(&vec![("code", exit.code().to_string())])
+            .inc();
+        self.event_latency
+            .get_or_create(&vec![("mapping", mapping.to_string())])
+            .observe(seconds);
+    }
+
+    /// The age of the oldest notice waiting, set as /metrics is read.
+    pub fn set_oldest_event(&self, seconds: f64) {
+        self.event_oldest.set(seconds);
     }
 
     /// The OpenMetrics text of every metric.

@@ -107,6 +107,17 @@ impl Progress {
         }
     }
 
+    /// This display without progress and with only the failure lines of a report (`-q`), its
+    /// log format kept: what `ferry watch`'s event syncs write.
+    pub fn quieted(&self) -> Progress {
+        Progress {
+            display: Display::Off,
+            terminal: self.terminal,
+            quiet: true,
+            json: self.json,
+        }
+    }
+
     /// With `--log-format json`: stderr lines become JSON records (see `write_stderr`).
     pub fn json_lines(mut self, on: bool) -> Progress {
         self.json = on;

@@ -44,9 +44,13 @@ impl Watch {
             }
             None => tokio::process::Command::new(FERRY),
         };
-        c.arg("watch")
-            .args(args)
-            .env_remove("RUST_LOG")
+        c.arg("watch").args(args);
+        Watch::start_command(c)
+    }
+
+    /// `c` (a `ferry watch` command with its arguments), started with stderr read line by line.
+    fn start_command(mut c: tokio::process::Command) -> Watch {
+        c.env_remove("RUST_LOG")
             .env_remove("FERRY_CONFIG")
             .env_remove("JOB_COMPLETION_INDEX")
             .stdout(std::process::Stdio::null())
@@ -584,5 +588,134 @@ async fn mappings_that_failed_before_any_image_are_counted_in_the_metrics() {
     assert_eq!(failed, Some(1.0), "{metrics}");
     let images = metric_value(&metrics, "ferry_last_run_images{status=\"synced\"}");
     assert_eq!(images, Some(1.0), "{metrics}");
+    let _ = watch.child.kill().await;
+}
+
+/// `POST body` to /v1/events with `headers`, answered within [`EVENTUALLY`]: the status line.
+async fn post_event(addr: &str, headers: &str, body: &str) -> String {
+    let post = async {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "POST /v1/events HTTP/1.1\r\nHost: ferry\r\nContent-Type: application/vnd.docker.distribution.events.v1+json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out
+    };
+    tokio::time::timeout(EVENTUALLY, post)
+        .await
+        .expect("an answer to POST /v1/events")
+}
+
+/// Issue 26: a push announced by distribution's notification envelope is mirrored at once, that
+/// one tag only (no listing of the source), and a forged event changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_tag_announced_by_an_event_is_mirrored_without_a_listing() {
+    use ferry_testkit::registry::OpKind;
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"one"]);
+    let target = TestRegistry::builder().start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&source.host(), &source.url(), "")
+        + &registry_entry(&target.host(), &target.url(), "");
+    let mappings = format!(
+        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n    tags: {{ include: [\"v*\"] }}\nevents:\n  token: \"${{FERRY_TEST_EVENTS_TOKEN}}\"\n",
+        source.host(),
+        target.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let config = config.to_str().unwrap();
+    let token = "a-long-random-events-token-0123456789";
+    let mut c = tokio::process::Command::new(FERRY);
+    c.args([
+        "watch",
+        "-c",
+        config,
+        "--interval",
+        "1h",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .env("FERRY_TEST_EVENTS_TOKEN", token);
+    let mut watch = Watch::start_command(c);
+    let addr = watch.address().await;
+    watch
+        .until(1, |l| l.starts_with("watch: run finished"))
+        .await;
+    assert_eq!(target.tags("dst/app"), ["v1"]);
+    let listed = source.stats().op(OpKind::TagList);
+
+    let digest = source.seed_image("src/app", "v2", &[b"two"]);
+    let event = format!(
+        r#"{{"events":[{{"id":"e1","action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{digest}","repository":"src/app","tag":"v2","url":"http://{h}/v2/src/app/manifests/{digest}"}},"request":{{"host":"{h}"}}}},{{"id":"e2","action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","repository":"src/other","tag":"v9"}}}}]}}"#,
+        h = source.host()
+    );
+    // Forged: no token, a wrong one. Nothing is queued.
+    assert!(
+        post_event(&addr, "", &event)
+            .await
+            .starts_with("HTTP/1.1 401 ")
+    );
+    let wrong = "Authorization: Bearer a-long-random-events-token-0123456788\r\n";
+    assert!(
+        post_event(&addr, wrong, &event)
+            .await
+            .starts_with("HTTP/1.1 401 ")
+    );
+    assert!(
+        post_event(&addr, "", "{")
+            .await
+            .starts_with("HTTP/1.1 401 "),
+        "malformed and unauthenticated: the token is checked first"
+    );
+    let right = format!("Authorization: Bearer {token}\r\n");
+    assert!(
+        post_event(&addr, &right, "{not json")
+            .await
+            .starts_with("HTTP/1.1 400 ")
+    );
+    let answer = post_event(&addr, &right, &event).await;
+    assert!(answer.starts_with("HTTP/1.1 202 "), "{answer}");
+    assert!(
+        answer.contains(r#""queued":1,"coalesced":0,"ignored":1"#),
+        "{answer}"
+    );
+    watch
+        .until(1, |l| {
+            l.starts_with("watch: event sync of mapping 0 (tag v2) finished with exit code 0")
+        })
+        .await;
+    let mut tags = target.tags("dst/app");
+    tags.sort();
+    assert_eq!(tags, ["v1", "v2"]);
+    assert_eq!(
+        source.stats().op(OpKind::TagList),
+        listed,
+        "the event's tag was synced without listing the source"
+    );
+    let metrics = http_get(&addr, "/metrics").await;
+    for (series, want) in [
+        ("ferry_events_total{outcome=\"queued\"}", 1.0),
+        ("ferry_events_total{outcome=\"ignored\"}", 1.0),
+        ("ferry_events_total{outcome=\"rejected_unauthorized\"}", 3.0),
+        ("ferry_events_total{outcome=\"rejected_malformed\"}", 1.0),
+        ("ferry_event_syncs_total{code=\"0\"}", 1.0),
+    ] {
+        assert_eq!(
+            metric_value(&metrics, series),
+            Some(want),
+            "{series}: {metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains(token),
+        "the token is never in the metrics"
+    );
+    assert!(
+        watch.seen.iter().all(|l| !l.contains(token)),
+        "nor in the logs"
+    );
     let _ = watch.child.kill().await;
 }

@@ -8,8 +8,10 @@
 //! A run that passes its bound (`--run-timeout`) is stopped as a signal stops one: no new work
 //! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
 
+mod endpoint;
 mod events;
 mod health;
+mod intake;
 mod listener;
 mod schedule;
 
@@ -91,12 +93,27 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     ));
     let health = Arc::new(Health::new(args.interval));
     let metrics = Arc::new(WatchMetrics::new());
-    let server = tokio::spawn(listener::serve(
+    let queue = current
+        .events
+        .as_ref()
+        .map_or(ferry_sync::config::DEFAULT_EVENTS_QUEUE, |e| e.queue);
+    let (intake, queued) = intake::Intake::new(queue);
+    intake.set_config(&current);
+    let server = tokio::spawn(listener::serve_all(
         listener,
         limits,
         Arc::clone(&health),
         Arc::clone(&metrics),
+        Some(Arc::clone(&intake)),
     ));
+    let breakers = ferry_sync::registries::Breakers::default();
+    let event_syncs = event_syncs(
+        Arc::clone(&intake),
+        queued,
+        breakers.clone(),
+        progress.quieted(),
+        Arc::clone(&metrics),
+    );
 
     let mut options = RunOptions {
         dry_run: false,
@@ -107,73 +124,141 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         copy: None,
         // What one run learned about a registry's health carries into the next: a target
         // found down is not hammered afresh every interval.
-        breakers: Some(ferry_sync::registries::Breakers::default()),
+        breakers: Some(breakers),
         registries: Some(Default::default()),
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
     let mut due = schedule::Due::new(args.interval);
-    loop {
-        let wait = due
-            .next_wake(&current, SystemTime::now())
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO);
-        tokio::select! {
-            biased;
-            _ = signals.next() => break,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        let config = match first.take() {
-            Some(c) => c,
-            None => match super::load_config(path, progress) {
-                Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
-                Err(_) => {
-                    progress.eprint("watch: the config is invalid; skipping this run");
-                    let now = SystemTime::now();
-                    let skipped = due.take_due(current.clone(), now);
-                    due.ran(&skipped, now, now);
-                    continue;
-                }
-            },
-        };
-        let started = SystemTime::now();
-        let run = due.take_due(config.clone(), started);
-        health.expect_runs_every(due.expected_gap(&config, started));
-        current = config;
-        if run.mappings.is_empty() {
-            continue;
-        }
-        if run.mappings.len() < current.mappings.len() {
-            progress.eprint(&format!(
-                "watch: syncing the {} of {} mappings that are due",
-                run.mappings.len(),
-                current.mappings.len()
-            ));
-        }
-        let stop = StopSignal::default();
-        options.stop = Some(stop.clone());
-        health.started(Instant::now(), bound);
-        let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
-        due.ran(&run, started, SystemTime::now());
-        let run_registries = options
-            .registries
-            .as_ref()
-            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if code.cancelled {
-            // The run never reached its report, so its metrics are recorded here: its exit
-            // code, and the requests its registries sent (the access logs saw them).
-            metrics.record(None, code.exit, std::time::SystemTime::now());
-            if let Some(registries) = run_registries {
-                metrics.record_registries(&registries.report());
+    let periodic = async {
+        loop {
+            let wait = due
+                .next_wake(&current, SystemTime::now())
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            // Waits for a signal until the next mapping is due.
+            if tokio::time::timeout(wait, signals.next()).await.is_ok() {
+                break;
             }
+            let config = match first.take() {
+                Some(c) => c,
+                None => match super::load_config(path, progress) {
+                    Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
+                    Err(_) => {
+                        progress.eprint("watch: the config is invalid; skipping this run");
+                        let now = SystemTime::now();
+                        let skipped = due.take_due(current.clone(), now);
+                        due.ran(&skipped, now, now);
+                        continue;
+                    }
+                },
+            };
+            let started = SystemTime::now();
+            let run = due.take_due(config.clone(), started);
+            health.expect_runs_every(due.expected_gap(&config, started));
+            intake.set_config(&config);
+            current = config;
+            if run.mappings.is_empty() {
+                continue;
+            }
+            if run.mappings.len() < current.mappings.len() {
+                progress.eprint(&format!(
+                    "watch: syncing the {} of {} mappings that are due",
+                    run.mappings.len(),
+                    current.mappings.len()
+                ));
+            }
+            let stop = StopSignal::default();
+            options.stop = Some(stop.clone());
+            // The mappings' locks, in index order: an event sync of one of them waits for this run,
+            // and this run for it; other mappings' events go on.
+            let mut held = Vec::with_capacity(run.mappings.len());
+            for m in &run.mappings {
+                held.push(intake.mapping_lock(m.index).lock_owned().await);
+            }
+            health.started(Instant::now(), bound);
+            let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
+            drop(held);
+            due.ran(&run, started, SystemTime::now());
+            let run_registries = options
+                .registries
+                .as_ref()
+                .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+            if code.cancelled {
+                // The run never reached its report, so its metrics are recorded here: its exit
+                // code, and the requests its registries sent (the access logs saw them).
+                metrics.record(None, code.exit, std::time::SystemTime::now());
+                if let Some(registries) = run_registries {
+                    metrics.record_registries(&registries.report());
+                }
+            }
+            let code = code.exit;
+            health.finished(code.code(), Instant::now());
+            progress.eprint(&format!("watch: run finished with exit code {code}"));
         }
-        let code = code.exit;
-        health.finished(code.code(), Instant::now());
-        progress.eprint(&format!("watch: run finished with exit code {code}"));
+    };
+    // The periodic runs end on a signal; the event syncs go on beside them until then.
+    tokio::select! {
+        () = periodic => {}
+        () = event_syncs => {}
     }
     progress.eprint("watch: signal received, stopping");
     server.abort();
     Exit::Clean
+}
+
+/// Event syncs at once (each of one tag; a mapping's own syncs take turns on its lock).
+const EVENT_SYNCS_AT_ONCE: usize = 4;
+
+/// Runs the syncs events ask for as they are queued, until aborted: each of one tag (or one
+/// mapping), under its mapping's lock, on the watch's breakers; its requests are counted in the
+/// registry metrics, its time from first event in `ferry_event_to_synced_seconds`.
+async fn event_syncs(
+    intake: Arc<intake::Intake>,
+    mut queued: tokio::sync::mpsc::Receiver<intake::Key>,
+    breakers: ferry_sync::registries::Breakers,
+    progress: Progress,
+    metrics: Arc<WatchMetrics>,
+) {
+    let keys = futures::stream::unfold(&mut queued, |rx| async move {
+        rx.recv().await.map(|key| (key, rx))
+    });
+    futures::StreamExt::for_each_concurrent(keys, EVENT_SYNCS_AT_ONCE, |key| {
+        let (intake, breakers, progress, metrics) = (&intake, &breakers, &progress, &metrics);
+        async move {
+            let lock = intake.mapping_lock(key.mapping);
+            let _held = lock.lock().await;
+            let Some((received, config)) = intake.start(&key) else {
+                intake.finish(&key);
+                return;
+            };
+            let slot: crate::commands::sync::RunRegistries = Default::default();
+            let options = RunOptions {
+                dry_run: false,
+                json: false,
+                report: None,
+                metrics: None,
+                stop: None,
+                copy: None,
+                breakers: Some(breakers.clone()),
+                registries: Some(Arc::clone(&slot)),
+            };
+            let code = run_config(&config, &options, progress).await;
+            let registries = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(registries) = registries {
+                metrics.record_registries(&registries.report());
+            }
+            let seconds = received.elapsed().as_secs_f64();
+            metrics.event_synced(key.mapping, code, seconds);
+            let what = key.tag.as_deref().map_or("every tag".to_owned(), |t| format!("tag {t}"));
+            progress.eprint(&format!(
+                "watch: event sync of mapping {} ({what}) finished with exit code {code}, {seconds:.2}s after the event",
+                key.mapping
+            ));
+            intake.finish(&key);
+        }
+    })
+    .await;
 }
 
 /// How a bounded run ended.

@@ -44,7 +44,11 @@ pub fn authorized(
     if let Some(given) = authorization.and_then(|a| a.strip_prefix(b"Bearer ".as_slice())) {
         // Hash both first: the comparison then takes the same time whatever their lengths.
         let (a, b) = (Sha256::digest(given), Sha256::digest(token.expose()));
-        return a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        return a
+            .iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0;
     }
     if let Some(hex) = signature.and_then(|s| s.strip_prefix(b"sha256=".as_slice()))
         && let Ok(expected) = hex::decode(hex)
@@ -121,7 +125,7 @@ fn distribution(events: &[Value]) -> Vec<Notice> {
                 return None;
             }
             let host = text(e, &["target", "url"])
-                .and_then(|u| url_host(u))
+                .and_then(url_host)
                 .or_else(|| owned(e, &["request", "host"]));
             Some(Notice {
                 host,

@@ -23,6 +23,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::Health;
+use super::intake::Intake;
 use crate::metrics::WatchMetrics;
 
 /// What /metrics answers: prometheus-client writes OpenMetrics text, which Prometheus reads.
@@ -100,12 +101,24 @@ impl Connections for TcpListener {
     }
 }
 
-/// Accepts connections until aborted; each gets one answer and is closed.
+/// Accepts connections until aborted; each gets one answer and is closed (no events).
+#[cfg(test)]
 pub async fn serve(
     listener: impl Connections,
     limits: Limits,
     health: Arc<Health>,
     metrics: Arc<WatchMetrics>,
+) {
+    serve_all(listener, limits, health, metrics, None).await
+}
+
+/// [`serve`], with `POST /v1/events` taken into `intake`.
+pub async fn serve_all(
+    listener: impl Connections,
+    limits: Limits,
+    health: Arc<Health>,
+    metrics: Arc<WatchMetrics>,
+    intake: Option<Arc<Intake>>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.connections));
     let closed = Arc::new(Notify::new());
@@ -132,11 +145,32 @@ pub async fn serve(
                 failures = 0;
                 pause = FIRST_PAUSE;
                 let (health, metrics) = (Arc::clone(&health), Arc::clone(&metrics));
+                let intake = intake.clone();
                 let connection = http.serve_connection(
                     TokioIo::new(stream),
                     hyper::service::service_fn(move |request| {
-                        let answer = answer(&request, &health, &metrics, Instant::now());
-                        async move { Ok::<_, Infallible>(answer) }
+                        let (health, metrics, intake) =
+                            (Arc::clone(&health), Arc::clone(&metrics), intake.clone());
+                        async move {
+                            let now = Instant::now();
+                            let answer = match request.uri().path() {
+                                "/v1/events" => {
+                                    super::endpoint::answer(request, intake.as_deref(), &metrics)
+                                        .await
+                                }
+                                path => {
+                                    if path == "/metrics" {
+                                        let oldest =
+                                            intake.as_ref().and_then(|i| i.oldest_waiting());
+                                        metrics.set_oldest_event(
+                                            oldest.map_or(0.0, |at| (now - at).as_secs_f64()),
+                                        );
+                                    }
+                                    answer(&request, &health, &metrics, now)
+                                }
+                            };
+                            Ok::<_, Infallible>(answer)
+                        }
                     }),
                 );
                 tokio::spawn(async move {
@@ -189,7 +223,10 @@ fn answer(
             plain(status, &body)
         }
         "/metrics" => with_body(StatusCode::OK, OPENMETRICS, metrics.encode()),
-        _ => plain(StatusCode::NOT_FOUND, "try /healthz, /readyz or /metrics"),
+        _ => plain(
+            StatusCode::NOT_FOUND,
+            "try /healthz, /readyz, /metrics or POST /v1/events",
+        ),
     }
 }
 

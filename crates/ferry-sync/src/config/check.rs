@@ -153,11 +153,7 @@ impl Checker<'_> {
             );
             return None;
         }
-        let queue = self.at_least_one(
-            &path.key("queue"),
-            raw.queue,
-            super::DEFAULT_EVENTS_QUEUE,
-        );
+        let queue = self.at_least_one(&path.key("queue"), raw.queue, super::DEFAULT_EVENTS_QUEUE);
         Some(super::EventsSettings {
             token: super::Secret::new(token),
             queue,

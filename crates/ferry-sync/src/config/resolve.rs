@@ -223,7 +223,9 @@ impl Checker<'_> {
                 repositories: None,
             });
         }
-        let events = raw.events.and_then(|e| self.resolve_events(&root.key("events"), e));
+        let events = raw
+            .events
+            .and_then(|e| self.resolve_events(&root.key("events"), e));
         Some(Config {
             concurrency,
             engine,

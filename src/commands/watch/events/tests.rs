@@ -84,7 +84,8 @@ fn ecr_s_image_action_bare_and_as_a_cloudevent() {
         false,
     )];
     assert_eq!(without_digests(parse(ecr.as_bytes()).unwrap()), want);
-    let cloud = format!(r#"{{"specversion":"1.0","type":"aws.ecr","id":"x","source":"aws","data":{ecr}}}"#);
+    let cloud =
+        format!(r#"{{"specversion":"1.0","type":"aws.ecr","id":"x","source":"aws","data":{ecr}}}"#);
     assert_eq!(without_digests(parse(cloud.as_bytes()).unwrap()), want);
     let failed = ecr.replace("SUCCESS", "FAILURE");
     assert_eq!(parse(failed.as_bytes()).unwrap(), []);
@@ -94,7 +95,11 @@ fn ecr_s_image_action_bare_and_as_a_cloudevent() {
 fn hostile_bodies_are_refused_or_read_as_nothing() {
     assert!(parse(b"").unwrap_err().contains("not JSON"));
     assert!(parse(b"<html>").unwrap_err().contains("not JSON"));
-    assert!(parse(br#"{"hello":1}"#).unwrap_err().contains("not an event"));
+    assert!(
+        parse(br#"{"hello":1}"#)
+            .unwrap_err()
+            .contains("not an event")
+    );
     // Entries of the wrong type are skipped, not trusted.
     assert_eq!(
         parse(br#"{"events":[1,"x",{"action":"push","target":{"repository":7,"tag":"v1"}}]}"#)
@@ -103,7 +108,8 @@ fn hostile_bodies_are_refused_or_read_as_nothing() {
     );
     let many = format!(
         r#"{{"events":[{}]}}"#,
-        vec![r#"{"action":"push","target":{"repository":"a","tag":"t"}}"#; MAX_NOTICES + 1].join(",")
+        vec![r#"{"action":"push","target":{"repository":"a","tag":"t"}}"#; MAX_NOTICES + 1]
+            .join(",")
     );
     assert!(parse(many.as_bytes()).unwrap_err().contains("more than"));
 }
@@ -112,16 +118,34 @@ fn hostile_bodies_are_refused_or_read_as_nothing() {
 fn the_token_or_github_s_signature_is_required() {
     let token = Secret::new("0123456789abcdef-token");
     let body = b"{}";
-    assert!(authorized(Some(b"Bearer 0123456789abcdef-token"), None, body, &token));
-    assert!(!authorized(Some(b"Bearer 0123456789abcdef-tokeN"), None, body, &token));
+    assert!(authorized(
+        Some(b"Bearer 0123456789abcdef-token"),
+        None,
+        body,
+        &token
+    ));
+    assert!(!authorized(
+        Some(b"Bearer 0123456789abcdef-tokeN"),
+        None,
+        body,
+        &token
+    ));
     assert!(!authorized(Some(b"Bearer "), None, body, &token));
-    assert!(!authorized(Some(b"Basic 0123456789abcdef-token"), None, body, &token));
+    assert!(!authorized(
+        Some(b"Basic 0123456789abcdef-token"),
+        None,
+        body,
+        &token
+    ));
     assert!(!authorized(None, None, body, &token));
     let mut mac = Hmac::<Sha256>::new_from_slice(token.expose().as_bytes()).unwrap();
     mac.update(body);
     let good = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
     assert!(authorized(None, Some(good.as_bytes()), body, &token));
-    assert!(!authorized(None, Some(good.as_bytes()), b"{ }", &token), "another body");
+    assert!(
+        !authorized(None, Some(good.as_bytes()), b"{ }", &token),
+        "another body"
+    );
     assert!(!authorized(None, Some(b"sha256=zz"), body, &token));
     assert!(!authorized(None, Some(b"sha1=00"), body, &token));
 }

@@ -1,0 +1,233 @@
+//! The events queue of `ferry watch`: a notice becomes a sync of that one tag of each mapping
+//! whose source covers it and whose filter selects it; coalesced, bounded, never two at once.
+//!
+//! A key (mapping, tag) is queued once however many events name it; events for a key whose
+//! sync is running are covered by it when they name a digest it was started for, else they
+//! queue one more sync after it. A full queue refuses the event (503): the next poll catches up.
+//! A mapping's syncs (event or periodic) take its lock, so two syncs of one tag never overlap.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use ferry_sync::config::{Config, Mapping, Origin};
+use ferry_sync::filter::{TagFilter, TagFilterSpec};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::events::Notice;
+
+/// What is synced: one tag of a mapping, or the whole mapping where its filter needs the full
+/// listing to judge a tag (`latest`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub mapping: usize,
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct KeyState {
+    /// When the first event not yet synced arrived.
+    queued: Option<Instant>,
+    running: bool,
+    /// Digests the queued or running sync was asked for.
+    digests: HashSet<String>,
+    /// An event came during the running sync that it may not cover: one more after it.
+    again: Option<(Instant, HashSet<String>)>,
+}
+
+/// What became of one request's notices.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Offered {
+    /// Notices that queued a sync.
+    pub queued: usize,
+    /// Notices covered by a sync already queued or running.
+    pub coalesced: usize,
+    /// Notices no mapping covers (another repository, a tag the filter leaves out, a delete).
+    pub ignored: usize,
+    /// Notices refused because the queue was full.
+    pub refused: usize,
+}
+
+/// The queue between the listener and the event syncs.
+#[derive(Debug)]
+pub struct Intake {
+    config: Mutex<Option<Arc<Config>>>,
+    states: Mutex<HashMap<Key, KeyState>>,
+    tx: mpsc::Sender<Key>,
+    locks: Mutex<HashMap<usize, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Intake {
+    /// An intake holding at most `queue` keys, and the receiving end for the worker.
+    pub fn new(queue: usize) -> (Arc<Intake>, mpsc::Receiver<Key>) {
+        let (tx, rx) = mpsc::channel(queue.max(1));
+        let intake = Intake {
+            config: Mutex::new(None),
+            states: Mutex::new(HashMap::new()),
+            tx,
+            locks: Mutex::new(HashMap::new()),
+        };
+        (Arc::new(intake), rx)
+    }
+
+    /// The config events are matched against from now on (the watch re-reads it each run).
+    pub fn set_config(&self, config: &Config) {
+        *lock(&self.config) = Some(Arc::new(config.clone()));
+    }
+
+    /// The token events must carry, from the config's `events:`; `None`: events are off.
+    pub fn token(&self) -> Option<ferry_distribution::Secret> {
+        let config = lock(&self.config).clone()?;
+        config.events.as_ref().map(|e| e.token.clone())
+    }
+
+    /// The lock every sync of mapping `index` holds.
+    pub fn mapping_lock(&self, index: usize) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(lock(&self.locks).entry(index).or_default())
+    }
+
+    /// Matches `notices` against the config's mappings and queues what they ask for.
+    pub fn offer(&self, notices: &[Notice], now: Instant) -> Offered {
+        let mut out = Offered::default();
+        let Some(config) = lock(&self.config).clone() else {
+            out.ignored = notices.len();
+            return out;
+        };
+        for notice in notices {
+            let keys: Vec<Key> = config
+                .mappings
+                .iter()
+                .filter_map(|m| covers(m, notice))
+                .collect();
+            if keys.is_empty() {
+                out.ignored += 1;
+                continue;
+            }
+            for key in keys {
+                match self.offer_key(key, notice.digest.as_deref(), now) {
+                    Some(true) => out.queued += 1,
+                    Some(false) => out.coalesced += 1,
+                    None => out.refused += 1,
+                }
+            }
+        }
+        out
+    }
+
+    /// Some(true): queued; Some(false): covered by a sync queued or running; None: queue full.
+    fn offer_key(&self, key: Key, digest: Option<&str>, now: Instant) -> Option<bool> {
+        let mut states = lock(&self.states);
+        let state = states.entry(key.clone()).or_default();
+        if state.running {
+            if digest.is_some_and(|d| state.digests.contains(d)) {
+                return Some(false);
+            }
+            let again = state.again.get_or_insert_with(|| (now, HashSet::new()));
+            again.1.extend(digest.map(str::to_owned));
+            return Some(false);
+        }
+        if state.queued.is_some() {
+            state.digests.extend(digest.map(str::to_owned));
+            return Some(false);
+        }
+        if self.tx.try_send(key.clone()).is_err() {
+            states.remove(&key);
+            return None;
+        }
+        state.queued = Some(now);
+        state.digests.extend(digest.map(str::to_owned));
+        Some(true)
+    }
+
+    /// The sync of `key` starts: when its first event arrived, and the config to run (the
+    /// mapping narrowed to the tag), or `None` when the mapping is gone from the config.
+    pub fn start(&self, key: &Key) -> Option<(Instant, Config)> {
+        let received = {
+            let mut states = lock(&self.states);
+            let state = states.entry(key.clone()).or_default();
+            state.running = true;
+            state.queued.take().unwrap_or_else(Instant::now)
+        };
+        let config = lock(&self.config).clone()?;
+        let mut narrowed = (*config).clone();
+        let mapping = config.mappings.iter().find(|m| m.index == key.mapping)?;
+        let mut mapping = mapping.clone();
+        mapping.prune = false;
+        if let Some(tag) = &key.tag {
+            mapping.tags = TagFilter::compile(&TagFilterSpec {
+                exact: vec![tag.clone()],
+                ..TagFilterSpec::default()
+            })
+            .ok()?;
+            mapping.digests.clear();
+        }
+        narrowed.mappings = vec![mapping];
+        Some((received, narrowed))
+    }
+
+    /// The sync of `key` ended; queues the one more that events during it asked for.
+    pub fn finish(&self, key: &Key) {
+        let mut states = lock(&self.states);
+        let Some(state) = states.get_mut(key) else {
+            return;
+        };
+        state.running = false;
+        state.digests.clear();
+        match state.again.take() {
+            Some((at, digests)) if self.tx.try_send(key.clone()).is_ok() => {
+                state.queued = Some(at);
+                state.digests = digests;
+            }
+            _ => {
+                states.remove(key);
+            }
+        }
+    }
+
+    /// When the oldest event not yet synced arrived, if any is waiting.
+    pub fn oldest_waiting(&self) -> Option<Instant> {
+        lock(&self.states)
+            .values()
+            .filter_map(|s| s.queued.or(s.again.as_ref().map(|a| a.0)))
+            .min()
+    }
+}
+
+/// The key `notice` asks of mapping `m`, if `m`'s source is the notice's repository (on its
+/// host, when the notice names one) and its filter selects the tag. A delete asks nothing: the
+/// next periodic run prunes, with its safety checks.
+fn covers(m: &Mapping, notice: &Notice) -> Option<Key> {
+    let Origin::Registry {
+        registry,
+        repository,
+    } = &m.origin
+    else {
+        return None;
+    };
+    if m.repositories.is_some() || notice.delete || repository != &notice.repository {
+        return None;
+    }
+    if notice.host.as_ref().is_some_and(|h| h != registry) {
+        return None;
+    }
+    let tag = notice.tag.as_ref()?;
+    if m.tags.spec().latest.is_some() {
+        // `latest: N` judges a tag against the whole listing: sync the mapping.
+        return Some(Key {
+            mapping: m.index,
+            tag: None,
+        });
+    }
+    let selected = !m.tags.select(std::slice::from_ref(tag)).selected.is_empty();
+    selected.then(|| Key {
+        mapping: m.index,
+        tag: Some(tag.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+//! Matching notices to mappings, coalescing bursts, the bound, and one more sync after a run.
+
+use std::path::Path;
+
+use super::*;
+
+fn config() -> Config {
+    let yaml = "version: 1\nmappings:\n  - source: src.example/team/app\n    targets: [dst.example/team/app]\n    tags: { include: [\"v*\"] }\n  - source: src.example/team/newest\n    targets: [dst.example/team/newest]\n    tags: { latest: 2 }\n  - source: src.example/all/*\n    target_group: mirror\ntarget_groups:\n  mirror: [dst.example/m]\n";
+    ferry_sync::config::parse(yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
+}
+
+fn push(host: Option<&str>, repository: &str, tag: &str, digest: &str) -> Notice {
+    Notice {
+        host: host.map(str::to_owned),
+        repository: repository.into(),
+        tag: Some(tag.into()),
+        digest: Some(digest.into()),
+        delete: false,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_notice_picks_only_among_the_config_s_mappings() {
+    let (intake, mut rx) = Intake::new(16);
+    let now = Instant::now();
+    assert_eq!(
+        intake
+            .offer(&[push(None, "team/app", "v1", "sha256:a")], now)
+            .ignored,
+        1,
+        "no config yet"
+    );
+    intake.set_config(&config());
+    let notices = [
+        push(Some("src.example"), "team/app", "v1", "sha256:a"),
+        push(Some("evil.example"), "team/app", "v1", "sha256:a"),
+        push(None, "team/app", "latest", "sha256:a"),
+        push(None, "team/other", "v1", "sha256:a"),
+        push(None, "all/thing", "v1", "sha256:a"),
+        push(None, "team/newest", "9", "sha256:b"),
+        Notice {
+            delete: true,
+            ..push(None, "team/app", "v2", "sha256:c")
+        },
+    ];
+    let out = intake.offer(&notices, now);
+    assert_eq!(
+        out,
+        Offered {
+            queued: 2,
+            coalesced: 0,
+            ignored: 5,
+            refused: 0
+        }
+    );
+    assert_eq!(
+        rx.recv().await,
+        Some(Key {
+            mapping: 0,
+            tag: Some("v1".into())
+        })
+    );
+    assert_eq!(
+        rx.recv().await,
+        Some(Key {
+            mapping: 1,
+            tag: None
+        }),
+        "latest: the whole mapping"
+    );
+    let (_, narrowed) = intake
+        .start(&Key {
+            mapping: 0,
+            tag: Some("v1".into()),
+        })
+        .unwrap();
+    assert_eq!(narrowed.mappings.len(), 1);
+    let m = &narrowed.mappings[0];
+    assert_eq!(m.index, 0);
+    assert!(m.tags.names_its_tags() && !m.prune);
+    assert_eq!(m.tags.select(&["v1", "v2"]).selected, ["v1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_is_one_sync_and_a_new_digest_during_it_is_one_more() {
+    let (intake, mut rx) = Intake::new(16);
+    intake.set_config(&config());
+    let now = Instant::now();
+    let v1 = |d: &str| [push(None, "team/app", "v1", d)];
+    assert_eq!(intake.offer(&v1("sha256:a"), now).queued, 1);
+    for _ in 0..9 {
+        assert_eq!(intake.offer(&v1("sha256:a"), now).coalesced, 1);
+    }
+    let key = rx.recv().await.unwrap();
+    assert!(rx.try_recv().is_err(), "ten events, one sync");
+    intake.start(&key).unwrap();
+    // The same push announced again while it syncs: covered.
+    intake.offer(&v1("sha256:a"), now);
+    intake.finish(&key);
+    assert!(rx.try_recv().is_err());
+    // A new push while it syncs: one more sync after it, however many events.
+    intake.offer(&v1("sha256:a"), now);
+    intake.start(&rx.recv().await.unwrap()).unwrap();
+    intake.offer(&v1("sha256:b"), now);
+    intake.offer(&v1("sha256:b"), now);
+    assert_eq!(intake.oldest_waiting(), Some(now));
+    intake.finish(&key);
+    assert_eq!(rx.try_recv().ok(), Some(key.clone()));
+    assert!(rx.try_recv().is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_refuses_and_forgets() {
+    let (intake, _rx) = Intake::new(1);
+    intake.set_config(&config());
+    let now = Instant::now();
+    assert_eq!(
+        intake
+            .offer(&[push(None, "team/app", "v1", "sha256:a")], now)
+            .queued,
+        1
+    );
+    assert_eq!(
+        intake
+            .offer(&[push(None, "team/app", "v2", "sha256:a")], now)
+            .refused,
+        1
+    );
+    // Refused, not remembered: a later event for it is offered afresh.
+    assert_eq!(
+        intake
+            .offer(&[push(None, "team/app", "v2", "sha256:a")], now)
+            .refused,
+        1
+    );
+}
