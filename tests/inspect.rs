@@ -191,6 +191,11 @@ async fn inspect_shows_an_index_its_children_config_layers_and_referrers() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["digest"], index.digest.to_string(), "{reference}");
         assert_eq!(
+            v["image"],
+            reference.as_str(),
+            "a digest follows an @, a tag a :"
+        );
+        assert_eq!(
             v["platforms"][1]["digest"],
             arm.digest.to_string(),
             "{reference}"
