@@ -376,3 +376,28 @@ async fn inspect_takes_credentials_as_skopeo_does_and_a_refusal_exits_4() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_referrers_lookup_still_shows_the_image() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("deg/app", "v1", &[b"layer"]);
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::Referrers,
+            FaultAction::Status {
+                code: 400,
+                retry_after: None,
+            },
+        )
+        .forever(),
+    );
+    let out = inspect(&[&format!("{}/deg/app:v1", reg.host())]).await;
+    let shown = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(shown.contains("layers      1"), "{shown}");
+    assert!(
+        shown.contains("referrers   none (unknown: ") && shown.contains("400"),
+        "{shown}"
+    );
+}
