@@ -23,7 +23,8 @@ Examples:
   ferry sync -c mirror.yaml --shard 0/4  run one quarter of the mappings
   ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090
   ferry tags docker.io/library/alpine --semver '>=3.18' --latest 3
-  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20";
+  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20
+  ferry inspect docker.io/library/alpine:3.20    digest, platforms, config, layers, referrers";
 
 /// Mirror container images between registries.
 #[derive(Debug, Parser)]

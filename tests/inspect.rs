@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{code, ferry, text};
+use common::{code, ferry, ferry_env, text};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions};
-use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::distribution::{RealRegistry, RealRegistryOptions};
 use ferry_testkit::noise;
 use ferry_testkit::registry::TestRegistry;
 use serde_json::{Value, json};
@@ -191,6 +191,11 @@ async fn inspect_shows_an_index_its_children_config_layers_and_referrers() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["digest"], index.digest.to_string(), "{reference}");
         assert_eq!(
+            v["image"],
+            reference.as_str(),
+            "a digest follows an @, a tag a :"
+        );
+        assert_eq!(
             v["platforms"][1]["digest"],
             arm.digest.to_string(),
             "{reference}"
@@ -299,4 +304,100 @@ async fn inspect_refuses_hostile_references_content_and_a_manifest_over_the_limi
     assert_eq!(code(&out), 2, "{err}");
     assert!(err.contains("manifest") && err.contains("limit"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_takes_credentials_as_skopeo_does_and_a_refusal_exits_4() {
+    let Some(locked) = RealRegistry::start_for_test_with(RealRegistryOptions {
+        htpasswd: Some(("mirror".into(), "s3cret-pw".into())),
+        ..RealRegistryOptions::default()
+    })
+    .await
+    .expect("registry") else {
+        return;
+    };
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"layer"]);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().to_str().unwrap();
+    let env = [
+        ("HOME", home),
+        ("DOCKER_CONFIG", home),
+        ("REGISTRY_AUTH_FILE", "/nonexistent"),
+    ];
+    let target = format!("{}/app/x:v1", locked.host());
+    let out = ferry_env(
+        &[
+            "--progress",
+            "none",
+            "copy",
+            &format!("{}/src/app:v1", source.host()),
+            &target,
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            "--dest-creds",
+            "mirror:s3cret-pw",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    let out = ferry_env(
+        &[
+            "inspect",
+            &target,
+            "--tls-verify=false",
+            "--creds",
+            "mirror:s3cret-pw",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("layers      1"),
+        "{}",
+        text(&out.stdout)
+    );
+    for args in [vec![], vec!["--creds", "mirror:wrong-pw"]] {
+        let mut all = vec!["inspect", target.as_str(), "--tls-verify=false"];
+        all.extend(args);
+        let out = ferry_env(&all, &env).await;
+        let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(code(&out), 4, "{all:?}: {shown}");
+        assert!(
+            shown.contains(&locked.host()) && shown.contains("app/x"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("wrong-pw") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_referrers_lookup_still_shows_the_image() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("deg/app", "v1", &[b"layer"]);
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::Referrers,
+            FaultAction::Status {
+                code: 400,
+                retry_after: None,
+            },
+        )
+        .forever(),
+    );
+    let out = inspect(&[&format!("{}/deg/app:v1", reg.host())]).await;
+    let shown = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(shown.contains("layers      1"), "{shown}");
+    assert!(
+        shown.contains("referrers   none (unknown: ") && shown.contains("400"),
+        "{shown}"
+    );
 }

@@ -153,9 +153,9 @@ async fn inspect(
         return Ok(());
     }
     let shown = Shown::of(&source, &manifest, &doc).await?;
-    let image = match origin {
-        Origin::Registry { .. } if name.contains(':') => format!("{}@{name}", source.name()),
-        _ => format!("{}:{name}", source.name()),
+    let image = match Digest::parse(name) {
+        Ok(_) => format!("{}@{name}", source.name()),
+        Err(_) => format!("{}:{name}", source.name()),
     };
     if args.json {
         println!("{:#}", shown.to_json(&image, &manifest));
@@ -222,7 +222,7 @@ struct Shown {
     config: Option<(Descriptor, Value)>,
     layers: Vec<Descriptor>,
     /// Where referrers were looked up (`api`, `tag schema`, `layout`) and what was found.
-    referrers: (&'static str, Vec<Referrer>),
+    referrers: (String, Vec<Referrer>),
 }
 
 impl Shown {
@@ -244,7 +244,13 @@ impl Shown {
             }
             _ => None,
         };
-        let referrers = referrers(source, &manifest.digest).await?;
+        // A registry that fails the referrers lookup still shows the image; the line says why
+        // its referrers are unknown.
+        let referrers = match referrers(source, &manifest.digest).await {
+            Ok((found_by, list)) => (found_by.to_owned(), list),
+            Err(Failure::Registry(e)) => (format!("unknown: {e}"), Vec::new()),
+            Err(Failure::Content(why)) => (format!("unknown: {why}"), Vec::new()),
+        };
         Ok(Shown {
             platforms,
             config,
