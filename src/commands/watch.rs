@@ -229,7 +229,7 @@ async fn event_syncs(
             let lock = intake.mapping_lock(key.mapping);
             let _held = lock.lock().await;
             let Some((received, config)) = intake.start(&key) else {
-                intake.finish(&key);
+                intake.finish(&key, true, Instant::now());
                 return;
             };
             let slot: crate::commands::sync::RunRegistries = Default::default();
@@ -251,11 +251,15 @@ async fn event_syncs(
             let seconds = received.elapsed().as_secs_f64();
             metrics.event_synced(key.mapping, code, seconds);
             let what = key.tag.as_deref().map_or("every tag".to_owned(), |t| format!("tag {t}"));
+            let again = intake.finish(&key, code == Exit::Clean, Instant::now());
+            let then = match (code == Exit::Clean, again) {
+                (false, true) => "; queued once more (a tag announced before the registry linked it)",
+                _ => "",
+            };
             progress.eprint(&format!(
-                "watch: event sync of mapping {} ({what}) finished with exit code {code}, {seconds:.2}s after the event",
+                "watch: event sync of mapping {} ({what}) finished with exit code {code}, {seconds:.2}s after the event{then}",
                 key.mapping
             ));
-            intake.finish(&key);
         }
     })
     .await;

@@ -593,7 +593,7 @@ fn create_log(path: &Path) -> Result<std::fs::File, HarnessError> {
 
 mod config;
 use config::config_text;
-pub use config::{RealRegistryOptions, RealRegistryTls};
+pub use config::{RealRegistryNotifications, RealRegistryOptions, RealRegistryTls};
 
 #[cfg(test)]
 mod tests;

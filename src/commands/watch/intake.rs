@@ -33,7 +33,13 @@ struct KeyState {
     digests: HashSet<String>,
     /// An event came during the running sync that it may not cover: one more after it.
     again: Option<(Instant, HashSet<String>)>,
+    /// Syncs of this key that did not end clean, in a row.
+    unclean: u32,
 }
+
+/// Syncs queued again for a key whose sync did not end clean: distribution notifies when it has
+/// written a manifest and links the tag just after, so the first sync can find no tag yet.
+pub const LATE_TAG_REQUEUES: u32 = 2;
 
 /// What became of one request's notices.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -169,23 +175,34 @@ impl Intake {
         Some((received, narrowed))
     }
 
-    /// The sync of `key` ended; queues the one more that events during it asked for.
-    pub fn finish(&self, key: &Key) {
+    /// The sync of `key` ended (`clean`: exit 0); queues the one more that events during it
+    /// asked for, or, after an unclean end, the same once more (at most [`LATE_TAG_REQUEUES`]
+    /// in a row; the periodic run is the net after that). True when it queued one.
+    pub fn finish(&self, key: &Key, clean: bool, now: Instant) -> bool {
         let mut states = lock(&self.states);
         let Some(state) = states.get_mut(key) else {
-            return;
+            return false;
         };
         state.running = false;
-        state.digests.clear();
-        match state.again.take() {
+        let tried: HashSet<String> = std::mem::take(&mut state.digests);
+        state.unclean = if clean { 0 } else { state.unclean + 1 };
+        if !clean && state.unclean <= LATE_TAG_REQUEUES {
+            let again = state.again.get_or_insert_with(|| (now, HashSet::new()));
+            again.1.extend(tried);
+        }
+        let unclean = state.unclean;
+        let queued = match state.again.take() {
             Some((at, digests)) if self.tx.try_send(key.clone()).is_ok() => {
                 state.queued = Some(at);
                 state.digests = digests;
+                true
             }
-            _ => {
-                states.remove(key);
-            }
+            _ => false,
+        };
+        if !queued && (clean || unclean > LATE_TAG_REQUEUES) {
+            states.remove(key);
         }
+        queued
     }
 
     /// When the oldest event not yet synced arrived, if any is waiting.

@@ -20,6 +20,18 @@ pub struct RealRegistryOptions {
     /// Serve HTTPS with these files; `None` is plain HTTP. The harness's own plain-HTTP probe is
     /// then answered 400, which counts as ready; [`RealRegistry::access_log`](super::RealRegistry::access_log) is not available.
     pub tls: Option<RealRegistryTls>,
+    /// Where the registry POSTs its notifications (`notifications.endpoints`, distribution's
+    /// envelope of events), with the headers each carries; `None` sends none.
+    pub notifications: Option<RealRegistryNotifications>,
+}
+
+/// One notifications endpoint of the registry.
+#[derive(Debug, Clone)]
+pub struct RealRegistryNotifications {
+    /// The URL events are POSTed to.
+    pub url: String,
+    /// Headers sent with each POST (`Authorization: Bearer …`).
+    pub headers: Vec<(String, String)>,
 }
 
 /// PEM files for a registry served over TLS (see [`crate::pki::TestPki`]).
@@ -44,6 +56,7 @@ impl Default for RealRegistryOptions {
             ready_timeout: Duration::from_secs(15),
             htpasswd: None,
             tls: None,
+            notifications: None,
         }
     }
 }
@@ -72,7 +85,25 @@ pub(super) fn config_text(
             path.display().to_string()
         ));
     }
+    if let Some(n) = &options.notifications {
+        config.push_str(&notifications_yaml(n));
+    }
     Ok(config)
+}
+
+/// The `notifications` block: one endpoint, quick to retry, blob pushes left out.
+fn notifications_yaml(n: &RealRegistryNotifications) -> String {
+    let mut out = format!(
+        "notifications:\n  endpoints:\n    - name: ferry\n      url: {:?}\n      timeout: 2s\n      threshold: 3\n      backoff: 500ms\n      ignoredmediatypes: [application/octet-stream]\n",
+        n.url
+    );
+    if !n.headers.is_empty() {
+        out.push_str("      headers:\n");
+        for (name, value) in &n.headers {
+            out.push_str(&format!("        {name}: [{value:?}]\n"));
+        }
+    }
+    out
 }
 
 /// The `http.tls` block (indented under `http:`, which `config_yaml` ends with).

@@ -96,7 +96,7 @@ async fn a_burst_is_one_sync_and_a_new_digest_during_it_is_one_more() {
     intake.start(&key).unwrap();
     // The same push announced again while it syncs: covered.
     intake.offer(&v1("sha256:a"), now);
-    intake.finish(&key);
+    intake.finish(&key, true, now);
     assert!(rx.try_recv().is_err());
     // A new push while it syncs: one more sync after it, however many events.
     intake.offer(&v1("sha256:a"), now);
@@ -104,7 +104,7 @@ async fn a_burst_is_one_sync_and_a_new_digest_during_it_is_one_more() {
     intake.offer(&v1("sha256:b"), now);
     intake.offer(&v1("sha256:b"), now);
     assert_eq!(intake.oldest_waiting(), Some(now));
-    intake.finish(&key);
+    intake.finish(&key, true, now);
     assert_eq!(rx.try_recv().ok(), Some(key.clone()));
     assert!(rx.try_recv().is_err());
 }
@@ -133,4 +133,27 @@ async fn a_full_queue_refuses_and_forgets() {
             .refused,
         1
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unclean_sync_is_queued_again_twice_then_left_to_the_poll() {
+    let (intake, mut rx) = Intake::new(16);
+    intake.set_config(&config());
+    let now = Instant::now();
+    intake.offer(&[push(None, "team/app", "v1", "sha256:a")], now);
+    let key = rx.recv().await.unwrap();
+    for _ in 0..LATE_TAG_REQUEUES {
+        intake.start(&key).unwrap();
+        assert!(intake.finish(&key, false, now), "queued once more");
+        assert_eq!(rx.try_recv().ok(), Some(key.clone()));
+    }
+    intake.start(&key).unwrap();
+    assert!(!intake.finish(&key, false, now), "the poll is the net now");
+    assert!(rx.try_recv().is_err());
+    assert_eq!(intake.oldest_waiting(), None);
+    // A clean end resets the count.
+    intake.offer(&[push(None, "team/app", "v1", "sha256:b")], now);
+    let key = rx.recv().await.unwrap();
+    intake.start(&key).unwrap();
+    assert!(intake.finish(&key, false, now));
 }
