@@ -99,9 +99,18 @@ async fn a_persistent_429_gives_up_after_exactly_the_policy_attempts() {
     assert_eq!(reg.stats().op(OpKind::ManifestGet), 4);
     assert_eq!(client.gate().stats.snapshot().retries, 3);
 
-    // With a Retry-After the registry asked for a wait: the end says so.
+    // The repository has now answered 429 to a whole operation's attempts in a row: the next
+    // operation on it is refused unsent (politeness, `breaker::repository`), the registry's
+    // other repositories are not.
     reg.reset_stats();
-    reg.faults().clear_rules();
+    let err = client.get_manifest(REPO, "v1").await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Throttled { .. }), "{err}");
+    assert_eq!(err.attempts, 0);
+    assert_eq!(reg.stats().op(OpKind::ManifestGet), 0);
+
+    // With a Retry-After the registry asked for a wait: the end says so (a fresh client, so
+    // one operation's own attempts are what is counted).
+    let (reg, client) = seeded(fast_policy(4)).await;
     reg.faults().push(
         FaultRule::on(
             OpKind::ManifestGet,

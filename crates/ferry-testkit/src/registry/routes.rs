@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) redirect_url: String,
     pub(crate) redirect_authorizations: Mutex<Vec<String>>,
     pub(crate) hostile: super::hostile::HostileHandle,
+    /// What the auth personalities remember (commit times, pulls counted).
+    pub(crate) auth_personality: super::personality::auth::AuthState,
 }
 
 impl Shared {
@@ -441,6 +443,14 @@ pub(crate) async fn handle(
     ) {
         return finish(&shared, reply, guard, None, &conn);
     }
+    match super::personality::auth::intercept(&shared, op, &mut incoming).await {
+        Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
+        Ok(None) => {}
+        Err(BodyCut) => {
+            guard.set_status(0);
+            return Response::new(Body::empty());
+        }
+    }
     match super::personality::intercept(&shared.config.personality, &mut op, &mut incoming).await {
         Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
         Ok(None) => {}
@@ -456,6 +466,7 @@ pub(crate) async fn handle(
             return Response::new(Body::empty());
         }
     };
+    super::personality::auth::after(&shared, op, &incoming, &reply);
     let reply = match after_commit {
         Some(code) => oci_error(code, code_for_status(code), "injected fault after commit"),
         None => reply,
