@@ -388,8 +388,8 @@ pub(crate) async fn handle(
         {
             let needs = needs_for(op, &route, &pairs);
             if let Err(challenge) = auth.check(&shared.base_url, authorization.as_deref(), &needs) {
-                let reply = oci_error(401, "UNAUTHORIZED", "authentication required")
-                    .header("www-authenticate", challenge);
+                let reply =
+                    super::personality::auth::unauthorized(&shared.config.personality, challenge);
                 let reply = shared
                     .hostile
                     .apply(op, route.repo(), announce(reply, &announced));

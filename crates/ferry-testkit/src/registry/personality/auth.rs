@@ -74,6 +74,19 @@ fn referenced(bytes: &[u8]) -> Vec<String> {
     out
 }
 
+/// The answer to a request the token does not cover: 401 with the registry's `challenge`, or
+/// 403 DENIED without one for a token lacking a scope where the personality says so.
+pub(crate) fn unauthorized(p: &super::Personality, challenge: String) -> Reply {
+    if p.insufficient_scope_forbidden && challenge.contains("error=\"insufficient_scope\"") {
+        return oci_error(
+            403,
+            "DENIED",
+            "Permission denied for the requested resource",
+        );
+    }
+    oci_error(401, "UNAUTHORIZED", "authentication required").header("www-authenticate", challenge)
+}
+
 /// The personality's answer to a request before the registry handles it, when it has one.
 pub(crate) async fn intercept(
     shared: &Shared,
@@ -238,6 +251,22 @@ mod tests {
         assert!(is_wildcard_repository_scope("repository:app:*"));
         assert!(!is_wildcard_repository_scope("registry:catalog:*"));
         assert!(!is_wildcard_repository_scope("repository:app:pull"));
+    }
+
+    #[test]
+    fn gcr_forbids_a_token_short_of_a_scope_without_a_challenge() {
+        let gar = super::super::Personality::gar();
+        let short =
+            "Bearer realm=\"r\",scope=\"repository:a:pull,push\",error=\"insufficient_scope\"";
+        let reply = unauthorized(&gar, short.to_owned());
+        assert_eq!(reply.status, StatusCode::FORBIDDEN);
+        assert!(reply.headers.get("www-authenticate").is_none());
+        // No token at all still gets the challenge, and so does every other registry.
+        let none = unauthorized(&gar, "Bearer realm=\"r\"".to_owned());
+        assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+        let plain = unauthorized(&super::super::Personality::default(), short.to_owned());
+        assert_eq!(plain.status, StatusCode::UNAUTHORIZED);
+        assert!(plain.headers.get("www-authenticate").is_some());
     }
 
     #[test]

@@ -51,6 +51,7 @@ impl Personality {
         Personality {
             // auth task: regclient #149, containerd #4379.
             multi_scope_tokens_refused: true,
+            insufficient_scope_forbidden: true,
             ..Personality::default()
         }
     }

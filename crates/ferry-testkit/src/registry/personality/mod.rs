@@ -45,6 +45,11 @@ pub struct Personality {
     /// for the scopes it may have (Google Container Registry and Artifact Registry: regclient
     /// #149, containerd #4379). A cross-repository mount needs two scopes in one token.
     pub multi_scope_tokens_refused: bool,
+    /// A bearer token that lacks a scope the request needs is answered 403 DENIED without a
+    /// challenge, where a registry following the token spec answers 401 with the scope to ask
+    /// for (Google Container Registry: regclient #149, "GCR doesn't return a challenge when auth
+    /// token has insufficient scope").
+    pub insufficient_scope_forbidden: bool,
     /// A token request naming a wildcard repository scope (`repository:team/*:pull`,
     /// `repository:app:*`) is answered 401 (Azure Container Registry with ABAC repository
     /// permissions, whose role conditions name repositories, not patterns; Azure/acr #751).
