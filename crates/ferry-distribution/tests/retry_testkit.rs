@@ -128,6 +128,22 @@ async fn a_persistent_429_gives_up_after_exactly_the_policy_attempts() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn without_retries_one_429_does_not_shut_the_repository() {
+    // `attempts: 1`: a single 429 fails its operation, and the next one is still sent; only
+    // four in a row (the floor) make the repository's operations end unsent.
+    let (reg, client) = seeded(fast_policy(1)).await;
+    reg.faults()
+        .push(FaultRule::on(OpKind::ManifestGet, status(429, None)).times(4));
+    for sent in 1..=4 {
+        client.get_manifest(REPO, "v1").await.unwrap_err();
+        assert_eq!(reg.stats().op(OpKind::ManifestGet), sent);
+    }
+    let err = client.get_manifest(REPO, "v1").await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Throttled { .. }), "{err}");
+    assert_eq!(reg.stats().op(OpKind::ManifestGet), 4, "refused unsent");
+}
+
+#[tokio::test(start_paused = true)]
 async fn retry_after_in_seconds_is_honoured() {
     let (reg, client) = seeded(fast_policy(3)).await;
     reg.faults().push(FaultRule::on(

@@ -230,7 +230,7 @@ where
             && let Some(wait) = gate
                 .breaker
                 .repositories
-                .refusal(repository, policy.attempts)
+                .refusal(repository, policy.attempts.max(REPOSITORY_STRIKES))
         {
             tracing::debug!(
                 registry = gate.registry(),
@@ -375,6 +375,10 @@ where
         tokio::time::sleep(wait).await;
     }
 }
+
+/// The fewest 429s in a row that make a repository's operations end unsent, whatever the
+/// policy's attempts: with `attempts: 1`, one throttle must not shut a repository for a while.
+const REPOSITORY_STRIKES: u32 = 4;
 
 tokio::task_local! {
     /// The gates whose window slot the running attempt (and so everything nested in it) holds.
