@@ -272,6 +272,21 @@ async fn ecr_commit_lag_costs_bounded_refusals_and_never_the_breaker() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn ecr_lag_is_waited_for_when_the_target_already_held_a_shared_layer() {
+    let src = start(Personality::default(), false).await;
+    let dst = start(Personality::ecr(), false).await;
+    dst.create_repository("second/app");
+    // The target holds the base layer already (an image pushed earlier): ferry does not upload
+    // it, and the lag is about the layer it did upload, which the refusal names.
+    dst.seed_image("mirror/app", "old", &[b"base layer"]);
+    seed(&src);
+    let report = run_sync(&config(&src, &dst, &["1.0"])).await.report;
+    assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
+    assert!(capabilities(&report, &dst).auth.manifest_commit_lag);
+    assert_eq!(retries(&report), 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn ecr_immutable_tag_moved_on_the_source_is_a_clear_error_never_retried() {
     let src = start(Personality::default(), false).await;
     let dst = start(Personality::ecr_immutable(), false).await;

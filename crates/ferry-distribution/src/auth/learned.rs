@@ -113,6 +113,23 @@ impl AuthCapabilities {
         any && all
     }
 
+    /// Whether a `MANIFEST_BLOB_UNKNOWN` for a manifest naming `digests` in `repository` can be
+    /// the registry catching up with ferry's own writes: the digests the refusal's `message`
+    /// names (`sha256:…`) are all ones ferry committed here; a message naming none needs every
+    /// one the manifest names to be ferry's (blobs the registry held before are not lagging).
+    pub fn may_lag(&self, repository: &str, digests: &[String], message: Option<&str>) -> bool {
+        let named: Vec<&str> = message
+            .unwrap_or("")
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == ':'))
+            .filter(|w| w.starts_with("sha256:") && w.len() == 71)
+            .collect();
+        if named.is_empty() {
+            self.all_committed(repository, digests.iter().map(String::as_str))
+        } else {
+            self.all_committed(repository, named.into_iter())
+        }
+    }
+
     /// Every auth capability now, for the report.
     pub fn snapshot(&self) -> AuthSnapshot {
         AuthSnapshot {
@@ -162,6 +179,23 @@ mod tests {
         assert!(!c.all_committed("app", ["sha256:a", "sha256:c"].into_iter()));
         assert!(!c.all_committed("other", ["sha256:a"].into_iter()));
         assert!(!c.all_committed("app", std::iter::empty()));
+    }
+
+    #[test]
+    fn a_refusal_naming_a_digest_lags_only_for_ferrys_own() {
+        let c = AuthCapabilities::default();
+        let mine = format!("sha256:{}", "a".repeat(64));
+        let theirs = format!("sha256:{}", "b".repeat(64));
+        c.committed("app", &mine);
+        let names = [mine.clone(), theirs.clone()];
+        let about = |d: &str| format!("blob unknown to registry: {d}");
+        assert!(c.may_lag("app", &names, Some(&about(&mine))));
+        assert!(!c.may_lag("app", &names, Some(&about(&theirs))));
+        assert!(
+            !c.may_lag("app", &names, None),
+            "unnamed: all must be ferry's"
+        );
+        assert!(c.may_lag("app", &names[..1], Some("blob unknown")));
     }
 
     #[test]

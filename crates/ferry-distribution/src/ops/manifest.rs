@@ -182,9 +182,8 @@ impl RegistryClient {
         };
         let learned = &self.capabilities().auth;
         let names = crate::auth::learned::referenced_digests(&manifest.bytes);
-        let committed = learned.all_committed(repository, names.iter().map(String::as_str));
         let call = Call::new(operation, Some(repository));
-        let (scopes, url) = (&scopes, &url);
+        let (scopes, url, names) = (&scopes, &url, &names);
         let digest = self
             .run(call, |attempt| async move {
                 if let Some(tag) = tag
@@ -223,8 +222,13 @@ impl RegistryClient {
                         }
                         return self.immutable(repository, tag, &held, manifest);
                     }
-                    let failure =
-                        crate::retry::classify::commit_lag(failure, attempt.number, committed);
+                    let lag = match &failure {
+                        Failure::Status { message, .. } => {
+                            learned.may_lag(repository, names, message.as_deref())
+                        }
+                        _ => false,
+                    };
+                    let failure = crate::retry::classify::commit_lag(failure, attempt.number, lag);
                     if matches!(failure, Failure::Lagging { .. }) && learned.learn_commit_lag() {
                         tracing::info!(
                             registry = self.host(),

@@ -71,8 +71,8 @@ pub const LAG_ATTEMPTS: u32 = 5;
 pub const LAG_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A manifest PUT's refusal read for a commit lag: `MANIFEST_BLOB_UNKNOWN` (400 or 404) on
-/// attempt `attempt`, when ferry itself committed every blob and child the manifest names in this
-/// run (`committed`), is [`Failure::Lagging`] while attempts remain; anything else is returned
+/// attempt `attempt`, when ferry itself committed what the refusal is about in this run
+/// (`committed`, decided by `auth::learned::AuthCapabilities::may_lag`), is [`Failure::Lagging`] while attempts remain; anything else is returned
 /// as it is (a blob really missing stays a final 400).
 pub fn commit_lag(failure: Failure, attempt: u32, committed: bool) -> Failure {
     match failure {
