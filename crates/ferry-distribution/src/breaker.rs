@@ -2,6 +2,8 @@
 //! window with a minimum of requests, consecutive connect failures, a failed ping), answers at once
 //! without a request while open, lets one probe through after a cool-down, and closes on success.
 
+pub(crate) mod repository;
+
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -81,6 +83,8 @@ pub struct Breaker {
     registry: String,
     settings: BreakerSettings,
     state: Mutex<State>,
+    /// Repositories that keep answering 429 (politeness, issue 31): refused apart from the rest.
+    pub(crate) repositories: repository::RepositoryThrottles,
 }
 
 /// The breaker refused a request.
@@ -98,6 +102,7 @@ impl Breaker {
                 answers: VecDeque::new(),
                 connect_streak: 0,
             }),
+            repositories: repository::RepositoryThrottles::default(),
         }
     }
 

@@ -101,6 +101,9 @@ impl Feature {
 pub struct Capabilities {
     docker_flow: AtomicU8,
     features: [AtomicU8; FEATURES],
+    // Auth task (issue 31): tokens, manifest commits, tags.
+    /// Tokens for several scopes, manifest commit lag, immutable tags (`auth::learned`).
+    pub auth: crate::auth::learned::AuthCapabilities,
 }
 
 /// The capabilities as the report shows them.
@@ -120,6 +123,10 @@ pub struct CapabilitiesSnapshot {
     pub one_component_names: Support,
     /// Refused: blobs above the monolithic limit go up in one PATCH too (docker's flow).
     pub chunked_patch: Support,
+    // Auth task (issue 31).
+    /// Tokens for several scopes, manifest commit lag, immutable tags.
+    #[serde(flatten)]
+    pub auth: crate::auth::learned::AuthSnapshot,
 }
 
 impl Capabilities {
@@ -162,6 +169,7 @@ impl Capabilities {
             tag_delete: self.support(Feature::TagDelete),
             one_component_names: self.support(Feature::OneComponentNames),
             chunked_patch: self.support(Feature::ChunkedPatch),
+            auth: self.auth.snapshot(),
         }
     }
 }

@@ -99,9 +99,18 @@ async fn a_persistent_429_gives_up_after_exactly_the_policy_attempts() {
     assert_eq!(reg.stats().op(OpKind::ManifestGet), 4);
     assert_eq!(client.gate().stats.snapshot().retries, 3);
 
-    // With a Retry-After the registry asked for a wait: the end says so.
+    // The repository has now answered 429 to a whole operation's attempts in a row: the next
+    // operation on it is refused unsent (politeness, `breaker::repository`), the registry's
+    // other repositories are not.
     reg.reset_stats();
-    reg.faults().clear_rules();
+    let err = client.get_manifest(REPO, "v1").await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Throttled { .. }), "{err}");
+    assert_eq!(err.attempts, 0);
+    assert_eq!(reg.stats().op(OpKind::ManifestGet), 0);
+
+    // With a Retry-After the registry asked for a wait: the end says so (a fresh client, so
+    // one operation's own attempts are what is counted).
+    let (reg, client) = seeded(fast_policy(4)).await;
     reg.faults().push(
         FaultRule::on(
             OpKind::ManifestGet,
@@ -116,6 +125,22 @@ async fn a_persistent_429_gives_up_after_exactly_the_policy_attempts() {
     assert_eq!(reg.stats().op(OpKind::ManifestGet), 4);
     // Three waits of exactly the asked 2 s (the backoff is at most 100 ms).
     assert_eq!(elapsed, Duration::from_secs(6));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_retries_one_429_does_not_shut_the_repository() {
+    // `attempts: 1`: a single 429 fails its operation, and the next one is still sent; only
+    // four in a row (the floor) make the repository's operations end unsent.
+    let (reg, client) = seeded(fast_policy(1)).await;
+    reg.faults()
+        .push(FaultRule::on(OpKind::ManifestGet, status(429, None)).times(4));
+    for sent in 1..=4 {
+        client.get_manifest(REPO, "v1").await.unwrap_err();
+        assert_eq!(reg.stats().op(OpKind::ManifestGet), sent);
+    }
+    let err = client.get_manifest(REPO, "v1").await.unwrap_err();
+    assert!(matches!(err.kind, ErrorKind::Throttled { .. }), "{err}");
+    assert_eq!(reg.stats().op(OpKind::ManifestGet), 4, "refused unsent");
 }
 
 #[tokio::test(start_paused = true)]

@@ -295,13 +295,16 @@ impl RegistryReport {
             UploadFlow::Monolithic => "monolithic",
             UploadFlow::Docker => "docker (POST, PATCH, empty PUT)",
         };
-        let learned: Vec<String> = [
+        let mut learned: Vec<String> = [
             ("cross-repository mount", c.mount),
             ("referrers API", c.referrers_api),
             ("tag listing", c.tag_list),
             ("tag deletion", c.tag_delete),
             ("one-component names", c.one_component_names),
             ("chunked PATCH", c.chunked_patch),
+            // Auth task (issue 31).
+            ("tokens for several scopes", c.auth.multi_scope_tokens),
+            ("tag overwrite (immutable)", c.auth.tag_overwrite),
         ]
         .iter()
         .filter_map(|(name, s)| match s {
@@ -310,6 +313,9 @@ impl RegistryReport {
             Support::Works | Support::Unknown => None,
         })
         .collect();
+        if c.auth.manifest_commit_lag {
+            learned.push("manifest commit lag waited for".to_owned());
+        }
         let written = self.stats.bytes_written > 0;
         match (written, learned.is_empty()) {
             (true, true) => format!("registry {}: upload flow {flow}", self.registry),

@@ -3,6 +3,10 @@
 //! source nothing either, so a warm run over immutable tags costs the two listings alone. What
 //! is given up: a tag re-pushed on the source under an immutable name is not noticed.
 //!
+//! A registry that makes tags immutable itself (ECR's immutable repositories: a re-push refused
+//! even with the same digest) is the auth task's `Personality::ecr_immutable()`, tested in
+//! field_auth.rs (`ecr_immutable_tag_*`): there ferry learns it and HEADs before a tag PUT.
+//!
 //! Measured here (3 tags, referrers on): a warm run sent the source 7 requests (listing, 3
 //! HEADs, 3 referrers) and the target 4 (listing, 3 HEADs) before; 1 and 1 with `immutable`.
 

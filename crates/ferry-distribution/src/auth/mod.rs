@@ -3,6 +3,7 @@
 
 pub mod discover;
 pub mod docker_config;
+pub mod learned;
 pub(crate) mod token;
 
 use crate::secret::Secret;
@@ -96,6 +97,20 @@ impl Scopes {
         s
     }
 
+    /// One scope of these: the one with the most actions (`pull,push` before `pull`), for a
+    /// token service that refuses tokens for several scopes.
+    pub fn widest(&self) -> Self {
+        let actions = |s: &String| s.rsplit(':').next().map_or(0, |a| a.split(',').count());
+        Scopes(
+            self.0
+                .iter()
+                .max_by_key(|s| actions(s))
+                .cloned()
+                .into_iter()
+                .collect(),
+        )
+    }
+
     /// The scope strings, as sent in a token request.
     pub fn as_slice(&self) -> &[String] {
         &self.0
@@ -183,6 +198,13 @@ mod tests {
             ]
         );
         assert_eq!(s.with(None), s);
+    }
+
+    #[test]
+    fn the_widest_scope_is_the_one_with_the_most_actions() {
+        let m = Scopes::mount("mirror/app", "base/app");
+        assert_eq!(m.widest().as_slice(), ["repository:mirror/app:pull,push"]);
+        assert_eq!(Scopes::none().widest(), Scopes::none());
     }
 
     #[test]

@@ -153,8 +153,35 @@ impl Authenticator {
             },
             Some(AuthScheme::Bearer { realm, service }) => {
                 let http = client.http_for(&realm);
-                let token = self.token(http, &realm, service.as_deref(), scopes).await?;
-                Ok(Some(bearer(&token)?))
+                let learned = &client.capabilities().auth;
+                // A token service that refused a token for several scopes gets one scope per
+                // token: the widest (push before pull) of the operation's own.
+                let single;
+                let scopes = if scopes.as_slice().len() > 1 && learned.multi_scope_refused() {
+                    single = scopes.widest();
+                    &single
+                } else {
+                    scopes
+                };
+                let token = self
+                    .token(http, &realm, service.as_deref(), scopes, learned)
+                    .await;
+                if scopes.as_slice().len() > 1 {
+                    match &token {
+                        Ok(_) => learned.learn_multi_scope_works(),
+                        Err(Failure::Inner(e)) if matches!(e.kind, ErrorKind::Auth(_)) => {
+                            if learned.learn_multi_scope_refused() {
+                                tracing::info!(
+                                    registry = %self.registry,
+                                    "the token service refused a token for several scopes: \
+                                     one scope per token from now on, no cross-repository mounts"
+                                );
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Ok(Some(bearer(&token?)?))
             }
         }
     }
@@ -171,6 +198,7 @@ impl Authenticator {
         realm: &Url,
         service: Option<&str>,
         scopes: &Scopes,
+        learned: &crate::auth::learned::AuthCapabilities,
     ) -> Result<Secret, Failure> {
         let slot = {
             let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
@@ -182,6 +210,12 @@ impl Authenticator {
             && Instant::now() < t.refresh_at
         {
             return Ok(t.value.clone());
+        }
+        // Learned while this one waited for the exchange before it: not asked again.
+        if scopes.as_slice().len() > 1 && learned.multi_scope_refused() {
+            return Err(Failure::Final(ErrorKind::Auth(
+                "the token service refuses tokens for several scopes".into(),
+            )));
         }
         let fresh = self
             .exchange(http, realm, service, scopes)

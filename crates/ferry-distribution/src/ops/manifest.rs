@@ -157,6 +157,13 @@ impl RegistryClient {
     }
 
     /// PUTs a manifest under a tag or its digest and returns the digest the registry stored.
+    ///
+    /// Two answers are learned rather than failed (auth task, issue 31; docs/registries.md):
+    /// `MANIFEST_BLOB_UNKNOWN` right after ferry committed every blob the manifest names is the
+    /// registry catching up (sent again after a short wait, `retry::classify::commit_lag`), and
+    /// a tag the registry will not overwrite (immutable) is HEADed: the same digest there is
+    /// success, another is a final error naming both. Once tags are known immutable, a tag is
+    /// HEADed before its PUT, and never pushed over.
     pub async fn put_manifest(
         &self,
         repository: &str,
@@ -168,36 +175,124 @@ impl RegistryClient {
             ManifestReference::Digest(_) => Operation::ManifestPutByDigest,
             ManifestReference::Tag(_) => Operation::ManifestPutByTag,
         };
-        let (_, operation, url) = self.manifest_for(by, repository, reference)?;
+        let (parsed, operation, url) = self.manifest_for(by, repository, reference)?;
+        let tag = match &parsed {
+            ManifestReference::Tag(_) => Some(reference),
+            ManifestReference::Digest(_) => None,
+        };
+        let learned = &self.capabilities().auth;
+        let names = crate::auth::learned::referenced_digests(&manifest.bytes);
         let call = Call::new(operation, Some(repository));
-        let (scopes, url) = (&scopes, &url);
-        self.run(call, |attempt| async move {
-            // A retry follows a failed attempt whose PUT may have landed (a reply lost after
-            // the registry stored it): a HEAD of the same reference that names our digest
-            // settles it with a read, where a second PUT could lose its reply again.
-            if attempt.number > 1 && self.manifest_landed(scopes, url, manifest).await {
-                return Ok(manifest.digest.clone());
-            }
-            let response = self
-                .send(scopes, |http| {
-                    http.put(url.clone())
-                        .header(CONTENT_TYPE, manifest.media_type.as_str())
-                        .body(manifest.bytes.clone())
-                })
-                .await?;
-            let response = expect_status(response, &[200, 201, 202]).await?;
-            self.gate().stats.written(manifest.bytes.len() as u64);
-            match content_digest(&response) {
-                Some(d) if d.algorithm() == manifest.digest.algorithm() && d != manifest.digest => {
-                    Err(Failure::Final(ErrorKind::DigestMismatch {
-                        expected: manifest.digest.to_string(),
-                        actual: d.to_string(),
-                    }))
+        let (scopes, url, names) = (&scopes, &url, &names);
+        let digest = self
+            .run(call, |attempt| async move {
+                if let Some(tag) = tag
+                    && learned.tags_immutable()
+                    && let Some(held) = self.tag_digest(scopes, url).await?
+                {
+                    return self.immutable(repository, tag, &held, manifest);
                 }
-                _ => Ok(manifest.digest.clone()),
-            }
-        })
-        .await
+                // A retry follows a failed attempt whose PUT may have landed (a reply lost after
+                // the registry stored it): a HEAD of the same reference that names our digest
+                // settles it with a read, where a second PUT could lose its reply again.
+                if attempt.number > 1 && self.manifest_landed(scopes, url, manifest).await {
+                    return Ok(manifest.digest.clone());
+                }
+                let response = self
+                    .send(scopes, |http| {
+                        http.put(url.clone())
+                            .header(CONTENT_TYPE, manifest.media_type.as_str())
+                            .body(manifest.bytes.clone())
+                    })
+                    .await?;
+                if !matches!(response.status().as_u16(), 200..=202) {
+                    let failure = Failure::from_response(response).await;
+                    if let Some(tag) = tag
+                        && refuses_overwrite(&failure)
+                        && let Some(held) = self.tag_digest(scopes, url).await?
+                    {
+                        if learned.learn_tags_immutable() {
+                            tracing::info!(
+                                registry = self.host(),
+                                repository,
+                                tag,
+                                "the registry refuses to overwrite tags (immutable): tags are \
+                                 HEADed before a push from now on"
+                            );
+                        }
+                        return self.immutable(repository, tag, &held, manifest);
+                    }
+                    let lag = match &failure {
+                        Failure::Status { message, .. } => {
+                            learned.may_lag(repository, names, message.as_deref())
+                        }
+                        _ => false,
+                    };
+                    let failure = crate::retry::classify::commit_lag(failure, attempt.number, lag);
+                    if matches!(failure, Failure::Lagging { .. }) && learned.learn_commit_lag() {
+                        tracing::info!(
+                            registry = self.host(),
+                            repository,
+                            "a manifest PUT was refused for blobs ferry had just committed: \
+                             waiting for the registry to catch up"
+                        );
+                    }
+                    return Err(failure);
+                }
+                self.gate().stats.written(manifest.bytes.len() as u64);
+                match content_digest(&response) {
+                    Some(d)
+                        if d.algorithm() == manifest.digest.algorithm() && d != manifest.digest =>
+                    {
+                        Err(Failure::Final(ErrorKind::DigestMismatch {
+                            expected: manifest.digest.to_string(),
+                            actual: d.to_string(),
+                        }))
+                    }
+                    _ => Ok(manifest.digest.clone()),
+                }
+            })
+            .await?;
+        learned.committed(repository, &digest.to_string());
+        Ok(digest)
+    }
+
+    /// The digest a tag names now (`None` when the tag is not there), by HEAD.
+    async fn tag_digest(
+        &self,
+        scopes: &Scopes,
+        url: &reqwest::Url,
+    ) -> Result<Option<Digest>, Failure> {
+        let response = self
+            .send(scopes, |http| {
+                http.head(url.clone()).header(ACCEPT, MANIFEST_ACCEPT)
+            })
+            .await?;
+        if response.status().as_u16() == 404 {
+            return Ok(None);
+        }
+        let response = expect_status(response, &[200]).await?;
+        Ok(content_digest(&response))
+    }
+
+    /// An immutable tag holding `held`: success when that is the manifest's own digest, else a
+    /// final error naming the tag and both digests (never retried: the registry will not move it).
+    fn immutable(
+        &self,
+        repository: &str,
+        tag: &str,
+        held: &Digest,
+        manifest: &Manifest,
+    ) -> Result<Digest, Failure> {
+        if *held == manifest.digest {
+            tracing::debug!(registry = self.host(), repository, tag, digest = %held, "immutable tag already holds this digest");
+            return Ok(manifest.digest.clone());
+        }
+        Err(Failure::Final(ErrorKind::Refused(format!(
+            "tag {tag} is immutable on this registry: it holds {held}, and the source's {} \
+             cannot replace it",
+            manifest.digest
+        ))))
     }
 
     /// Whether `manifest` is at `url` already: a HEAD answered 2xx naming its digest. Any other
@@ -238,6 +333,26 @@ impl RegistryClient {
             Ok(())
         })
         .await
+    }
+}
+
+/// A manifest PUT refused because the tag may not be overwritten: `TAG_INVALID`, or any
+/// refusal naming immutability (Amazon ECR: 400 TAG_INVALID "… cannot be overwritten because the
+/// repository is immutable"). Settled by a HEAD of the tag, never by this alone.
+fn refuses_overwrite(failure: &Failure) -> bool {
+    match failure {
+        Failure::Status {
+            status: 400 | 403 | 409,
+            code,
+            message,
+            ..
+        } => {
+            code.as_deref() == Some("TAG_INVALID")
+                || message
+                    .as_deref()
+                    .is_some_and(|m| m.to_ascii_lowercase().contains("immutable"))
+        }
+        _ => false,
     }
 }
 

@@ -68,7 +68,16 @@ impl RegistryClient {
                     let url = url.clone();
                     let scopes = &scopes;
                     async move {
-                        let response = self.send(scopes, |http| http.get(url.clone())).await?;
+                        let mut response = self.send(scopes, |http| http.get(url.clone())).await?;
+                        // A redirect is followed once, on the registry's own origin; one that
+                        // ends in a 404 (GHCR: a 303 to a page that is not there) is no
+                        // referrers API, as a 404 is.
+                        if response.status().is_redirection() {
+                            let Some(to) = redirect_target(self, &response) else {
+                                return Ok(None);
+                            };
+                            response = self.send(scopes, |http| http.get(to.clone())).await?;
+                        }
                         if response.status().as_u16() == 404 {
                             return Ok(None);
                         }
@@ -104,5 +113,22 @@ impl RegistryClient {
             }
         }
         Ok(Some(all))
+    }
+}
+
+/// Where a redirect of the referrers endpoint points, when that is on the registry's own origin
+/// (credentials are never sent elsewhere); `None` makes the redirect read as no referrers API.
+fn redirect_target(client: &RegistryClient, response: &reqwest::Response) -> Option<url::Url> {
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
+    match client.same_origin(location) {
+        Ok(url) => Some(url),
+        Err(f) => {
+            tracing::debug!(registry = client.host(), reason = %f, "referrers redirect not followed: no referrers API");
+            None
+        }
     }
 }

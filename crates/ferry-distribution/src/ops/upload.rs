@@ -238,6 +238,10 @@ impl RegistryClient {
             .await?;
         expect_status(response, &[201, 204]).await?;
         self.gate().stats.written(len);
+        // Auth task (issue 31): what ferry committed, for a manifest PUT's commit lag.
+        self.capabilities()
+            .auth
+            .committed(&session.repository, &digest.to_string());
         Ok(())
     }
 
@@ -265,7 +269,10 @@ impl RegistryClient {
             Call::new(Operation::Mount, Some(repository)),
             |_| async move {
                 self.name_accepted(repository)?;
-                if self.capabilities().support(Feature::Mount).is_unavailable() {
+                // Auth task (issue 31): a mount needs one token for two scopes.
+                if self.capabilities().support(Feature::Mount).is_unavailable()
+                    || self.capabilities().auth.multi_scope_refused()
+                {
                     return Ok(MountOutcome::Session(
                         self.start_upload_once(repository).await?,
                     ));
@@ -273,8 +280,15 @@ impl RegistryClient {
                 match self.mount_once(repository, digest, from).await {
                     Ok(MountOutcome::Mounted) => {
                         self.capabilities().learn(Feature::Mount, Support::Works);
+                        self.capabilities()
+                            .auth
+                            .committed(repository, &digest.to_string());
                         Ok(MountOutcome::Mounted)
                     }
+                    // Auth task (issue 31): the token for the mount's two scopes was refused.
+                    Err(_) if self.capabilities().auth.multi_scope_refused() => Ok(
+                        MountOutcome::Session(self.start_upload_once(repository).await?),
+                    ),
                     Ok(session) => Ok(session),
                     Err(Failure::Status { status, code, .. })
                         if capabilities::refuses_mount(status)

@@ -46,6 +46,54 @@ pub enum Failure {
     /// An inner operation's own final error (a token exchange that gave up): returned as is so
     /// that its attempts are not multiplied by this operation's.
     Inner(Box<Error>),
+    /// The registry has not caught up with its own writes: a manifest PUT answered
+    /// `MANIFEST_BLOB_UNKNOWN` right after ferry committed every blob it names ([`commit_lag`]).
+    /// Sent again after `wait`, a bounded number of times, without spending the retry budget or
+    /// touching the breaker.
+    Lagging {
+        /// The HTTP status.
+        status: u16,
+        /// The error code (`MANIFEST_BLOB_UNKNOWN`).
+        code: Option<String>,
+        /// The error message.
+        message: Option<String>,
+        /// How long to wait before the next attempt.
+        wait: std::time::Duration,
+    },
+}
+
+/// How many attempts a manifest PUT gets while the registry lags its blob commits (the first
+/// included): with [`LAG_WAIT`] growing per attempt, 0.25 + 0.5 + 0.75 + 1 s, 2.5 s at most,
+/// against the few hundred ms ECR is reported to lag (docs/registries.md).
+pub const LAG_ATTEMPTS: u32 = 5;
+
+/// The wait after the first lagging answer; the n-th waits n times this.
+pub const LAG_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A manifest PUT's refusal read for a commit lag: `MANIFEST_BLOB_UNKNOWN` (400 or 404) on
+/// attempt `attempt`, when ferry itself committed what the refusal is about in this run
+/// (`committed`, decided by `auth::learned::AuthCapabilities::may_lag`), is [`Failure::Lagging`] while attempts remain; anything else is returned
+/// as it is (a blob really missing stays a final 400).
+pub fn commit_lag(failure: Failure, attempt: u32, committed: bool) -> Failure {
+    match failure {
+        Failure::Status {
+            status: status @ (400 | 404),
+            code,
+            message,
+            ..
+        } if committed
+            && attempt < LAG_ATTEMPTS
+            && code.as_deref() == Some("MANIFEST_BLOB_UNKNOWN") =>
+        {
+            Failure::Lagging {
+                status,
+                code,
+                message,
+                wait: LAG_WAIT * attempt.max(1),
+            }
+        }
+        other => other,
+    }
 }
 
 /// What a failure says, before the operation's replay rule is applied.
@@ -84,6 +132,8 @@ pub fn transience(failure: &Failure) -> Transience {
             sent: Sent::Unknown,
             ..
         } => Transience::Unknown,
+        // The registry refused the manifest without storing it: safe to send again.
+        Failure::Lagging { .. } => Transience::Declined,
         Failure::Final(_) | Failure::Inner(_) => Transience::Permanent,
     }
 }
@@ -113,8 +163,12 @@ pub fn is_throttle(failure: &Failure) -> bool {
 /// fault, `Some(false)` is proof of life, `None` says nothing about the registry.
 pub fn breaker_verdict(failure: &Failure) -> Option<bool> {
     match failure {
-        // Local failures and decided errors say nothing about the registry.
-        Failure::Transport { local: true, .. } | Failure::Final(_) | Failure::Inner(_) => None,
+        // Local failures and decided errors say nothing about the registry, nor does a registry
+        // catching up with its own writes.
+        Failure::Transport { local: true, .. }
+        | Failure::Final(_)
+        | Failure::Inner(_)
+        | Failure::Lagging { .. } => None,
         Failure::Transport { .. } => Some(true),
         Failure::Status {
             status,
@@ -186,6 +240,12 @@ impl Failure {
                 code,
                 message,
                 ..
+            }
+            | Failure::Lagging {
+                status,
+                code,
+                message,
+                ..
             } => Ok(ErrorKind::Status {
                 status,
                 code,
@@ -208,6 +268,11 @@ impl Failure {
                 Some(code) => format!("HTTP {status} {code}"),
                 None => format!("HTTP {status}"),
             },
+            Failure::Lagging { status, code, .. } => format!(
+                "HTTP {status} {} right after ferry committed every blob it names: the registry \
+                 is catching up",
+                code.as_deref().unwrap_or("")
+            ),
             Failure::Transport { message, .. } => message.clone(),
             Failure::Final(kind) => kind.to_string(),
             Failure::Inner(error) => error.to_string(),

@@ -223,6 +223,28 @@ where
         if attempts == 0 && gate.breaker.admit().is_err() {
             return Err(fail(attempts, ErrorKind::BreakerOpen));
         }
+        // A repository that has answered 429 to as many requests in a row as one operation may
+        // send is asked nothing more for a while (`breaker::repository`): the operation ends as
+        // throttled, unsent, and the registry's other repositories go on.
+        if let Some(repository) = call.repository
+            && let Some(wait) = gate
+                .breaker
+                .repositories
+                .refusal(repository, policy.attempts.max(REPOSITORY_STRIKES))
+        {
+            tracing::debug!(
+                registry = gate.registry(),
+                repository,
+                operation = op.name(),
+                "repository keeps answering 429: not asked again for now"
+            );
+            return Err(fail(
+                attempts,
+                ErrorKind::Throttled {
+                    seconds: wait.as_secs().max(1),
+                },
+            ));
+        }
         // A request made inside another attempt on the same registry rides on that attempt's
         // slot: waiting for a second one could wait forever on a window of one.
         let nested = holds_slot(gate);
@@ -261,6 +283,9 @@ where
         let failure = match outcome {
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
+                if let Some(repository) = call.repository {
+                    gate.breaker.repositories.answered(repository);
+                }
                 gate.window(op).on_success();
                 gate.pacer.on_answer(call.repository, ticket);
                 return Ok(value);
@@ -293,10 +318,16 @@ where
             Err(inner) => *inner,
         };
 
+        // A registry catching up with its own writes is waited for, a bounded number of
+        // times (`classify::commit_lag`), outside the retry budget: that is not a failure.
+        let lag_wait = match &failure {
+            Failure::Lagging { wait, .. } => Some(*wait),
+            _ => None,
+        };
         if !classify::may_retry(&failure, op) {
             return Err(last_answer(failure, attempts));
         }
-        if !budget.take() {
+        if lag_wait.is_none() && !budget.take() {
             let throttled = classify::transience(&failure) == Transience::Declined;
             return Err(match throttled_error(attempts) {
                 Some(e) if throttled => e,
@@ -305,9 +336,10 @@ where
         }
         let backoff = policy.next_backoff(previous_backoff);
         previous_backoff = Some(backoff);
-        let wait = match retry_after {
-            Some(ra) => ra.max(backoff),
-            None => backoff,
+        let wait = match (retry_after, lag_wait) {
+            (Some(ra), _) => ra.max(backoff),
+            (None, Some(lag)) => lag,
+            (None, None) => backoff,
         };
         let beyond_cap = retry_after.is_some_and(|ra| ra > policy.retry_after_cap);
         // Checked: a hostile Retry-After under a configured huge cap must not overflow.
@@ -328,7 +360,9 @@ where
             // rest of the registry is not held.
             gate.pacer.hold(repository, wait);
         }
-        gate.stats.retry();
+        if lag_wait.is_none() {
+            gate.stats.retry();
+        }
         tracing::debug!(
             registry = gate.registry(),
             repository = call.repository.unwrap_or(""),
@@ -341,6 +375,10 @@ where
         tokio::time::sleep(wait).await;
     }
 }
+
+/// The fewest 429s in a row that make a repository's operations end unsent, whatever the
+/// policy's attempts: with `attempts: 1`, one throttle must not shut a repository for a while.
+const REPOSITORY_STRIKES: u32 = 4;
 
 tokio::task_local! {
     /// The gates whose window slot the running attempt (and so everything nested in it) holds.
@@ -391,6 +429,23 @@ fn record(
         failure,
         Failure::Transport { local: true, .. } | Failure::Final(_) | Failure::Inner(_)
     );
+    if let Some(repository) = repository {
+        match failure {
+            Failure::Status {
+                status: 429,
+                retry_after,
+                ..
+            } => {
+                gate.breaker
+                    .repositories
+                    .throttled(repository, *retry_after);
+            }
+            Failure::Status { .. } | Failure::Lagging { .. } => {
+                gate.breaker.repositories.answered(repository)
+            }
+            _ => {}
+        }
+    }
     let scope = if classify::is_throttle(failure) {
         gate.stats.throttled();
         let scope = gate.pacer.on_throttle(repository, ticket);

@@ -142,6 +142,7 @@ impl TestRegistryBuilder {
             redirect_url: format!("http://{redirect_host}"),
             redirect_authorizations: Mutex::default(),
             hostile: HostileHandle::default(),
+            auth_personality: Default::default(),
         });
         let router = |redirect_target| {
             axum::Router::new()
@@ -380,6 +381,11 @@ impl TestRegistry {
     /// Number of upload sessions still open.
     pub fn open_uploads(&self) -> usize {
         self.shared.store().uploads.len()
+    }
+
+    /// Manifest GETs a `pull_limit` personality has counted (HEADs are not pulls).
+    pub fn pulls(&self) -> u64 {
+        self.shared.auth_personality.pulls()
     }
 
     /// Counters since start or the last [`TestRegistry::reset_stats`].

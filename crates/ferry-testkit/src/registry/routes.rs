@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) redirect_url: String,
     pub(crate) redirect_authorizations: Mutex<Vec<String>>,
     pub(crate) hostile: super::hostile::HostileHandle,
+    /// What the auth personalities remember (commit times, pulls counted).
+    pub(crate) auth_personality: super::personality::auth::AuthState,
 }
 
 impl Shared {
@@ -386,8 +388,8 @@ pub(crate) async fn handle(
         {
             let needs = needs_for(op, &route, &pairs);
             if let Err(challenge) = auth.check(&shared.base_url, authorization.as_deref(), &needs) {
-                let reply = oci_error(401, "UNAUTHORIZED", "authentication required")
-                    .header("www-authenticate", challenge);
+                let reply =
+                    super::personality::auth::unauthorized(&shared.config.personality, challenge);
                 let reply = shared
                     .hostile
                     .apply(op, route.repo(), announce(reply, &announced));
@@ -441,6 +443,14 @@ pub(crate) async fn handle(
     ) {
         return finish(&shared, reply, guard, None, &conn);
     }
+    match super::personality::auth::intercept(&shared, op, &mut incoming).await {
+        Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
+        Ok(None) => {}
+        Err(BodyCut) => {
+            guard.set_status(0);
+            return Response::new(Body::empty());
+        }
+    }
     match super::personality::intercept(&shared.config.personality, &mut op, &mut incoming).await {
         Ok(Some(reply)) => return finish(&shared, reply, guard, None, &conn),
         Ok(None) => {}
@@ -456,6 +466,7 @@ pub(crate) async fn handle(
             return Response::new(Body::empty());
         }
     };
+    super::personality::auth::after(&shared, op, &incoming, &reply);
     let reply = match after_commit {
         Some(code) => oci_error(code, code_for_status(code), "injected fault after commit"),
         None => reply,

@@ -31,6 +31,8 @@ impl Personality {
     /// GitHub Container Registry (ghcr.io).
     pub fn ghcr() -> Self {
         Personality {
+            // auth task: project-zot/zot #4060.
+            referrers_redirect_to_404: true,
             ..Personality::default()
         }
     }
@@ -38,6 +40,8 @@ impl Personality {
     /// Azure Container Registry.
     pub fn acr() -> Self {
         Personality {
+            // auth task: ABAC repository permissions (Azure/acr #751).
+            wildcard_scopes_refused: true,
             ..Personality::default()
         }
     }
@@ -45,6 +49,9 @@ impl Personality {
     /// Google Artifact Registry and Container Registry.
     pub fn gar() -> Self {
         Personality {
+            // auth task: regclient #149, containerd #4379.
+            multi_scope_tokens_refused: true,
+            insufficient_scope_forbidden: true,
             ..Personality::default()
         }
     }
@@ -53,7 +60,18 @@ impl Personality {
     pub fn ecr() -> Self {
         Personality {
             writes_need_existing_repository: true,
+            // auth task: ocync PR #104 (a few hundred ms).
+            manifest_commit_lag: Some(std::time::Duration::from_millis(300)),
             ..Personality::default()
+        }
+    }
+
+    /// Amazon ECR with tag immutability switched on for the repository (ECR's repositories are
+    /// mutable unless made immutable; aws/containers-roadmap #2380).
+    pub fn ecr_immutable() -> Self {
+        Personality {
+            tags_immutable: true,
+            ..Personality::ecr()
         }
     }
 
@@ -61,6 +79,8 @@ impl Personality {
     pub fn docker_hub() -> Self {
         Personality {
             referrers_api_absent: true,
+            // auth task: the anonymous limit, 100 pulls per 6 hours.
+            pull_limit: Some(100),
             ..Personality::default()
         }
     }

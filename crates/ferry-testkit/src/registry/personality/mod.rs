@@ -1,7 +1,10 @@
 //! Personalities of the test registry: switches that make it behave like registries in the field
 //! (docker's upload flow only, no mounts, no chunked PATCH, no tag listing or deletion, ...).
 
+pub(crate) mod auth;
 mod field;
+
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header;
@@ -36,6 +39,38 @@ pub struct Personality {
     /// A write to a repository the registry does not hold is answered 404 NAME_UNKNOWN (as
     /// ECR answers a push to a repository nobody created); see `TestRegistry::create_repository`.
     pub writes_need_existing_repository: bool,
+
+    // Auth, manifests and politeness (issue 31, the auth task): answered in auth.rs.
+    /// A token request naming more than one scope is answered 403 DENIED instead of a token
+    /// for the scopes it may have (Google Container Registry and Artifact Registry: regclient
+    /// #149, containerd #4379). A cross-repository mount needs two scopes in one token.
+    pub multi_scope_tokens_refused: bool,
+    /// A bearer token that lacks a scope the request needs is answered 403 DENIED without a
+    /// challenge, where a registry following the token spec answers 401 with the scope to ask
+    /// for (Google Container Registry: regclient #149, "GCR doesn't return a challenge when auth
+    /// token has insufficient scope").
+    pub insufficient_scope_forbidden: bool,
+    /// A token request naming a wildcard repository scope (`repository:team/*:pull`,
+    /// `repository:app:*`) is answered 401 (Azure Container Registry with ABAC repository
+    /// permissions, whose role conditions name repositories, not patterns; Azure/acr #751).
+    pub wildcard_scopes_refused: bool,
+    /// A manifest PUT naming a blob or child manifest committed less than this long ago (by an
+    /// upload's closing PUT, a one-POST upload, a mount or a manifest PUT) is answered 400
+    /// MANIFEST_BLOB_UNKNOWN: the registry's manifest check reads a view that lags its blob
+    /// store (Amazon ECR, ocync PR #104: a few hundred ms).
+    pub manifest_commit_lag: Option<Duration>,
+    /// A manifest PUT by a tag the repository already holds is answered 400 TAG_INVALID ("The
+    /// image tag '…' already exists in the '…' repository and cannot be overwritten because the
+    /// repository is immutable."), the same digest included (Amazon ECR immutable repositories;
+    /// aws/containers-roadmap #2380).
+    pub tags_immutable: bool,
+    /// Manifest GETs are counted against a pull limit, HEADs are not; past this many GETs each
+    /// is answered 429 TOOMANYREQUESTS with Docker Hub's documented message (docs.docker.com,
+    /// "Docker Hub usage and limits").
+    pub pull_limit: Option<u32>,
+    /// `GET /v2/NAME/referrers/D` is answered 303 to a page that answers 404 (GitHub Container
+    /// Registry; project-zot/zot #4060).
+    pub referrers_redirect_to_404: bool,
 }
 
 impl Personality {
