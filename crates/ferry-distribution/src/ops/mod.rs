@@ -13,7 +13,7 @@ pub mod upload;
 
 pub use blob::BlobStream;
 pub use manifest::{Manifest, ManifestInfo};
-pub use pages::MAX_LISTING_BYTES;
+pub use pages::{ListingSnapshot, ListingStyle, MAX_LISTING_BYTES, Paging};
 pub use push::{BlobBytes, BlobPush, PushFlow, UploadShape};
 pub use referrers::{MAX_REFERRERS_BYTES, Referrer};
 pub use upload::{MountOutcome, UploadSession};
