@@ -118,7 +118,7 @@ pub(crate) struct Listing<'a> {
 }
 
 impl RegistryClient {
-    /// Every name of `listing`, in the registry's order, each once. A `Link` is followed as
+    /// Every name of `listing`, in the registry's order. A `Link` is followed as
     /// the registry wrote it (an opaque `next_page` token as much as a `last=`), on the
     /// listing's own path (a Link naming another path keeps its query, see [`on_path`]). A
     /// `Link` back to a page already read, or pages that bring no new name while linking on,
@@ -216,13 +216,17 @@ impl RegistryClient {
             }
             let count = page.names.len();
             let last_name = page.names.last().cloned();
-            let before = names.len();
+            // Names as the registry listed them (a name repeated on a later page is kept, as
+            // it always was); only a probe's page, which may be a page already read again,
+            // adds just the names not seen before.
+            let mut fresh = 0;
             for name in page.names {
-                if seen.insert(name.clone()) {
+                let new = seen.insert(name.clone());
+                fresh += usize::from(new);
+                if new || !probing {
                     names.push(name);
                 }
             }
-            let fresh = names.len() - before;
             stale = if fresh == 0 { stale + 1 } else { 0 };
             if probing && fresh > 0 {
                 style.note_truncation();
