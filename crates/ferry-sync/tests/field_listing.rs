@@ -11,7 +11,8 @@ use ferry_distribution::ops::{ListingSnapshot, Paging};
 use ferry_sync::config::Config;
 use ferry_sync::report::{SyncReport, Verdict};
 use ferry_testkit::registry::{
-    FaultAction, FaultRule, MalformedListing, OpKind, Personality, RetryAfter, TestRegistry,
+    FaultAction, FaultRule, HostileRule, Hostility, MalformedListing, OpKind, Personality,
+    RetryAfter, TestRegistry,
 };
 
 async fn start(personality: Personality, page_size: Option<usize>) -> TestRegistry {
@@ -476,4 +477,30 @@ async fn a_page_of_10000_tags_is_read_in_one_request() {
     assert_eq!(report.verdict(), Verdict::Clean, "{}", report.render_text());
     assert_eq!(src.stats().op(OpKind::TagList), 1);
     assert!(dst.manifest("mirror/app", "pick").is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_link_that_is_not_text_fails_the_listing_instead_of_ending_it() {
+    let src = start(Personality::default(), Some(2)).await;
+    let dst = common::started().await;
+    seed_tags(&src, "lib/app", 4);
+    // `n=0` and a byte outside visible ASCII: no page can be read from it.
+    src.hostile().add(HostileRule::new(
+        OpKind::TagList,
+        Some("lib/app"),
+        vec![Hostility::Header(
+            "link",
+            b"</v2/lib/app/tags/list?n=0&last=\xff>; rel=\"next\"".to_vec(),
+        )],
+    ));
+    let cfg = config(
+        &[&src, &dst],
+        &all_tags(&src, "lib/app", &dst, "mirror/app", ""),
+    );
+    let report = run_sync(&cfg).await.report;
+    let text = report.render_text();
+    assert_eq!(report.totals.mappings_failed, 1, "{text}");
+    assert!(text.contains("Link header is not text"), "{text}");
+    assert!(dst.tags("mirror/app").is_empty(), "{text}");
+    assert_eq!(src.stats().op(OpKind::TagList), 1);
 }
