@@ -112,6 +112,8 @@ struct Inner {
     ready: OnceCell<()>,
     /// What the registry turned out to accept (upload flow, mounts, referrers API, ...).
     capabilities: crate::capabilities::Capabilities,
+    /// How the registry pages its listings (issue 31, listing): see `ops/pages.rs`.
+    listing: crate::ops::ListingStyle,
 }
 
 impl RegistryClient {
@@ -226,6 +228,7 @@ impl RegistryClient {
                 options,
                 ready: OnceCell::new(),
                 capabilities: crate::capabilities::Capabilities::default(),
+                listing: crate::ops::ListingStyle::default(),
             }),
         })
     }
@@ -294,6 +297,11 @@ impl RegistryClient {
     /// What this registry has shown it accepts, learned during the run.
     pub fn capabilities(&self) -> &crate::capabilities::Capabilities {
         &self.inner.capabilities
+    }
+
+    /// How this registry pages its listings, learned during the run.
+    pub fn listing_style(&self) -> &crate::ops::ListingStyle {
+        &self.inner.listing
     }
 
     /// The credentials this client presents.

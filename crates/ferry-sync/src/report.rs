@@ -261,6 +261,9 @@ pub struct RegistryReport {
     /// What the registry turned out to accept: the upload flow it got, and each feature
     /// learned as works, refused or ignored (unknown when the run did not use it).
     pub capabilities: ferry_distribution::capabilities::CapabilitiesSnapshot,
+    /// How its listings paged (page size, `Link` style) and the entries left out of them
+    /// (manifest digests listed as tags, entries that were not strings).
+    pub listing: ferry_distribution::ops::ListingSnapshot,
 }
 
 impl RegistryReport {
@@ -282,7 +285,43 @@ impl RegistryReport {
             }
             .to_owned(),
             capabilities: client.capabilities().snapshot(),
+            listing: client.listing_style().snapshot(),
         }
+    }
+
+    /// What the registry's listings showed that is not the spec's plain paging, for people:
+    /// an opaque or Link-less paging with its page size, repaired Links, entries left out.
+    fn render_listing(&self) -> Vec<String> {
+        use ferry_distribution::ops::Paging;
+        let l = &self.listing;
+        let size = l.page_size.map_or(String::new(), |n| format!(" of {n}"));
+        let mut out = Vec::new();
+        match l.paging {
+            Paging::Opaque => out.push(format!("listing pages{size} linked by opaque tokens")),
+            Paging::CutWithoutLink => out.push(format!(
+                "listing pages{size} cut without a Link (read on with last=)"
+            )),
+            Paging::Last | Paging::Unknown => {}
+        }
+        if l.links_repaired > 0 {
+            out.push(format!(
+                "{} listing Links on the wrong path followed on the listing's own",
+                l.links_repaired
+            ));
+        }
+        if l.digest_entries_skipped > 0 {
+            out.push(format!(
+                "{} digest entries in tag lists left out",
+                l.digest_entries_skipped
+            ));
+        }
+        if l.malformed_entries_skipped > 0 {
+            out.push(format!(
+                "{} listing entries that were not strings left out",
+                l.malformed_entries_skipped
+            ));
+        }
+        out
     }
 
     /// `registry HOST: upload flow docker; mount ignored, tag listing refused` for people. The
@@ -312,6 +351,7 @@ impl RegistryReport {
             Support::Ignored => Some(format!("{name} ignored")),
             Support::Works | Support::Unknown => None,
         })
+        .chain(self.render_listing())
         .collect();
         if c.auth.manifest_commit_lag {
             learned.push("manifest commit lag waited for".to_owned());
@@ -435,6 +475,7 @@ impl SyncReport {
         for c in registries.built() {
             if let Some(r) = self.registries.iter_mut().find(|r| r.registry == c.host()) {
                 r.capabilities = c.capabilities().snapshot();
+                r.listing = c.listing_style().snapshot();
             }
         }
     }

@@ -13,7 +13,7 @@ pub mod upload;
 
 pub use blob::BlobStream;
 pub use manifest::{Manifest, ManifestInfo};
-pub use pages::MAX_LISTING_BYTES;
+pub use pages::{ListingSnapshot, ListingStyle, MAX_LISTING_BYTES, Paging};
 pub use push::{BlobBytes, BlobPush, PushFlow, UploadShape};
 pub use referrers::{MAX_REFERRERS_BYTES, Referrer};
 pub use upload::{MountOutcome, UploadSession};
@@ -128,13 +128,22 @@ pub(crate) async fn read_page(
     response: Response,
     limit: u64,
 ) -> Result<(Vec<u8>, Option<url::Url>), Failure> {
-    let next = response
-        .headers()
-        .get(reqwest::header::LINK)
-        .and_then(|v| v.to_str().ok())
-        .and_then(crate::link::next_link)
-        .map(|l| client.same_origin(&l))
-        .transpose()?;
+    // A `Link` that is there but not text cannot be read: taking it for no `Link` would end
+    // the listing early, silently; it is an error instead.
+    let next = match response.headers().get(reqwest::header::LINK) {
+        None => None,
+        Some(value) => match value.to_str() {
+            Ok(text) => crate::link::next_link(text)
+                .map(|l| client.same_origin(&l))
+                .transpose()?,
+            Err(_) => {
+                return Err(invalid(
+                    "the Link header is not text (bytes outside visible ASCII): the next page \
+                     cannot be read and the listing would be incomplete",
+                ));
+            }
+        },
+    };
     let body = crate::auth::token::read_limited(response, limit).await?;
     Ok((body, next))
 }

@@ -16,10 +16,15 @@ pub const MAX_TAGS: usize = 200_000;
 
 impl RegistryClient {
     /// Every tag of `repository`, in the registry's order. A repository that does not exist is
-    /// an error with status 404 (see [`Error::is_not_found`]).
+    /// an error with status 404 (see [`Error::is_not_found`]). Entries that are manifest
+    /// digests, not tags (Artifactory lists an index's children as `sha256:…`: skopeo #2346),
+    /// are left out here, logged at debug and counted in [`RegistryClient::listing_style`].
     pub async fn list_tags(&self, repository: &str) -> Result<Vec<String>, Error> {
         use crate::capabilities::{Feature, Support, refuses_tag_list};
-        let listed = self.walk_tags(repository).await;
+        let listed = self
+            .walk_tags(repository)
+            .await
+            .map(|names| self.without_digests(repository, names));
         match &listed {
             Ok(_) => self.capabilities().learn(Feature::TagList, Support::Works),
             Err(e) if e.status().is_some_and(refuses_tag_list) => self
@@ -28,6 +33,20 @@ impl RegistryClient {
             Err(_) => {}
         }
         listed
+    }
+
+    fn without_digests(&self, repository: &str, mut names: Vec<String>) -> Vec<String> {
+        let before = names.len();
+        names.retain(|name| {
+            let digest = is_digest_entry(name);
+            if digest {
+                tracing::debug!(registry = self.host(), repository, entry = ?name, "a tag-list entry that is a manifest digest, not a tag: left out");
+            }
+            !digest
+        });
+        self.listing_style()
+            .note_digest_entries(before - names.len());
+        names
     }
 
     async fn walk_tags(&self, repository: &str) -> Result<Vec<String>, Error> {
@@ -56,5 +75,42 @@ impl RegistryClient {
             Err(e) if e.is_not_found() => Ok(Vec::new()),
             other => other,
         }
+    }
+}
+
+/// A listed entry that is a digest, not a tag: not a valid tag, and either a digest or a
+/// `sha256:`/`sha256-`… form of one (the same for `sha384`, `sha512`). A valid tag never is
+/// (`sha256-<hex>` is the referrers tag schema's, and cosign's `sha256-<hex>.sig`).
+pub(crate) fn is_digest_entry(name: &str) -> bool {
+    if crate::reference::Tag::parse(name).is_ok() {
+        return false;
+    }
+    crate::digest::Digest::parse(name).is_ok()
+        || ["sha256", "sha384", "sha512"].iter().any(|alg| {
+            name.len() > alg.len()
+                && name.is_char_boundary(alg.len())
+                && name[..alg.len()].eq_ignore_ascii_case(alg)
+                && matches!(name.as_bytes()[alg.len()], b':' | b'-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_digest_entry;
+
+    #[test]
+    fn digest_entries_are_told_from_tags() {
+        let hex = "a".repeat(64);
+        assert!(is_digest_entry(&format!("sha256:{hex}")));
+        assert!(is_digest_entry("sha256:short"));
+        assert!(is_digest_entry(&format!("SHA512-{}", "b".repeat(128))));
+        // Valid tags stay tags, digest-like or not.
+        assert!(!is_digest_entry(&format!("sha256-{hex}")));
+        assert!(!is_digest_entry(&format!("sha256-{hex}.sig")));
+        assert!(!is_digest_entry("v1.0"));
+        // Not valid tags, but not digests either: rejected by the caller, not skipped.
+        assert!(!is_digest_entry("x/../y"));
+        assert!(!is_digest_entry("sha1:abc"));
+        assert!(!is_digest_entry("é:sha256"));
     }
 }

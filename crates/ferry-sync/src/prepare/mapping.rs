@@ -48,7 +48,7 @@ pub(crate) async fn resolve_mapping(
     let mut listings = Vec::new();
     for target in &mapping.targets {
         waiting_on(&target.to_string());
-        listings.push(TargetListing::take(target, registries).await?);
+        listings.push(TargetListing::take(target, registries, mapping.prune).await?);
     }
     // The source's manifests next.
     waiting_on(&mapping.source);

@@ -39,9 +39,25 @@ pub(crate) enum TargetListing {
     },
 }
 
+/// A listing the registry answered, but with something that cannot be read as one.
+fn unreadable(e: &Error) -> bool {
+    use ferry_distribution::ErrorKind;
+    matches!(
+        e.kind,
+        ErrorKind::InvalidResponse(_) | ErrorKind::Refused(_)
+    )
+}
+
 impl TargetListing {
-    /// Lists `target` once.
-    pub async fn take(target: &Target, registries: &Registries) -> Result<Self, Error> {
+    /// Lists `target` once. A listing the registry answered with something unreadable (not
+    /// JSON, a `Link` to nowhere or off the origin, a loop) is, for a mapping that does not
+    /// prune, no listing: every image is compared with a HEAD of its own, as for a registry
+    /// that refuses listing. A pruning mapping needs the whole listing, and fails.
+    pub async fn take(
+        target: &Target,
+        registries: &Registries,
+        prunes: bool,
+    ) -> Result<Self, Error> {
         let (registry, repository) = match target {
             Target::Registry {
                 registry,
@@ -58,6 +74,13 @@ impl TargetListing {
             Ok(tags) => Some(tags),
             Err(e) if e.is_not_found() => None,
             Err(e) if refused(&e) => {
+                return Ok(TargetListing::Unlisted {
+                    client,
+                    repository: repository.clone(),
+                });
+            }
+            Err(e) if !prunes && unreadable(&e) => {
+                tracing::warn!(target = %target, error = %e, "the target's tag list could not be read: each image is compared with a HEAD of its own");
                 return Ok(TargetListing::Unlisted {
                     client,
                     repository: repository.clone(),

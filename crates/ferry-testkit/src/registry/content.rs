@@ -78,6 +78,26 @@ pub(crate) fn tag_list(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
             format!("repository {repo} is not known"),
         );
     };
+    let tags: Vec<String> = repository.tags.keys().cloned().collect();
+    let tagged: std::collections::HashSet<&String> = repository.tags.values().collect();
+    let mut untagged: Vec<String> = repository
+        .manifests
+        .keys()
+        .filter(|d| !tagged.contains(d))
+        .cloned()
+        .collect();
+    untagged.sort();
+    if let Some(reply) = super::personality::listing::tag_list(
+        &shared.config.personality,
+        &shared.base_url,
+        repo,
+        &tags,
+        &untagged,
+        &incoming.pairs,
+        shared.config.page_size,
+    ) {
+        return reply;
+    }
     let asked = match query_value(&incoming.pairs, "n") {
         None => None,
         Some(text) => match text.parse::<usize>() {
@@ -120,6 +140,12 @@ pub(crate) fn tag_list(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
 /// the tag list (`page_size`, `Link: rel="next"`).
 pub(crate) fn catalog(shared: &Arc<Shared>, incoming: &Incoming) -> Reply {
     let store = shared.store();
+    let names: Vec<String> = store.repos.keys().cloned().collect();
+    if let Some(reply) =
+        super::personality::listing::catalog(&shared.config.personality, &names, &incoming.pairs)
+    {
+        return reply;
+    }
     let asked = match query_value(&incoming.pairs, "n") {
         None => None,
         Some(text) => match text.parse::<usize>() {

@@ -35,7 +35,7 @@ pub use hostile::{HostileHandle, HostileRule, Hostility};
 pub use listing::{LaterPage, ListingFaults};
 pub use metrics::{OpKind, RequestRecord, Stats};
 pub use net::{HangingServer, closed_port};
-pub use personality::Personality;
+pub use personality::{MalformedListing, Personality};
 pub use proxy::FaultProxy;
 pub use stall::BodyStalls;
 pub use state::sha256_digest;

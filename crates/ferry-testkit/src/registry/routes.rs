@@ -553,6 +553,7 @@ fn finish(
     cut_after: Option<usize>,
     conn: &ConnHandle,
 ) -> Response {
+    let reply = super::personality::listing::throttle_body(&shared.config.personality, reply);
     let Reply {
         status,
         mut headers,

@@ -3,6 +3,9 @@
 
 pub(crate) mod auth;
 mod field;
+pub(crate) mod listing;
+
+pub use listing::MalformedListing;
 
 use std::time::Duration;
 
@@ -71,6 +74,40 @@ pub struct Personality {
     /// `GET /v2/NAME/referrers/D` is answered 303 to a page that answers 404 (GitHub Container
     /// Registry; project-zot/zot #4060).
     pub referrers_redirect_to_404: bool,
+
+    // --- listing (issue 31): tag lists and catalogs as the field registries answer them; the
+    // answers are built in `listing.rs`, each switch's public source named on it.
+    /// Quay: `tags/list` serves 50 tags a page whatever `n` asks, ignores `last`, and links
+    /// the next page with an opaque `next_page` token (regclient #272/#274,
+    /// deitch/docker_registry2 #56: `Link: </v2/…/tags/list?next_page=gAAAAABg…%3D&n=50>`).
+    pub tag_pages_opaque: bool,
+    /// With `tag_pages_opaque`: the token carries `/`, `..`, `%2f` and encoded control
+    /// characters (hostile; a client must send it back as written).
+    pub tag_token_hostile: bool,
+    /// Artifactory: the digests of manifests no tag names (an index's children) are listed
+    /// among the tags as `sha256:<hex>` (skopeo #2346, #1740; containers/image PR #2440).
+    pub digest_entries_listed: bool,
+    /// Artifactory: the tag list's `Link` leaves out the repository key, the path's first
+    /// component (renovate #15030/#15080, PR #20745: JFrog RTFACT-18971).
+    pub tag_link_drops_repository_key: bool,
+    /// Nexus group repositories: `tags/list` is cut at a page without a `Link` header
+    /// (nexus-public #117, #209; renovate #18447).
+    pub tag_link_absent: bool,
+    /// Nexus behind a connector port: the absolute `Link` keeps the internal
+    /// `/repository/<name>/` path prefix, which the port does not serve (nexus-public #1011).
+    pub tag_link_wrong_prefix: bool,
+    /// GHCR: no `/v2/_catalog`, a plain-text 404 (vscode-docker #1525, oras-go #621).
+    pub catalog_absent: bool,
+    /// ACR: `/v2/_catalog` pages at 100 whatever `n` asks (regclient #404, acr-cli #93).
+    pub catalog_pages_at_100: bool,
+    /// Harbor: `/v2/_catalog` needs a system administrator; anyone else gets 401
+    /// `unauthorized to list catalog` (harbor #18414, #21291, #7898).
+    pub catalog_admin_only: bool,
+    /// Docker Hub: a 429 (the anti-abuse limit) has a plain-text body, not an OCI error, and
+    /// keeps its `Retry-After` (docker/hub-feedback #1907: "Too Many Requests (HAP429)").
+    pub throttle_body_text: bool,
+    /// A malformed tag-list answer (see [`MalformedListing`]).
+    pub tag_list_malformed: Option<MalformedListing>,
 }
 
 impl Personality {
