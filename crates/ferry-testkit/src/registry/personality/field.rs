@@ -14,9 +14,11 @@ impl Personality {
         }
     }
 
-    /// JFrog Artifactory.
+    /// JFrog Artifactory. Uploads: a PUT carrying the blob is answered 404 BLOB_UNKNOWN,
+    /// POST + PATCH + empty PUT works (docker/buildx#196).
     pub fn artifactory() -> Self {
         Personality {
+            put_with_body_blob_unknown: true,
             ..Personality::default()
         }
     }
@@ -28,23 +30,30 @@ impl Personality {
         }
     }
 
-    /// GitHub Container Registry (ghcr.io).
+    /// GitHub Container Registry (ghcr.io). Uploads: a request body over 4 MiB is answered 416
+    /// "exceeds the maximum permissible limit of 4.00MiB" (wasmCloud/wash-archive#268,
+    /// ocx-sh/ocx#237, whose fix, PATCHes under 4 MiB with `Content-Range`, works there).
     pub fn ghcr() -> Self {
         Personality {
+            upload_request_limit_416: Some(4 << 20),
             ..Personality::default()
         }
     }
 
-    /// Azure Container Registry.
+    /// Azure Container Registry. Uploads: a request body above about 20 MB is answered 413
+    /// (goharbor/harbor#23015: a 29 MB monolithic PUT refused; 20 MiB here).
     pub fn acr() -> Self {
         Personality {
+            upload_request_limit_413: Some(20 << 20),
             ..Personality::default()
         }
     }
 
-    /// Google Artifact Registry and Container Registry.
+    /// Google Artifact Registry and Container Registry. Uploads: a cross-repository mount is
+    /// answered 202 with an upload session, never 201 (google/go-containerregistry#1846).
     pub fn gar() -> Self {
         Personality {
+            mount_ignored: true,
             ..Personality::default()
         }
     }
@@ -68,6 +77,17 @@ impl Personality {
     /// Harbor.
     pub fn harbor() -> Self {
         Personality {
+            ..Personality::default()
+        }
+    }
+
+    /// The container-registry crate's binary (0.3.1, docker's flow only): a PUT carrying bytes
+    /// is answered 500 before its body is read, there is no session status (GET 405) or cancel
+    /// (DELETE 405), and a mount is a plain upload start (the POST handler ignores `mount=`).
+    pub fn container_registry() -> Self {
+        Personality {
+            container_registry_uploads: true,
+            mount_ignored: true,
             ..Personality::default()
         }
     }
