@@ -291,7 +291,7 @@ impl RegistryReport {
             UploadFlow::Monolithic => "monolithic",
             UploadFlow::Docker => "docker (POST, PATCH, empty PUT)",
         };
-        let learned: Vec<String> = [
+        let mut learned: Vec<String> = [
             ("cross-repository mount", c.mount),
             ("referrers API", c.referrers_api),
             ("tag listing", c.tag_list),
@@ -306,6 +306,9 @@ impl RegistryReport {
             Support::Works | Support::Unknown => None,
         })
         .collect();
+        if let Some(limit) = c.max_patch {
+            learned.push(format!("request body limit {limit} bytes"));
+        }
         let written = self.stats.bytes_written > 0;
         match (written, learned.is_empty()) {
             (true, true) => format!("registry {}: upload flow {flow}", self.registry),
