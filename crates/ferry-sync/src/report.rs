@@ -356,6 +356,9 @@ impl RegistryReport {
         if c.auth.manifest_commit_lag {
             learned.push("manifest commit lag waited for".to_owned());
         }
+        if let Some(limit) = c.max_patch {
+            learned.push(format!("request body limit {limit} bytes"));
+        }
         let written = self.stats.bytes_written > 0;
         match (written, learned.is_empty()) {
             (true, true) => format!("registry {}: upload flow {flow}", self.registry),

@@ -1,26 +1,27 @@
 //! The blob upload protocol: one `push_blob` that picks the flow (one PUT, chunks, or docker's
-//! POST, PATCH, empty PUT) from the registry's quirks and learned capabilities, and resumes.
+//! POST, PATCH, empty PUT) and the PATCH size from the registry's learned capabilities, and resumes.
 
 // The retry structure is the engine's as it was: the session is opened under its own
 // `UploadStart` call, then the write is one `UploadFinish` (one request) or `UploadChunk` call
 // whose later attempts ask the session what it holds and send only the rest. A refusal that is
-// about the flow (`capabilities::refuses_flow`) takes docker's flow inside the same attempt, so it
-// spends neither a retry nor the breaker; docs/registries.md lists what each answer teaches.
+// about the flow (`capabilities::upload_refusal`, judged by `judge`) takes docker's flow inside the
+// same attempt, and one about the size shrinks the PATCHes in the same session, so neither spends
+// a retry nor the breaker; docs/registries.md lists what each answer teaches.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio::sync::Mutex;
 
-use crate::capabilities::{self, Feature, Support, UploadFlow};
+use crate::capabilities::{self, Feature, Support, UploadFlow, UploadRefusal};
 use crate::client::RegistryClient;
 use crate::digest::Digest;
 use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
-use crate::quirks;
 use crate::retry::{Call, Failure, Sent};
 
 use super::upload::UploadSession;
@@ -38,12 +39,11 @@ pub struct UploadShape {
 }
 
 impl UploadShape {
-    /// Whether a blob of `size` bytes goes to `host` in one request (the closing PUT, or
-    /// docker's one PATCH) rather than in chunks: at most the monolithic limit, unless the
-    /// registry's quirks say otherwise.
-    pub fn fits_one_request(&self, host: &str, size: u64) -> bool {
-        !quirks::needs_chunked_uploads(host)
-            && (size <= self.monolithic_limit || quirks::single_request_uploads(host))
+    /// Whether a blob of `size` bytes goes in one request (the closing PUT, or docker's one
+    /// PATCH) rather than in chunks: at most the monolithic limit, and at most the largest
+    /// request body the registry was learned to take (`max_patch`), if any.
+    pub fn fits_one_request(&self, size: u64, max_patch: Option<u64>) -> bool {
+        size <= self.monolithic_limit && max_patch.is_none_or(|m| size <= m)
     }
 }
 
@@ -96,6 +96,11 @@ enum Refused {
     PutBody,
     /// The first chunked PATCH: large blobs go up in one PATCH from now on.
     Chunks,
+    /// A later chunked PATCH: says nothing about the flow (only about its size, if too large).
+    LaterChunk,
+    /// The closing PUT carrying the blob broke without an answer, and had in an earlier
+    /// attempt of this blob too.
+    PutBodyAgain,
 }
 
 /// A stream as a request body.
@@ -147,7 +152,7 @@ impl RegistryClient {
         };
         let session = Mutex::new(session);
         // Named for what an attempt sends: the closing PUT with the bytes, or chunks.
-        let operation = if shape.fits_one_request(self.host(), size) {
+        let operation = if shape.fits_one_request(size, self.capabilities().max_patch()) {
             Operation::UploadFinish
         } else {
             Operation::UploadChunk
@@ -159,13 +164,17 @@ impl RegistryClient {
             shape,
         };
         let call = Call::new(operation, Some(repository));
+        // Set when an attempt's PUT carrying the blob broke (a reset, no answer): a second
+        // break of that PUT, in a later attempt, is a refusal that repeats (see `judge`).
+        let broke = AtomicBool::new(false);
         self.run(call, |attempt| {
             let tee = take_first();
             let blob = &blob;
             let session = &session;
+            let broke = &broke;
             async move {
                 let result = self
-                    .upload_attempt(blob, bytes, tee, session, attempt.number)
+                    .upload_attempt(blob, bytes, tee, session, attempt.number, broke)
                     .await;
                 result.map_err(|f| match bytes.poisoned() {
                     Some(kind) => Failure::Final(kind),
@@ -185,6 +194,7 @@ impl RegistryClient {
         tee: Option<Result<ByteStream, Failure>>,
         session: &Mutex<Option<UploadSession>>,
         attempt: u32,
+        broke: &AtomicBool,
     ) -> Result<PushFlow, Failure> {
         let tee = tee.transpose()?;
         let mut current = session.lock().await.clone();
@@ -194,8 +204,13 @@ impl RegistryClient {
         {
             match self.upload_status_once(s).await {
                 Ok(held) => offset = held,
-                Err(Failure::Status { status: 404, .. }) => {
-                    // The session is gone: a lost reply may hide a finished upload.
+                // The session is gone (404), or the registry cannot say what it holds (405,
+                // 501: no status endpoint, as the container-registry binary): a lost reply may
+                // hide a finished upload; otherwise the blob starts over in a fresh session.
+                Err(Failure::Status {
+                    status: 404 | 405 | 501,
+                    ..
+                }) => {
                     if self
                         .head_blob(blob.repository, blob.digest)
                         .await
@@ -217,7 +232,9 @@ impl RegistryClient {
                 s
             }
         };
-        let small = blob.shape.fits_one_request(self.host(), blob.size);
+        let caps = self.capabilities();
+        let before = Learned::now(self);
+        let small = blob.shape.fits_one_request(blob.size, caps.max_patch());
         if offset > 0 && offset >= blob.size {
             // Every byte landed before a reply was lost (the last chunk's): only the close is
             // missing, and there is nothing past the end to read again.
@@ -228,13 +245,11 @@ impl RegistryClient {
                 PushFlow::Chunked
             });
         }
-        let stream = match tee {
+        let mut stream = match tee {
             Some(stream) if offset == 0 => stream,
             _ => bytes.open(offset).await?,
         };
-        let caps = self.capabilities();
-        let chunks_refused = caps.support(Feature::ChunkedPatch) == Support::Refused;
-        if (small && caps.upload_flow() == UploadFlow::Docker) || chunks_refused {
+        if (small && before.docker) || before.chunks_refused {
             // Docker's flow: the rest of the blob in one PATCH (appended to what the session
             // holds, so a resumed attempt sends only what is missing), then an empty PUT.
             s = self
@@ -244,50 +259,173 @@ impl RegistryClient {
             self.finish_upload_once(&s, blob.digest, None).await?;
             return Ok(PushFlow::Docker);
         }
+        // Set once an ambiguous refusal was sent again on a fresh session (see `Next::Probe`).
+        let mut probed = false;
         if small && offset == 0 {
-            return match self
-                .finish_upload_once(&s, blob.digest, Some((body(stream), blob.size)))
-                .await
-            {
-                Err(Failure::Status { status, .. }) if capabilities::refuses_flow(status) => {
-                    self.docker_flow(blob, bytes, session, &s, Refused::PutBody)
-                        .await
+            loop {
+                let failure = match self
+                    .finish_upload_once(&s, blob.digest, Some((body(stream), blob.size)))
+                    .await
+                {
+                    Ok(()) => return Ok(PushFlow::Monolithic),
+                    Err(f) => f,
+                };
+                let broke_before = matches!(failure, Failure::Transport { .. })
+                    && broke.swap(true, Ordering::AcqRel);
+                let what = if broke_before {
+                    Refused::PutBodyAgain
+                } else {
+                    Refused::PutBody
+                };
+                match self.judge(&failure, before, blob.size, what, probed) {
+                    Next::Docker { teach } => {
+                        return self
+                            .docker_flow(blob, bytes, session, &s, Refused::PutBody, teach)
+                            .await;
+                    }
+                    Next::Probe => {
+                        probed = true;
+                        s = self.fresh_session(blob, session, &s).await?;
+                        stream = bytes.open(0).await?;
+                    }
+                    // Too large for one request: the same session goes on in PATCHes of the
+                    // learned size (the refused PUT stored nothing).
+                    Next::Smaller => {
+                        stream = bytes.open(0).await?;
+                        break;
+                    }
+                    Next::Fail => return Err(failure),
                 }
-                other => other.map(|()| PushFlow::Monolithic),
-            };
+            }
         }
         let fresh = offset == 0;
-        let shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
-        let host = self.host();
+        let mut shared = Arc::new(Mutex::new((stream, None::<Bytes>)));
         while offset < blob.size {
-            let chunk = quirks::max_chunk(host)
+            let chunk = caps
+                .max_patch()
                 .map_or(blob.shape.chunk_size, |m| m.min(blob.shape.chunk_size));
             let n = chunk.max(1).min(blob.size - offset);
             let part: ByteStream = Box::pin(take_bytes(Arc::clone(&shared), n));
-            s = match self.patch_chunk_once(&s, offset, n, body(part)).await {
-                // The first chunk of a session just accepted, refused: chunks are not taken here.
-                Err(Failure::Status { status, .. })
-                    if fresh && offset == 0 && capabilities::refuses_flow(status) =>
-                {
+            let failure = match self.patch_chunk_once(&s, offset, n, body(part)).await {
+                Ok(next) => {
+                    s = next;
+                    *session.lock().await = Some(s.clone());
+                    offset += n;
+                    continue;
+                }
+                Err(f) => f,
+            };
+            // Only the first chunk of a session just accepted says something about chunks; a
+            // later one refused is the retry loop's (it resumes from what the session holds).
+            let what = if fresh && offset == 0 {
+                Refused::Chunks
+            } else {
+                Refused::LaterChunk
+            };
+            match self.judge(&failure, before, n, what, probed) {
+                Next::Docker { teach } => {
                     return self
-                        .docker_flow(blob, bytes, session, &s, Refused::Chunks)
+                        .docker_flow(blob, bytes, session, &s, Refused::Chunks, teach)
                         .await;
                 }
-                other => other?,
-            };
-            *session.lock().await = Some(s.clone());
-            offset += n;
+                Next::Probe => {
+                    probed = true;
+                    s = self.fresh_session(blob, session, &s).await?;
+                    shared = Arc::new(Mutex::new((bytes.open(0).await?, None)));
+                }
+                // The refused chunk stored nothing: the same session goes on from the same
+                // offset in smaller chunks, read again from there.
+                Next::Smaller => {
+                    shared = Arc::new(Mutex::new((bytes.open(offset).await?, None)));
+                }
+                Next::Fail => return Err(failure),
+            }
         }
         self.finish_upload_once(&s, blob.digest, None).await?;
         Ok(PushFlow::Chunked)
     }
 
+    /// What to do after the registry refused (or failed) a request carrying bytes of `len`:
+    /// the learn-from-repeat rule (docs/registries.md, "Capabilities"). A flow learned while the
+    /// request was in flight takes this blob through it without a new lesson; a refusal about
+    /// the flow alone (`UploadRefusal::Flow`) teaches docker's flow at once; an ambiguous one
+    /// (`MaybeFlow`: a 500 or 400 a retry might clear) is sent again once on a fresh session and
+    /// teaches only when refused again; a body too large shrinks the PATCH size. Anything else
+    /// is the retry loop's.
+    fn judge(
+        &self,
+        failure: &Failure,
+        before: Learned,
+        len: u64,
+        what: Refused,
+        probed: bool,
+    ) -> Next {
+        let now = Learned::now(self);
+        let overtaken = match what {
+            Refused::PutBody | Refused::PutBodyAgain => now.docker && !before.docker,
+            Refused::Chunks | Refused::LaterChunk => now.chunks_refused && !before.chunks_refused,
+        };
+        if overtaken {
+            return Next::Docker { teach: false };
+        }
+        let Failure::Status {
+            status,
+            code,
+            message,
+            ..
+        } = failure
+        else {
+            // A broken PUT carrying the blob is the retry loop's, unless it broke in an
+            // earlier attempt too: a registry that answers such a PUT before reading it (the
+            // container-registry binary) resets every large one, and docker's flow is learned.
+            return match what {
+                Refused::PutBodyAgain => Next::Docker { teach: true },
+                _ => Next::Fail,
+            };
+        };
+        let about_flow = !matches!(what, Refused::LaterChunk);
+        match capabilities::upload_refusal(*status, code.as_deref(), message.as_deref()) {
+            Some(UploadRefusal::TooLarge(named)) => {
+                match self.capabilities().learn_max_patch(len, named) {
+                    Some(limit) => {
+                        tracing::info!(
+                            registry = self.host(),
+                            refused = len,
+                            limit,
+                            "the registry refused a request body as too large: PATCHes of at most {limit} bytes to it from now on"
+                        );
+                        Next::Smaller
+                    }
+                    None => Next::Fail,
+                }
+            }
+            Some(UploadRefusal::Flow) if about_flow => Next::Docker { teach: true },
+            Some(UploadRefusal::MaybeFlow) if about_flow && probed => Next::Docker { teach: true },
+            Some(UploadRefusal::MaybeFlow) if about_flow => Next::Probe,
+            _ => Next::Fail,
+        }
+    }
+
+    /// Abandons `refused` (best effort) and opens a fresh session for the blob.
+    async fn fresh_session(
+        &self,
+        blob: &Blob<'_>,
+        session: &Mutex<Option<UploadSession>>,
+        refused: &UploadSession,
+    ) -> Result<UploadSession, Failure> {
+        let _ = self.cancel_upload_once(refused).await;
+        *session.lock().await = None;
+        let s = self.start_upload_once(blob.repository).await?;
+        *session.lock().await = Some(s.clone());
+        Ok(s)
+    }
+
     /// The registry refused the cheapest flow for this blob in a way that is about the flow
-    /// (see `capabilities::refuses_flow`): the blob goes up again through docker's flow (POST,
-    /// one PATCH with the whole blob read afresh, empty PUT) inside the same attempt, so the
-    /// refusal spends neither a retry nor the breaker. Once that works, the registry keeps
-    /// docker's flow for the rest of the run; if it fails too, that failure is the retry
-    /// loop's to judge.
+    /// (see `judge`), or learned docker's flow while this blob's request was in flight: the
+    /// blob goes up again through docker's flow (POST, one PATCH with the whole blob read
+    /// afresh, empty PUT) inside the same attempt, so the refusal spends neither a retry nor
+    /// the breaker. With `teach`, once that works the registry keeps docker's flow for the rest
+    /// of the run; if it fails too, that failure is the retry loop's to judge.
     async fn docker_flow<B: BlobBytes>(
         &self,
         blob: &Blob<'_>,
@@ -295,25 +433,27 @@ impl RegistryClient {
         session: &Mutex<Option<UploadSession>>,
         refused: &UploadSession,
         what: Refused,
+        teach: bool,
     ) -> Result<PushFlow, Failure> {
         tracing::debug!(
             registry = self.host(),
             repository = blob.repository,
             blob = %blob.digest,
+            teach,
             "upload refused for its flow: trying docker's flow"
         );
-        let _ = self.cancel_upload_once(refused).await;
-        *session.lock().await = None;
-        let s = self.start_upload_once(blob.repository).await?;
-        *session.lock().await = Some(s.clone());
+        let s = self.fresh_session(blob, session, refused).await?;
         let stream = bytes.open(0).await?;
         let s = self.patch_stream_once(&s, blob.size, body(stream)).await?;
         *session.lock().await = Some(s.clone());
         self.finish_upload_once(&s, blob.digest, None).await?;
+        if !teach {
+            return Ok(PushFlow::Docker);
+        }
         let caps = self.capabilities();
         let news = match what {
-            Refused::PutBody => caps.learn_docker_flow(),
-            Refused::Chunks => {
+            Refused::PutBody | Refused::PutBodyAgain => caps.learn_docker_flow(),
+            Refused::Chunks | Refused::LaterChunk => {
                 let news = caps.support(Feature::ChunkedPatch) != Support::Refused;
                 caps.learn(Feature::ChunkedPatch, Support::Refused);
                 caps.learn_docker_flow() || news
@@ -328,6 +468,36 @@ impl RegistryClient {
         }
         Ok(PushFlow::Docker)
     }
+}
+
+/// What the registry had shown about upload flows when a request was sent.
+#[derive(Debug, Clone, Copy)]
+struct Learned {
+    docker: bool,
+    chunks_refused: bool,
+}
+
+impl Learned {
+    fn now(client: &RegistryClient) -> Learned {
+        let caps = client.capabilities();
+        Learned {
+            docker: caps.upload_flow() == UploadFlow::Docker,
+            chunks_refused: caps.support(Feature::ChunkedPatch) == Support::Refused,
+        }
+    }
+}
+
+/// What an upload attempt does after a refused request (`RegistryClient::judge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Docker's flow for this blob, in this attempt; `teach`: learned for the registry.
+    Docker { teach: bool },
+    /// The same request once more, on a fresh session (an ambiguous refusal, not yet repeated).
+    Probe,
+    /// The same session goes on in smaller requests (the learned `max_patch`).
+    Smaller,
+    /// The failure is the retry loop's.
+    Fail,
 }
 
 /// The blob an upload attempt works on.

@@ -17,11 +17,14 @@ impl Personality {
     }
 
     /// JFrog Artifactory: child manifests' digests among the tags (skopeo #2346), and a tag
-    /// `Link` without the repository key (renovate #15080, RTFACT-18971).
+    /// `Link` without the repository key (renovate #15080, RTFACT-18971). Uploads: a PUT
+    /// carrying the blob is answered 404 BLOB_UNKNOWN, POST + PATCH + empty PUT works
+    /// (docker/buildx#196).
     pub fn artifactory() -> Self {
         Personality {
             digest_entries_listed: true,
             tag_link_drops_repository_key: true,
+            put_with_body_blob_unknown: true,
             ..Personality::default()
         }
     }
@@ -44,32 +47,42 @@ impl Personality {
         }
     }
 
-    /// GitHub Container Registry (ghcr.io): no catalog (vscode-docker #1525).
+    /// GitHub Container Registry (ghcr.io): no catalog (vscode-docker #1525); the referrers
+    /// endpoint redirects to a 404 (project-zot/zot #4060). Uploads: a request body over 4 MiB
+    /// is answered 416 "exceeds the maximum permissible limit of 4.00MiB"
+    /// (wasmCloud/wash-archive#268, ocx-sh/ocx#237, whose fix, PATCHes under 4 MiB with
+    /// `Content-Range`, works there).
     pub fn ghcr() -> Self {
         Personality {
-            // auth task: project-zot/zot #4060.
             referrers_redirect_to_404: true,
             catalog_absent: true,
+            upload_request_limit_416: Some(4 << 20),
             ..Personality::default()
         }
     }
 
-    /// Azure Container Registry: the catalog pages at 100 (regclient #404).
+    /// Azure Container Registry: the catalog pages at 100 (regclient #404); wildcard scopes
+    /// refused under ABAC repository permissions (Azure/acr #751). Uploads: a request body
+    /// above about 20 MB is answered 413 (goharbor/harbor#23015: a 29 MB monolithic PUT
+    /// refused; 20 MiB here).
     pub fn acr() -> Self {
         Personality {
-            // auth task: ABAC repository permissions (Azure/acr #751).
             wildcard_scopes_refused: true,
             catalog_pages_at_100: true,
+            upload_request_limit_413: Some(20 << 20),
             ..Personality::default()
         }
     }
 
-    /// Google Artifact Registry and Container Registry.
+    /// Google Artifact Registry and Container Registry: a token request with several scopes
+    /// answered 403 (regclient #149, containerd #4379). Uploads: a cross-repository mount is
+    /// answered 202 with an upload session, never 201 (google/go-containerregistry#1846).
     pub fn gar() -> Self {
         Personality {
-            // auth task: regclient #149, containerd #4379.
+            // auth: regclient #149, containerd #4379.
             multi_scope_tokens_refused: true,
             insufficient_scope_forbidden: true,
+            mount_ignored: true,
             ..Personality::default()
         }
     }
@@ -109,6 +122,17 @@ impl Personality {
     pub fn harbor() -> Self {
         Personality {
             catalog_admin_only: true,
+            ..Personality::default()
+        }
+    }
+
+    /// The container-registry crate's binary (0.3.1, docker's flow only): a PUT carrying bytes
+    /// is answered 500 before its body is read, there is no session status (GET 405) or cancel
+    /// (DELETE 405), and a mount is a plain upload start (the POST handler ignores `mount=`).
+    pub fn container_registry() -> Self {
+        Personality {
+            container_registry_uploads: true,
+            mount_ignored: true,
             ..Personality::default()
         }
     }

@@ -9,6 +9,8 @@ pub use listing::MalformedListing;
 
 use std::time::Duration;
 
+mod uploads;
+
 use axum::body::Body;
 use axum::http::header;
 
@@ -108,6 +110,26 @@ pub struct Personality {
     pub throttle_body_text: bool,
     /// A malformed tag-list answer (see [`MalformedListing`]).
     pub tag_list_malformed: Option<MalformedListing>,
+
+    // uploads (issue 31): how field registries answer blob uploads (answered in uploads.rs).
+    /// A closing PUT carrying bytes is answered 404 BLOB_UNKNOWN, while POST, PATCH, empty PUT
+    /// works: JFrog Artifactory as docker/buildx#196 captured it.
+    pub put_with_body_blob_unknown: bool,
+    /// An upload request (PATCH or PUT) carrying more than this many bytes is answered 416
+    /// REQUESTED_RANGE_NOT_SATISFIABLE "the request body is too large and exceeds the maximum
+    /// permissible limit of 4.00MiB": GHCR as wasmCloud/wash-archive#268 and ocx-sh/ocx#237
+    /// quote it (4 MiB there).
+    pub upload_request_limit_416: Option<u64>,
+    /// An upload request (PATCH or PUT) carrying more than this many bytes is answered 413
+    /// with a non-JSON page naming AzureContainerRegistry: ACR as goharbor/harbor#23015 logs it
+    /// ("rejects uploads above ~20MB").
+    pub upload_request_limit_413: Option<u64>,
+    /// The container-registry crate's binary (0.3.1, `upload_finalize`/`upload_add_chunk`): a
+    /// PUT declaring a non-zero `Content-Length` is answered 500 "feature not supported"
+    /// before its body is read (above 256 KiB unread, the connection is reset instead, as the
+    /// kernel answers a close with unread bytes), a PATCH with a `Range` header 500, and a GET or DELETE on an
+    /// upload session 405 (its session route has PATCH and PUT only).
+    pub container_registry_uploads: bool,
 }
 
 impl Personality {
@@ -238,6 +260,9 @@ pub(crate) async fn intercept(
             "NAME_INVALID",
             format!("repository name {repo:?} must have a namespace"),
         )));
+    }
+    if let Some(reply) = uploads::intercept(personality, *op, incoming).await? {
+        return Ok(Some(reply));
     }
     let reply = match *op {
         OpKind::Mount if personality.mount_refused => Some(oci_error(
