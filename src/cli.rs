@@ -79,6 +79,9 @@ pub enum Command {
         after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nfinished within twice the interval, else 503; /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nSIGINT/SIGTERM: stop after the run in flight."
     )]
     Watch(WatchArgs),
+    /// Prove the targets hold what a sync would leave there: missing, drifted and extra tags.
+    #[command(after_help = crate::commands::verify::AFTER_HELP)]
+    Verify(crate::commands::verify::VerifyArgs),
     /// Check a config and print every problem with file:line:col.
     #[command(after_help = "Example:\n  ferry validate -c mirror.yaml")]
     Validate(ConfigArg),
