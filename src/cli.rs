@@ -141,6 +141,9 @@ pub struct SyncArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// End with a shallow `ferry verify` of what the run touched; findings fail the run (exit 1).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub verify: bool,
     #[command(flatten)]
     pub scope: RunScope,
 }

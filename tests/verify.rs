@@ -226,6 +226,9 @@ async fn verify_finds_nothing_after_a_sync_then_names_each_change_on_the_target(
         0,
         "a shallow verify asks for no blob"
     );
+    // --deep: every manifest read from the target (the index, its two children, five image
+    // manifests) and each of the 14 unique blobs HEADed once; the source side as before.
+    proxy.reset_stats();
     let deep = ferry(&[
         "--progress",
         "none",
@@ -236,6 +239,32 @@ async fn verify_finds_nothing_after_a_sync_then_names_each_change_on_the_target(
     ])
     .await;
     assert_eq!(code(&deep), 0, "{}", text(&deep.stdout));
+    let requests = proxy.requests();
+    let count = |method: &str, side: &str, what: &str| {
+        requests
+            .iter()
+            .filter(|r| r.method == method && r.path.starts_with(&format!("/v2/{side}/app/{what}")))
+            .count()
+    };
+    let deep_target = (
+        count("HEAD", "dst", "manifests/"),
+        count("GET", "dst", "manifests/"),
+        count("HEAD", "dst", "blobs/"),
+    );
+    eprintln!(
+        "deep verify: target (manifest HEAD, manifest GET, blob HEAD) {deep_target:?}; all {}",
+        requests.len()
+    );
+    assert_eq!(deep_target, (6, 1 + 2 + 5, 14), "target side, deep");
+    assert_eq!(
+        count("GET", "src", "manifests/"),
+        0,
+        "no source manifest GET, deep"
+    );
+    assert_eq!(
+        count("GET", "src", "blobs/") + count("HEAD", "src", "blobs/"),
+        0
+    );
 
     // An extra tag on the target is named, and leaves the mirror complete.
     put_manifest(
@@ -325,4 +354,60 @@ async fn verify_finds_nothing_after_a_sync_then_names_each_change_on_the_target(
         "{}",
         v.text
     );
+}
+
+/// `ferry sync --verify`: a run whose target does not show what was written fails (exit 1,
+/// the finding named), where the same run without `--verify` exits 0; a whole one passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_verify_fails_a_run_whose_target_does_not_show_what_it_wrote() {
+    use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    // The target answers every manifest HEAD under lost/ with a 404: written, never seen.
+    reg.faults().push(
+        FaultRule::on(
+            OpKind::ManifestHead,
+            FaultAction::Status {
+                code: 404,
+                retry_after: None,
+            },
+        )
+        .repo("lost/")
+        .times(FaultRule::FOREVER),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+        reg.host(),
+        reg.url()
+    );
+    let mapping = |target: &str| {
+        format!(
+            "  - source: \"{h}/src/app\"\n    targets: [\"{h}/{target}\"]\n    tags: {{ include: [\"v*\"] }}\n",
+            h = reg.host()
+        )
+    };
+    let lost = write_config(dir.path(), &registries, &mapping("lost/app"));
+    let lost = lost.to_str().unwrap();
+    let plain = ferry(&["--progress", "none", "sync", "-c", lost]).await;
+    assert_eq!(code(&plain), 0, "{}", text(&plain.stderr));
+    let verified = ferry(&["--progress", "none", "sync", "-c", lost, "--verify"]).await;
+    let err = text(&verified.stderr);
+    assert_eq!(code(&verified), 1, "{err}");
+    assert!(err.contains("MISSING   tag v1"), "{err}");
+    assert!(err.contains("verify: INCOMPLETE"), "{err}");
+
+    let whole = write_config(dir.path(), &registries, &mapping("ok/app"));
+    let out = ferry(&[
+        "--progress",
+        "none",
+        "sync",
+        "-c",
+        whole.to_str().unwrap(),
+        "--verify",
+    ])
+    .await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}");
+    assert!(err.contains("verify: complete: 1 checked"), "{err}");
 }

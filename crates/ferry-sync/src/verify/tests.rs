@@ -82,6 +82,11 @@ fn text_groups_by_mapping_and_target_and_ends_in_one_verdict_line_json_has_every
         "verify: INCOMPLETE: 4 checked (0 children) in 1 mappings; 1 missing, 0 drifted, 1 extra, 0 unreadable"
     );
     assert_eq!(lines.len(), 5);
+    let extra_only = report(vec![Finding::Extra { tag: "old".into() }], 1).render_text();
+    assert!(
+        extra_only.contains("  -> dst.example/app  1 checked, complete\n"),
+        "{extra_only}"
+    );
     let json: serde_json::Value = serde_json::from_str(&r.to_json().unwrap()).unwrap();
     assert_eq!(json["verdict"], "incomplete");
     let found = &json["mappings"][0]["targets"][0]["findings"];
