@@ -21,6 +21,7 @@ Examples:
   ferry sync mirror.yaml                 the same: the config may also be given by position
   ferry sync -c mirror.yaml --dry-run    show what would be copied, write nothing
   ferry sync -c mirror.yaml --shard 0/4  run one quarter of the mappings
+  ferry verify -c mirror.yaml --deep     prove every target holds what a sync would leave
   ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090
   ferry tags docker.io/library/alpine --semver '>=3.18' --latest 3
   ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20";

@@ -22,6 +22,9 @@ use crate::verify::report::{Finding, Missing};
 
 /// Deeper than this, an index of indexes is not followed (as the engine refuses it).
 const MAX_DEPTH: usize = 4;
+/// More child manifests than this under one root are not asked about (the engine refuses such
+/// a graph): a hostile index of a million children is one finding, not a million HEADs.
+pub(crate) const MAX_CHILDREN: usize = 1024;
 
 /// Checks what is under the tags targets hold, counting the checks and asking each
 /// (target, blob) once.
@@ -98,11 +101,13 @@ impl<'a> ContentChecker<'a> {
             },
         };
         let mut findings = Vec::new();
-        self.walk(&side, target, root, &name, 0, &mut findings)
+        let mut budget = MAX_CHILDREN;
+        self.walk(&side, target, root, &name, 0, &mut budget, &mut findings)
             .await;
         findings
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn walk<'b>(
         &'b self,
         side: &'b Source,
@@ -110,6 +115,7 @@ impl<'a> ContentChecker<'a> {
         manifest: Manifest,
         of: &'b str,
         depth: usize,
+        budget: &'b mut usize,
         findings: &'b mut Vec<Finding>,
     ) -> futures::future::BoxFuture<'b, ()> {
         Box::pin(async move {
@@ -128,10 +134,24 @@ impl<'a> ContentChecker<'a> {
             match refs {
                 Refs::Children(children) => {
                     for child in children {
+                        if *budget == 0 {
+                            findings.push(Finding::Unreadable {
+                                what: format!("children of {of}"),
+                                http_status: None,
+                                auth: false,
+                                error: format!(
+                                    "more than {MAX_CHILDREN} child manifests under one root \
+                                     (a sync refuses it too); the rest are not checked"
+                                ),
+                            });
+                            return;
+                        }
+                        *budget -= 1;
                         self.children.fetch_add(1, Ordering::Relaxed);
                         match self.child(side, &child).await {
                             Ok(Child::Fetched(m)) if depth < MAX_DEPTH => {
-                                self.walk(side, target, m, of, depth + 1, findings).await;
+                                self.walk(side, target, m, of, depth + 1, budget, findings)
+                                    .await;
                             }
                             Ok(Child::Fetched(_) | Child::Present) => {}
                             Ok(Child::Absent) => findings.push(missing(Missing::Child, &child, of)),

@@ -251,3 +251,48 @@ async fn a_layout_target_is_verified_and_deep_rehashes_its_blobs() {
         deep.render_text()
     );
 }
+
+/// An attacker's index: the same hostile index (2000 children that do not exist) on source and
+/// target, so the tag is up to date and verify walks it. It asks about at most 1024 children
+/// and says why it stopped; it neither hangs nor sends 2000 HEADs.
+#[tokio::test]
+async fn a_hostile_index_with_thousands_of_children_costs_a_bounded_number_of_heads() {
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let children: Vec<String> = (0..2000u32)
+        .map(|i| {
+            ferry_distribution::Digest::of_bytes(
+                ferry_distribution::Algorithm::Sha256,
+                &i.to_be_bytes(),
+            )
+            .to_string()
+        })
+        .collect();
+    reg.seed_index("src/app", "1.0", &children);
+    let (media_type, bytes) = reg.manifest("src/app", "1.0").unwrap();
+    reg.seed_manifest("dst/app", "1.0", &media_type, &bytes);
+    let config = config(&format!(
+        "version: 1\nregistries:\n  - host: \"{h}\"\n    url: \"{u}\"\n    insecure: true\nmappings:\n  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        h = reg.host(),
+        u = reg.url()
+    ));
+    let r = verify(&config, false).await;
+    let heads = reg
+        .requests()
+        .iter()
+        .filter(|q| q.method == "HEAD" && q.path.starts_with("/v2/dst/app/manifests/sha256:"))
+        .count();
+    assert_eq!(heads, content::MAX_CHILDREN, "child HEADs at the target");
+    assert_eq!(r.totals.children_checked, content::MAX_CHILDREN as u64);
+    assert_eq!(r.totals.missing, content::MAX_CHILDREN as u64);
+    assert_eq!(r.totals.unreadable, 1, "one finding says why it stopped");
+    assert!(
+        all_findings(&r).iter().any(|f| matches!(
+            f,
+            Finding::Unreadable { what, error, .. }
+                if what == "children of 1.0" && error.starts_with("more than 1024 child manifests")
+        )),
+        "{}",
+        r.render_text()
+    );
+    assert_eq!(r.verdict(), VerifyVerdict::Incomplete);
+}
