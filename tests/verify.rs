@@ -411,3 +411,31 @@ async fn sync_verify_fails_a_run_whose_target_does_not_show_what_it_wrote() {
     assert_eq!(code(&out), 0, "{err}");
     assert!(err.contains("verify: complete: 1 checked"), "{err}");
 }
+
+/// Nothing checkable (the source registry refuses connections) exits 2 with the listing named
+/// unreadable; an invalid config exits 3; a bad `--shard` is a usage error (64).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_checkable_exits_2_a_bad_config_3_and_a_bad_shard_64() {
+    let port = ferry_testkit::registry::closed_port().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"127.0.0.1:{port}\"\n    url: \"http://127.0.0.1:{port}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n"
+    );
+    let mapping = format!(
+        "  - source: \"127.0.0.1:{port}/src/app\"\n    targets: [\"127.0.0.1:{port}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n"
+    );
+    let config = write_config(dir.path(), &registries, &mapping);
+    let config = config.to_str().unwrap();
+    let out = ferry(&["--progress", "none", "verify", "-c", config, "--json"]).await;
+    assert_eq!(code(&out), 2, "{}{}", text(&out.stdout), text(&out.stderr));
+    let json: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(json["verdict"], "unchecked");
+    assert_eq!(json["mappings"][0]["findings"][0]["finding"], "unreadable");
+
+    std::fs::write(dir.path().join("bad.yaml"), "version: 1\nmappings: 7\n").unwrap();
+    let bad = dir.path().join("bad.yaml");
+    let out = ferry(&["verify", "-c", bad.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    let out = ferry(&["verify", "-c", config, "--shard", "4/2"]).await;
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+}
