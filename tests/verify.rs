@@ -439,3 +439,38 @@ async fn nothing_checkable_exits_2_a_bad_config_3_and_a_bad_shard_64() {
     let out = ferry(&["verify", "-c", config, "--shard", "4/2"]).await;
     assert_eq!(code(&out), 64, "{}", text(&out.stderr));
 }
+
+/// Refused credentials: nothing could be read, every answer an auth failure: exit 4, and the
+/// password appears in no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_exit_4_and_the_password_appears_nowhere() {
+    use ferry_testkit::registry::{TestRegistry, TokenAuthConfig};
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![("alice".into(), "right-password".into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let password = "wrong-Pa55word-7731";
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    auth: {{ type: basic, username: alice, password: \"{password}\" }}\n",
+        reg.host(),
+        reg.url()
+    );
+    let mapping = format!(
+        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n",
+        h = reg.host()
+    );
+    let config = write_config(dir.path(), &registries, &mapping);
+    let out = ferry(&["verify", "-c", config.to_str().unwrap(), "--json", "-vv"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 4, "{stdout}{stderr}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["mappings"][0]["findings"][0]["auth"], true, "{stdout}");
+    assert!(!stdout.contains(password) && !stderr.contains(password));
+}
