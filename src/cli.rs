@@ -188,6 +188,10 @@ pub struct WatchArgs {
     /// Also write each run's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// After a run, a deep `ferry verify` when the last one is this old (`6h`); its findings
+    /// go to /metrics (`ferry_verify_findings`, `ferry_last_verify_timestamp_seconds`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub verify_every: Option<std::time::Duration>,
     #[command(flatten)]
     pub scope: RunScope,
 }

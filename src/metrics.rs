@@ -38,6 +38,8 @@ pub struct WatchMetrics {
     run_duration: Gauge<f64, AtomicU64>,
     last_success: Gauge<f64, AtomicU64>,
     freshness: Freshness,
+    verify_findings: Family<Labels, Gauge>,
+    last_verify: Gauge<f64, AtomicU64>,
 }
 
 /// Per mapping, how fresh its targets are, as the last run's report shows (issue 27):
@@ -118,6 +120,8 @@ impl WatchMetrics {
             run_duration: Gauge::default(),
             last_success: Gauge::default(),
             freshness: Freshness::default(),
+            verify_findings: Family::default(),
+            last_verify: Gauge::default(),
         };
         registry.register(
             "registry_requests",
@@ -190,6 +194,17 @@ impl WatchMetrics {
             Unit::Seconds,
             m.freshness.oldest_pending.clone(),
         );
+        registry.register(
+            "verify_findings",
+            "Findings of the last deep verify (--verify-every), by kind: missing, drifted, extra, unreadable",
+            m.verify_findings.clone(),
+        );
+        registry.register_with_unit(
+            "last_verify_timestamp",
+            "When the last verify (--verify-every) finished, as Unix time; 0 before the first",
+            Unit::Seconds,
+            m.last_verify.clone(),
+        );
         WatchMetrics { registry, ..m }
     }
 
@@ -237,6 +252,22 @@ impl WatchMetrics {
                 .unwrap_or(0.0);
             self.last_success.set(unix);
         }
+    }
+
+    /// Takes in one finished verify (`--verify-every`): its findings by kind, and when.
+    pub fn record_verify(&self, report: &ferry_sync::verify::VerifyReport, at: SystemTime) {
+        let t = &report.totals;
+        for (kind, n) in [
+            ("missing", t.missing),
+            ("drifted", t.drifted),
+            ("extra", t.extra),
+            ("unreadable", t.unreadable),
+        ] {
+            self.verify_findings
+                .get_or_create(&vec![("kind", kind.to_owned())])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        self.last_verify.set(unix(at));
     }
 
     /// The OpenMetrics text of every metric.

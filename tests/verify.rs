@@ -474,3 +474,77 @@ async fn refused_credentials_exit_4_and_the_password_appears_nowhere() {
     assert_eq!(json["mappings"][0]["findings"][0]["auth"], true, "{stdout}");
     assert!(!stdout.contains(password) && !stderr.contains(password));
 }
+
+/// `ferry watch --verify-every`: after the first run a deep verify runs, and /metrics serves
+/// its findings by kind (here one extra tag the target holds beside the mirrored one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_verify_every_serves_the_last_verify_on_metrics() {
+    use ferry_testkit::registry::TestRegistry;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    reg.seed_image("src/app", "v1", &[b"one"]);
+    reg.seed_image("dst/app", "v9", &[b"nine"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+        reg.host(),
+        reg.url()
+    );
+    let mapping = format!(
+        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"v*\"] }}\n",
+        h = reg.host()
+    );
+    let config = write_config(dir.path(), &registries, &mapping);
+    let mut child = common::command(&[
+        "watch",
+        "-c",
+        config.to_str().unwrap(),
+        "--interval",
+        "1h",
+        "--verify-every",
+        "1h",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .stderr(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let (mut addr, mut seen) = (None, Vec::new());
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            seen.push(line.clone());
+            if let Some(rest) = line.strip_prefix("watch: listening on ") {
+                addr = rest.split_whitespace().next().map(str::to_owned);
+            }
+            if line.starts_with("watch: verify finished") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), read)
+        .await
+        .expect("a verify within a minute");
+    assert!(
+        seen.iter()
+            .any(|l| l == "watch: verify finished with exit code 0"),
+        "{seen:#?}"
+    );
+    let addr = addr.unwrap_or_else(|| panic!("{seen:#?}"));
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: ferry\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.unwrap();
+    for (line, present) in [
+        ("ferry_verify_findings{kind=\"extra\"} 1", true),
+        ("ferry_verify_findings{kind=\"missing\"} 0", true),
+        ("ferry_verify_findings{kind=\"drifted\"} 0", true),
+        ("ferry_last_verify_timestamp_seconds 0.0", false),
+    ] {
+        assert_eq!(body.lines().any(|l| l == line), present, "{line}: {body}");
+    }
+    child.kill().await.unwrap();
+}

@@ -102,6 +102,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         // found down is not hammered afresh every interval.
         breakers: Some(ferry_sync::registries::Breakers::default()),
     };
+    let mut last_verify: Option<Instant> = None;
     let mut ticker = tokio::time::interval(args.interval);
     // A run longer than the interval delays the next; runs never overlap and never bunch up.
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -137,10 +138,37 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         let code = code.exit;
         health.finished(code.code(), Instant::now());
         progress.eprint(&format!("watch: run finished with exit code {code}"));
+        if let Some(every) = args.verify_every
+            && last_verify.is_none_or(|at: Instant| at.elapsed() >= every)
+        {
+            last_verify = Some(Instant::now());
+            let stop = StopSignal::default();
+            let verified = bounded(deep_verify(&config, &metrics), bound, &stop, progress).await;
+            progress.eprint(&format!(
+                "watch: verify finished with exit code {}",
+                verified.exit
+            ));
+        }
     }
     progress.eprint("watch: signal received, stopping");
     server.abort();
     Exit::Clean
+}
+
+/// `--verify-every`'s deep verify of `config`, its findings recorded in `metrics`. Read-only,
+/// under the same registries set-up as a sync (its own breakers: a verify's failures do not
+/// open a sync's breaker).
+async fn deep_verify(config: &ferry_sync::config::Config, metrics: &WatchMetrics) -> Exit {
+    let registries = ferry_sync::registries::Registries::new(config);
+    let tracker = Arc::new(ferry_sync::prepare::PrepareTracker::new(
+        config.mappings.len(),
+    ));
+    let mut prepare = ferry_sync::prepare::PrepareOptions::from_config(config);
+    prepare.watch_interval = None;
+    let options = ferry_sync::verify::VerifyOptions { deep: true };
+    let report = ferry_sync::verify::run(config, &registries, &prepare, tracker, options).await;
+    metrics.record_verify(&report, std::time::SystemTime::now());
+    super::verify::exit_for(&report)
 }
 
 /// How a bounded run ended.
