@@ -169,11 +169,10 @@ async fn check(
             .and_then(|m| m.targets.get_mut(ti))
         {
             t.checked += 1;
-            // Findings below a tag go before the extra tags, which were added first.
-            let extras = t.findings.len();
-            t.findings.splice(extras..extras, findings);
+            t.findings.extend(findings);
         }
     }
+    // The extra tags (added first) go last on each target, after what is missing or drifted.
     for m in &mut report.mappings {
         for t in &mut m.targets {
             t.findings
