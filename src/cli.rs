@@ -21,6 +21,7 @@ Examples:
   ferry sync mirror.yaml                 the same: the config may also be given by position
   ferry sync -c mirror.yaml --dry-run    show what would be copied, write nothing
   ferry sync -c mirror.yaml --shard 0/4  run one quarter of the mappings
+  ferry verify -c mirror.yaml --deep     prove every target holds what a sync would leave
   ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090
   ferry tags docker.io/library/alpine --semver '>=3.18' --latest 3
   ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine:3.20
@@ -80,6 +81,9 @@ pub enum Command {
         after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP with no authentication: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
     )]
     Watch(WatchArgs),
+    /// Prove the targets hold what a sync would leave there: missing, drifted and extra tags.
+    #[command(after_help = crate::commands::verify::AFTER_HELP)]
+    Verify(crate::commands::verify::VerifyArgs),
     /// Check a config and print every problem with file:line:col.
     #[command(after_help = "Example:\n  ferry validate -c mirror.yaml")]
     Validate(ConfigArg),
@@ -142,6 +146,9 @@ pub struct SyncArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// End with a shallow `ferry verify` of what the run touched; findings fail the run (exit 1).
+    #[arg(long, conflicts_with = "dry_run")]
+    pub verify: bool,
     #[command(flatten)]
     pub scope: RunScope,
 }
@@ -186,6 +193,10 @@ pub struct WatchArgs {
     /// Also write each run's JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// After a run, a deep `ferry verify` when the last one is this old (`6h`); its findings
+    /// go to /metrics (`ferry_verify_findings`, `ferry_last_verify_timestamp_seconds`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub verify_every: Option<std::time::Duration>,
     #[command(flatten)]
     pub scope: RunScope,
 }

@@ -51,6 +51,7 @@ fn main() -> ExitCode {
             Command::Sync(args) => commands::sync::run(args, &progress).await,
             Command::Watch(args) => commands::watch::run(args, &progress).await,
             Command::Validate(args) => commands::validate::run(args, &progress),
+            Command::Verify(args) => commands::verify::run(args, &progress).await,
             Command::Tags(args) => commands::tags::run(args, &progress).await,
             Command::Copy(args) => commands::copy::run(args, &progress).await,
             Command::Inspect(args) => commands::inspect::run(args, &progress).await,

@@ -6,12 +6,15 @@
 //! and written; and a gauge of the breaker's state at the end of the last run (0 closed,
 //! 1 half-open, 2 open). Per run: the last run's duration, its images by status (synced,
 //! up to date, failed) and the mappings that failed, runs by exit code, and the time of
-//! the last clean run.
+//! the last clean run. Per mapping (labels `mapping`, `source`): freshness, from each run's
+//! report (see [`Freshness`]). Push events on /v1/events: counted by outcome, and timed.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
-use ferry_sync::report::{RegistryReport, SyncReport, Totals};
+use ferry_sync::report::{ImageStatus, RegistryReport, SyncReport, Totals};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -41,6 +44,64 @@ pub struct WatchMetrics {
     event_syncs: Family<Labels, Counter>,
     event_latency: Family<Labels, Histogram>,
     event_oldest: Gauge<f64, AtomicU64>,
+    freshness: Freshness,
+    verify_findings: Family<Labels, Gauge>,
+    last_verify: Gauge<f64, AtomicU64>,
+}
+
+/// Per mapping, how fresh its targets are, as the last run's report shows (issue 27):
+/// tags out of date on some target (failed or interrupted on one), when a run last left the
+/// mapping complete, and how long the oldest tag still out of date has been so (since the
+/// first run that found it not on every target). A mapping that could not be resolved has no
+/// images in the report and keeps its last values: nothing new is known about its targets.
+#[derive(Debug, Default)]
+struct Freshness {
+    out_of_date: Family<Labels, Gauge>,
+    last_complete: Family<Labels, Gauge<f64, AtomicU64>>,
+    oldest_pending: Family<Labels, Gauge<f64, AtomicU64>>,
+    /// (mapping, source) -> tag -> when a run first found it out of date.
+    pending: Mutex<HashMap<(usize, String), HashMap<String, SystemTime>>>,
+}
+
+fn unix(at: SystemTime) -> f64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Freshness {
+    fn record(&self, report: &SyncReport, at: SystemTime) {
+        let mut stale: HashMap<(usize, String), BTreeSet<&str>> = HashMap::new();
+        for i in &report.images {
+            let entry = stale.entry((i.mapping, i.source.clone())).or_default();
+            if matches!(
+                i.status,
+                ImageStatus::Failed { .. } | ImageStatus::Interrupted
+            ) {
+                entry.insert(i.image.as_str());
+            }
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        for (key, tags) in stale {
+            let labels = vec![("mapping", key.0.to_string()), ("source", key.1.clone())];
+            let since = pending.entry(key).or_default();
+            since.retain(|tag, _| tags.contains(tag.as_str()));
+            for tag in &tags {
+                since.entry((*tag).to_owned()).or_insert(at);
+            }
+            self.out_of_date
+                .get_or_create(&labels)
+                .set(i64::try_from(tags.len()).unwrap_or(i64::MAX));
+            if tags.is_empty() {
+                self.last_complete.get_or_create(&labels).set(unix(at));
+            }
+            let oldest = since.values().min().copied().unwrap_or(at);
+            let age = at.duration_since(oldest).map(|d| d.as_secs_f64());
+            self.oldest_pending
+                .get_or_create(&labels)
+                .set(age.unwrap_or(0.0));
+        }
+    }
 }
 
 impl Default for WatchMetrics {
@@ -72,6 +133,9 @@ impl WatchMetrics {
                 Histogram::new([0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0])
             }),
             event_oldest: Gauge::default(),
+            freshness: Freshness::default(),
+            verify_findings: Family::default(),
+            last_verify: Gauge::default(),
         };
         registry.register(
             "registry_requests",
@@ -154,6 +218,34 @@ impl WatchMetrics {
             Unit::Seconds,
             m.event_oldest.clone(),
         );
+        registry.register(
+            "mapping_tags_out_of_date",
+            "Tags of the mapping not on every target after the last run that resolved it (failed or interrupted on some target)",
+            m.freshness.out_of_date.clone(),
+        );
+        registry.register_with_unit(
+            "mapping_last_complete_timestamp",
+            "When a run last left every selected tag of the mapping on every target, as Unix time",
+            Unit::Seconds,
+            m.freshness.last_complete.clone(),
+        );
+        registry.register_with_unit(
+            "mapping_oldest_pending_change_age",
+            "How long the oldest tag still out of date has been so, since the first run that found it; 0 when none is",
+            Unit::Seconds,
+            m.freshness.oldest_pending.clone(),
+        );
+        registry.register(
+            "verify_findings",
+            "Findings of the last deep verify (--verify-every), by kind: missing, drifted, extra, unreadable",
+            m.verify_findings.clone(),
+        );
+        registry.register_with_unit(
+            "last_verify_timestamp",
+            "When the last verify (--verify-every) finished, as Unix time; 0 before the first",
+            Unit::Seconds,
+            m.last_verify.clone(),
+        );
         WatchMetrics { registry, ..m }
     }
 
@@ -180,6 +272,7 @@ impl WatchMetrics {
                 .get_or_create(&vec![("status", "failed".to_owned())])
                 .set(i64::try_from(t.mappings_failed).unwrap_or(i64::MAX));
             self.run_duration.set(report.elapsed.as_secs_f64());
+            self.freshness.record(report, at);
         }
         if exit == Exit::Clean {
             let unix = at
@@ -237,11 +330,131 @@ impl WatchMetrics {
         self.event_oldest.set(seconds);
     }
 
+    /// Takes in one finished verify (`--verify-every`): its findings by kind, and when.
+    pub fn record_verify(&self, report: &ferry_sync::verify::VerifyReport, at: SystemTime) {
+        let t = &report.totals;
+        for (kind, n) in [
+            ("missing", t.missing),
+            ("drifted", t.drifted),
+            ("extra", t.extra),
+            ("unreadable", t.unreadable),
+        ] {
+            self.verify_findings
+                .get_or_create(&vec![("kind", kind.to_owned())])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        self.last_verify.set(unix(at));
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ferry_sync::report::{ImageReport, MappingFailure};
+
+    use super::*;
+
+    fn image(mapping: usize, tag: &str, failed: bool) -> ImageReport {
+        ImageReport {
+            mapping,
+            source: format!("src.example/app{mapping}"),
+            image: tag.into(),
+            digest: String::new(),
+            target: "dst.example/app".into(),
+            status: match failed {
+                true => ImageStatus::Interrupted,
+                false => ImageStatus::UpToDate,
+            },
+            kept_digest_refused: None,
+        }
+    }
+
+    fn report(images: Vec<ImageReport>, failed_mappings: Vec<MappingFailure>) -> SyncReport {
+        SyncReport {
+            images,
+            failed_mappings,
+            rejected_names: Vec::new(),
+            expansions: Vec::new(),
+            selections: Vec::new(),
+            repositories_created: Vec::new(),
+            registries: Vec::new(),
+            totals: Totals::default(),
+            elapsed: Duration::ZERO,
+            interrupted: false,
+        }
+    }
+
+    fn line<'a>(text: &'a str, name: &str, mapping: usize) -> &'a str {
+        let label = format!("{name}{{mapping=\"{mapping}\",source=\"src.example/app{mapping}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(label.as_str()))
+            .unwrap_or_else(|| panic!("no {label} in {text}"))
+    }
+
+    #[test]
+    fn freshness_per_mapping_counts_tags_out_of_date_and_the_age_of_the_oldest() {
+        let m = WatchMetrics::new();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let t1 = t0 + Duration::from_secs(60);
+        let t2 = t1 + Duration::from_secs(60);
+        // Run 1: mapping 0 misses a and b; mapping 1 is complete.
+        let r1 = report(
+            vec![
+                image(0, "a", true),
+                image(0, "b", true),
+                image(0, "c", false),
+                image(1, "x", false),
+            ],
+            vec![],
+        );
+        m.record(Some(&r1), Exit::Partial, t0);
+        // Run 2: b caught up, a did not; mapping 1 could not be resolved (values kept).
+        let failed = MappingFailure {
+            mapping: 1,
+            source: "src.example/app1".into(),
+            status: ImageStatus::Interrupted,
+        };
+        let r2 = report(
+            vec![image(0, "a", true), image(0, "b", false)],
+            vec![failed],
+        );
+        m.record(Some(&r2), Exit::Partial, t1);
+        let text = m.encode();
+        assert_eq!(line(&text, "ferry_mapping_tags_out_of_date", 0), "1");
+        assert_eq!(
+            line(&text, "ferry_mapping_oldest_pending_change_age_seconds", 0),
+            "60.0"
+        );
+        assert_eq!(line(&text, "ferry_mapping_tags_out_of_date", 1), "0");
+        assert_eq!(
+            line(&text, "ferry_mapping_last_complete_timestamp_seconds", 1),
+            "1000.0"
+        );
+        assert!(!text.contains("ferry_mapping_last_complete_timestamp_seconds{mapping=\"0\""));
+        // Run 3: mapping 0 complete.
+        m.record(
+            Some(&report(vec![image(0, "a", false)], vec![])),
+            Exit::Clean,
+            t2,
+        );
+        let text = m.encode();
+        assert_eq!(line(&text, "ferry_mapping_tags_out_of_date", 0), "0");
+        assert_eq!(
+            line(&text, "ferry_mapping_oldest_pending_change_age_seconds", 0),
+            "0.0"
+        );
+        assert_eq!(
+            line(&text, "ferry_mapping_last_complete_timestamp_seconds", 0),
+            "1120.0"
+        );
     }
 }

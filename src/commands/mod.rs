@@ -8,6 +8,7 @@ pub mod scope;
 pub mod sync;
 pub mod tags;
 pub mod validate;
+pub mod verify;
 pub mod watch;
 
 use std::path::Path;

@@ -67,7 +67,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         registries: None,
         copy: None,
     };
-    run_config(&config, &options, progress).await
+    run_config_then(&config, &options, progress, args.verify).await
 }
 
 /// Counters the signal handler prints when a second signal ends the run at once.
@@ -101,6 +101,17 @@ impl Known {
 /// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
+    run_config_then(config, options, progress, false).await
+}
+
+/// [`run_config`], and with `verify` (`ferry sync --verify`) a shallow verify of what the run
+/// touched once it is done: anything missing or drifted fails the run (exit 1 at least).
+async fn run_config_then(
+    config: &Config,
+    options: &RunOptions,
+    progress: &Progress,
+    verify: bool,
+) -> Exit {
     let registries = match &options.breakers {
         Some(b) => Registries::new(config).with_breakers(b.clone()),
         None => Registries::new(config),
@@ -146,6 +157,7 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
             &known,
             options,
             progress,
+            verify,
         )
         .await
     }
@@ -195,7 +207,10 @@ async fn dry_run(
 }
 
 /// The real run: the engine copies what is stale as mappings resolve, then pruning deletes
-/// (unless a signal stopped the run); the outcome is rendered and mapped to an exit code.
+/// (unless a signal stopped the run); the outcome is rendered and mapped to an exit code. With
+/// `verify`, a shallow verify of the plan's images follows (on stderr), and its findings fail
+/// the run.
+#[allow(clippy::too_many_arguments)]
 async fn sync(
     config: &Config,
     registries: &Registries,
@@ -204,6 +219,7 @@ async fn sync(
     known: &Known,
     options: &RunOptions,
     progress: &Progress,
+    verify: bool,
 ) -> Exit {
     let counters = Arc::new(SyncProgress::default());
     let _ = known.sync.set(Arc::clone(&counters));
@@ -234,7 +250,14 @@ async fn sync(
     outcome.report.copy = options.copy.clone();
     progress.eprint_report(&outcome.render_text());
     emit(options, progress, outcome.to_json(), || {});
-    let code = exit::for_outcome(&outcome);
+    let mut code = exit::for_outcome(&outcome);
+    if verify && !stop.is_stopped() {
+        let verified = ferry_sync::verify::after_sync(&outcome.plan, config, registries).await;
+        progress.eprint_report(&verified.render_text());
+        if verified.verdict() != ferry_sync::verify::VerifyVerdict::Complete {
+            code = code.max(Exit::Partial);
+        }
+    }
     if let Some(metrics) = &options.metrics {
         metrics.record(Some(&outcome.report), code, std::time::SystemTime::now());
     }

@@ -130,6 +130,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
     let mut due = schedule::Due::new(args.interval);
+    let mut last_verify: Option<Instant> = None;
     let periodic = async {
         loop {
             let wait = due
@@ -195,6 +196,18 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             let code = code.exit;
             health.finished(code.code(), Instant::now());
             progress.eprint(&format!("watch: run finished with exit code {code}"));
+            if let Some(every) = args.verify_every
+                && last_verify.is_none_or(|at: Instant| at.elapsed() >= every)
+            {
+                last_verify = Some(Instant::now());
+                let stop = StopSignal::default();
+                let verified =
+                    bounded(deep_verify(&current, &metrics), bound, &stop, progress).await;
+                progress.eprint(&format!(
+                    "watch: verify finished with exit code {}",
+                    verified.exit
+                ));
+            }
         }
     };
     // The periodic runs end on a signal; the event syncs go on beside them until then.
@@ -263,6 +276,20 @@ async fn event_syncs(
         }
     })
     .await;
+}
+
+/// A deep verify of `config` (`--verify-every`), its findings recorded in `metrics`.
+async fn deep_verify(config: &ferry_sync::config::Config, metrics: &WatchMetrics) -> Exit {
+    let registries = ferry_sync::registries::Registries::new(config);
+    let tracker = Arc::new(ferry_sync::prepare::PrepareTracker::new(
+        config.mappings.len(),
+    ));
+    let mut prepare = ferry_sync::prepare::PrepareOptions::from_config(config);
+    prepare.watch_interval = None;
+    let options = ferry_sync::verify::VerifyOptions { deep: true };
+    let report = ferry_sync::verify::run(config, &registries, &prepare, tracker, options).await;
+    metrics.record_verify(&report, std::time::SystemTime::now());
+    super::verify::exit_for(&report)
 }
 
 /// How a bounded run ended.

@@ -45,6 +45,7 @@
 //!   reported in a [`SyncReport`] ([`report`]), failures that are not a registry's answer
 //!   being [`SyncError`]s ([`error`]).
 //! - [`prune`] deletes what the source no longer has; [`run`] puts the steps together.
+//! - [`verify`] proves the targets hold what a sync would leave there (`ferry verify`).
 
 pub mod config;
 pub mod dryrun;
@@ -64,6 +65,7 @@ pub mod report;
 pub mod run;
 pub mod shard;
 pub mod source;
+pub mod verify;
 
 pub use config::{Config, ConfigError, load};
 pub use dryrun::DryRun;

@@ -219,12 +219,53 @@ impl PartialEq<String> for Platform {
     }
 }
 
+/// What a sync leaves on a target for a source root manifest: the one function the prepare
+/// phase (the digest a target must hold), the engine (what it pushes) and `ferry verify` (what
+/// it expects, and whose children it checks) all call.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetRoot {
+    /// The root with only the wanted platforms' children (the source's own root when nothing is
+    /// filtered out): whose children a sync pushes.
+    pub filtered: Manifest,
+    /// With `platforms_keep_digest`, where the filter dropped children: the source's own index,
+    /// pushed in the filtered one's place where the target takes it.
+    pub kept: Option<Manifest>,
+}
+
+impl TargetRoot {
+    /// The digest the target's tag names after a sync.
+    pub fn digest(&self) -> &Digest {
+        &self.kept.as_ref().unwrap_or(&self.filtered).digest
+    }
+
+    /// With a kept digest, the filtered index's: a target that refused the kept one holds it.
+    pub fn fallback_digest(&self) -> Option<&Digest> {
+        self.kept.as_ref().map(|_| &self.filtered.digest)
+    }
+}
+
+/// The root a sync leaves on a target for `root` under `wanted` platforms (see [`TargetRoot`]);
+/// an index where nothing matches is an error.
+pub(crate) fn target_root(
+    root: Manifest,
+    wanted: &[Platform],
+    keep_digest: bool,
+) -> Result<TargetRoot, String> {
+    Ok(match filter_index(&root, wanted)? {
+        Some(filtered) => TargetRoot {
+            filtered,
+            kept: keep_digest.then_some(root),
+        },
+        None => TargetRoot {
+            filtered: root,
+            kept: None,
+        },
+    })
+}
+
 /// The index with only the wanted platforms, or `None` when nothing needs to change (not an
 /// index, no filter, or every child kept). An index where nothing matches is an error.
-pub(crate) fn filter_index(
-    manifest: &Manifest,
-    wanted: &[Platform],
-) -> Result<Option<Manifest>, String> {
+fn filter_index(manifest: &Manifest, wanted: &[Platform]) -> Result<Option<Manifest>, String> {
     if wanted.is_empty() || !media::is_index(&manifest.media_type) {
         return Ok(None);
     }

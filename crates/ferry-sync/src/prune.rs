@@ -17,9 +17,9 @@ use serde::Serialize;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::reference::Tag;
 
-use crate::config::{Config, Target};
+use crate::config::{Config, Mapping, Target};
 use crate::engine::StopSignal;
-use crate::plan::Plan;
+use crate::plan::{Plan, ResolvedMapping};
 use crate::registries::Registries;
 use crate::report::{ImageStatus, SyncReport};
 
@@ -283,37 +283,54 @@ pub(crate) fn decide(plan: &Plan, config: &Config, run: Option<&SyncReport>) -> 
         if resolved.target_tags.is_empty() {
             continue;
         }
-        // Every tag the source listed: selected (now images) or left out by the filter.
-        let source_tags: HashSet<&str> = resolved
-            .images
-            .iter()
-            .filter_map(|i| i.tag.as_deref())
-            .chain(resolved.held_immutable.iter().map(Tag::as_str))
-            .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
-            .collect();
-        if source_tags.is_empty() {
+        let Some(extra) = extra_tags(mapping, resolved) else {
             out.skipped.push(skip(
                 "the source lists no tags (more likely a registry fault than an intent to \
                  delete everything)"
                     .into(),
             ));
             continue;
-        }
-        for (target, listed) in &resolved.target_tags {
-            for tag in mapping.tags.select(listed).selected {
-                if source_tags.contains(tag.as_str()) || is_referrer_tag(&tag) {
-                    continue;
-                }
-                out.candidates.push(PruneCandidate {
-                    mapping: m.index,
-                    source: m.source.clone(),
-                    target: target.clone(),
-                    tag,
-                });
-            }
+        };
+        for (target, tag) in extra {
+            out.candidates.push(PruneCandidate {
+                mapping: m.index,
+                source: m.source.clone(),
+                target: target.clone(),
+                tag,
+            });
         }
     }
     out
+}
+
+/// The tags of each listed target (`resolved.target_tags`) that `mapping`'s filter selects and
+/// the source's listing does not name, referrer tags never among them: what pruning deletes,
+/// and what `ferry verify` reports as extra. `None` when the source listed no tags at all.
+pub(crate) fn extra_tags<'a>(
+    mapping: &Mapping,
+    resolved: &'a ResolvedMapping,
+) -> Option<Vec<(&'a Target, String)>> {
+    // Every tag the source listed: selected (now images) or left out by the filter.
+    let source_tags: HashSet<&str> = resolved
+        .images
+        .iter()
+        .filter_map(|i| i.tag.as_deref())
+        .chain(resolved.held_immutable.iter().map(Tag::as_str))
+        .chain(resolved.filtered_out.iter().map(|(t, _)| t.as_str()))
+        .collect();
+    if source_tags.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (target, listed) in &resolved.target_tags {
+        for tag in mapping.tags.select(listed).selected {
+            if source_tags.contains(tag.as_str()) || is_referrer_tag(&tag) {
+                continue;
+            }
+            out.push((target, tag));
+        }
+    }
+    Some(out)
 }
 
 /// `sha256-<64 hex>` or `sha512-<128 hex>`, optionally with `.sig`, `.att` or `.sbom`.

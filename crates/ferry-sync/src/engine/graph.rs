@@ -66,16 +66,10 @@ pub async fn fetch_graph(
         Some(m) if m.digest == *digest => m.clone(),
         _ => source.get_manifest(&digest.to_string()).await?,
     };
-    let root = match crate::platform::filter_index(&root, platforms) {
-        Ok(Some(filtered)) => {
-            if keep_original {
-                graph.original_root = Some(root);
-            }
-            filtered
-        }
-        Ok(None) => root,
-        Err(message) => return Err(invalid(source, message)),
-    };
+    let root = crate::platform::target_root(root, platforms, keep_original)
+        .map_err(|message| invalid(source, message))?;
+    graph.original_root = root.kept;
+    let root = root.filtered;
     expand(source, root, 0, &mut graph, &mut seen).await?;
     Ok(graph)
 }
@@ -135,8 +129,11 @@ fn expand<'a>(
     })
 }
 
-enum Refs {
+/// What a manifest references (the engine's walk, and `ferry verify`'s on a target).
+pub(crate) enum Refs {
+    /// An index's child manifests.
     Children(Vec<Digest>),
+    /// An image manifest's config and layers.
     Blobs(Vec<BlobRef>),
 }
 
@@ -145,7 +142,7 @@ fn parse_digest(s: &str) -> Result<Digest, String> {
 }
 
 /// What a manifest points at: child manifests (an index) or blobs (an image manifest).
-fn references(manifest: &Manifest) -> Result<Refs, String> {
+pub(crate) fn references(manifest: &Manifest) -> Result<Refs, String> {
     if media::is_index(&manifest.media_type) {
         let index: ImageIndex = serde_json::from_slice(&manifest.bytes)
             .map_err(|e| format!("index {} does not parse: {e}", manifest.digest))?;

@@ -53,6 +53,8 @@ pub(crate) async fn resolve_mapping(
     // The source's manifests next.
     waiting_on(&mapping.source);
     let on_some_target = |tag: &str| listings.iter().any(|l| l.has_tag(tag));
+    // A verify (`options.audit`) compares every tag by a HEAD: it never needs the bytes.
+    let compare = |tag: &str| options.audit || on_some_target(tag);
 
     // Immutable tags (`mapping.immutable`) are never compared: one a target's listing names is
     // up to date there. One that every target names needs nothing from the source either: it
@@ -75,7 +77,7 @@ pub(crate) async fn resolve_mapping(
     let mut wanted: Vec<Wanted> = to_resolve
         .into_iter()
         .map(|t| Wanted {
-            compare: on_some_target(&t) && !immutable.contains(&t),
+            compare: compare(&t) && (options.audit || !immutable.contains(&t)),
             reference: t.to_string(),
             tag: Some(t),
         })
@@ -141,7 +143,7 @@ pub(crate) async fn resolve_mapping(
             listed,
             tags: &in_listing,
         };
-        let found = referrers::find(mapping, &source, &subjects, listing, &on_some_target).await?;
+        let found = referrers::find(mapping, &source, &subjects, listing, &compare).await?;
         // An image missing a required referrer is not copied, nor are its referrers.
         let failed: HashSet<_> = found.refused.iter().map(|(d, _)| d.clone()).collect();
         for (digest, error) in found.refused {
@@ -178,7 +180,7 @@ pub(crate) async fn resolve_mapping(
     let mut target_tags = Vec::new();
     for (target, listing) in mapping.targets.iter().zip(&listings) {
         let states = listing.states(&images, &immutable, options).await?;
-        if mapping.prune {
+        if mapping.prune || options.audit {
             target_tags.push((target.clone(), listing.listed_tags()));
         }
         for (image, state) in images.iter_mut().zip(states) {

@@ -29,6 +29,10 @@ pub struct PrepareOptions {
     pub watch_interval: Option<Duration>,
     /// Requests in flight for one mapping's manifest HEADs.
     pub heads_per_mapping: usize,
+    /// For `ferry verify` (`crate::verify`): every selected tag's source digest is asked with a
+    /// HEAD (a GET only where a platform filter must compute the digest), and each target's
+    /// listing is kept in `target_tags` for every mapping (for the extra tags).
+    pub audit: bool,
 }
 
 impl PrepareOptions {
@@ -38,6 +42,7 @@ impl PrepareOptions {
             concurrency: config.concurrency.max(1),
             watch_interval: Some(Duration::from_secs(5)),
             heads_per_mapping: 8,
+            audit: false,
         }
     }
 }

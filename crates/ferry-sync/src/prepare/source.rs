@@ -108,14 +108,10 @@ async fn resolve_one(
     // mapping keeps the digest (then the rewritten one is the fallback).
     let mut target_digest = digest.clone();
     let mut fallback_digest = None;
-    if let Some(m) = root.as_ref().filter(|m| media::is_index(&m.media_type))
-        && let Some(filtered) = filter(source, m, platforms)?
-    {
-        if keep_digest {
-            fallback_digest = Some(filtered.digest);
-        } else {
-            target_digest = filtered.digest;
-        }
+    if let Some(m) = root.as_ref().filter(|m| media::is_index(&m.media_type)) {
+        let root = target_root(source, m, platforms, keep_digest)?;
+        target_digest = root.digest().clone();
+        fallback_digest = root.fallback_digest().cloned();
     }
     Ok(Resolved::Image(Box::new(ImagePlan {
         tag: w.tag,
@@ -130,11 +126,12 @@ async fn resolve_one(
     })))
 }
 
-fn filter(
+fn target_root(
     source: &Source,
     index: &Manifest,
     platforms: &[Platform],
-) -> Result<Option<Manifest>, Error> {
-    crate::platform::filter_index(index, platforms)
+    keep_digest: bool,
+) -> Result<crate::platform::TargetRoot, Error> {
+    crate::platform::target_root(index.clone(), platforms, keep_digest)
         .map_err(|e| source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(e)))
 }

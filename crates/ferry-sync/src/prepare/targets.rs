@@ -199,7 +199,10 @@ impl TargetListing {
 
 /// The target's state from its HEAD: up to date when it holds the image's digest, or the
 /// filtered index a target that refused the kept digest got instead.
-fn compare(info: Option<ferry_distribution::ops::ManifestInfo>, image: &ImagePlan) -> TargetState {
+pub(crate) fn compare(
+    info: Option<ferry_distribution::ops::ManifestInfo>,
+    image: &ImagePlan,
+) -> TargetState {
     match info {
         None => TargetState::Missing,
         Some(i) if i.digest == image.digest => TargetState::UpToDate,

@@ -1,0 +1,97 @@
+//! `ferry verify`: audits every target of a config against its source, read-only and without a
+//! lock; prints the findings grouped by mapping and target (or JSON) and maps them to an exit code.
+
+use std::sync::Arc;
+
+use clap::Args;
+use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
+use ferry_sync::registries::Registries;
+use ferry_sync::shard::Shard;
+use ferry_sync::verify::{self, VerifyOptions, VerifyReport, VerifyVerdict};
+
+use crate::cli::ConfigArg;
+use crate::exit::Exit;
+use crate::progress::{Progress, print_stdout};
+
+/// The help's examples and exit codes.
+pub const AFTER_HELP: &str = "\
+Examples:
+  ferry verify -c mirror.yaml                  every selected tag on every target, by digest
+  ferry verify -c mirror.yaml --deep           and every blob those manifests reference
+  ferry verify -c mirror.yaml --json > audit.json
+  ferry verify -c mirror.yaml --shard 0/4      one quarter of the mappings
+
+Read-only: sends only GET and HEAD requests and takes no lock, so it may run beside a sync.
+Shallow cost: one tag listing per repository per side, one manifest HEAD per tag per side,
+a HEAD per child of an index (read from the target); --deep adds a manifest GET per image
+from the target and one HEAD per unique repository and blob.
+
+Exit codes:
+  0  complete: every selected tag is on every target with the digest a sync would leave
+     (extra tags alone are reported, not counted against the mirror)
+  1  something is missing or drifted, or some answers could not be checked
+  2  nothing could be checked
+  3  the configuration is invalid
+  4  authentication failed (every answer that could not be checked was an auth failure)
+  64 the command line is wrong; nothing was done";
+
+/// `ferry verify`'s arguments.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Also check every blob the manifests reference (one HEAD per unique repository and blob;
+    /// a layout's blobs are re-hashed).
+    #[arg(long)]
+    pub deep: bool,
+    /// Print every finding as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Verify only shard I of N (I from 0), split as `ferry sync --shard` splits.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
+    let config = match super::load_config(args.config.path(), progress) {
+        Ok(c) => super::scope::apply(c, args.shard, false, progress),
+        Err(code) => return code,
+    };
+    let registries = Registries::new(&config);
+    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
+    let mut prepare = PrepareOptions::from_config(&config);
+    prepare.watch_interval = None;
+    progress.eprint(&format!(
+        "verify: {} mappings{}",
+        config.mappings.len(),
+        if args.deep { ", deep (every blob)" } else { "" }
+    ));
+    let watch = progress.watch_prepare(Arc::clone(&tracker));
+    let options = VerifyOptions { deep: args.deep };
+    let report = verify::run(&config, &registries, &prepare, tracker, options).await;
+    watch.finish().await;
+    if args.json {
+        match report.to_json() {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                progress.eprint(&format!("error: cannot encode the report as JSON: {e}"));
+                print_stdout(&report.render_text());
+            }
+        }
+    } else {
+        print_stdout(&report.render_text());
+    }
+    exit_for(&report)
+}
+
+/// The exit code of a verify: 0 complete, 1 incomplete, 2 nothing checked, 4 when what could
+/// not be checked was all refused for authentication (and nothing was found missing).
+pub fn exit_for(report: &VerifyReport) -> Exit {
+    let found = report.totals.missing + report.totals.drifted > 0;
+    match report.verdict() {
+        VerifyVerdict::Complete => Exit::Clean,
+        _ if !found && report.all_unreadable_are_auth() => Exit::Auth,
+        VerifyVerdict::Incomplete => Exit::Partial,
+        VerifyVerdict::Unchecked => Exit::Failed,
+    }
+}
