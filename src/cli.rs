@@ -92,6 +92,8 @@ pub enum Command {
         after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
+    /// Probe a registry: what it answers and the capabilities a sync will use there.
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),

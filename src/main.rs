@@ -52,6 +52,7 @@ fn main() -> ExitCode {
             Command::Validate(args) => commands::validate::run(args, &progress),
             Command::Tags(args) => commands::tags::run(args, &progress).await,
             Command::Copy(args) => commands::copy::run(args, &progress).await,
+            Command::Doctor(args) => commands::doctor::run(args, &progress).await,
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
             Command::Completions { .. } => Exit::Clean,
         }

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod copy;
+pub mod doctor;
 pub mod scope;
 pub mod sync;
 pub mod tags;
