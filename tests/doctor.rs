@@ -189,8 +189,22 @@ async fn under_each_personality_doctor_reports_what_a_sync_learns() {
         .into_iter()
         .chain(Personality::field())
         .chain([("default", Personality::default())]);
+    // Four personalities at a time: each runs a sync and a doctor process.
+    let mut runs = tokio::task::JoinSet::new();
+    let mut results = Vec::new();
     for (name, personality) in all {
-        let (synced, doctor, stderr) = sync_and_doctor(personality).await;
+        if runs.len() == 4
+            && let Some(done) = runs.join_next().await
+        {
+            results.push(done.expect("a personality's run finished"));
+        }
+        runs.spawn(async move { (name, sync_and_doctor(personality).await) });
+    }
+    while let Some(done) = runs.join_next().await {
+        results.push(done.expect("a personality's run finished"));
+    }
+    assert!(results.len() >= Personality::each().len() + Personality::field().len());
+    for (name, (synced, doctor, stderr)) in results {
         let synced = synced.as_object().unwrap();
         assert!(!synced.is_empty());
         let mut compared = 0;

@@ -412,6 +412,20 @@ async fn read_probes(client: &RegistryClient, repo: &str, found: &mut Findings) 
             found.add_error("tag list", Outcome::Failed, &e);
             return Exit::Auth;
         }
+        // A 404 with no OCI error code is a route the registry does not serve (the
+        // container-registry crate's binary has no tags/list), not a missing repository.
+        Err(e) if e.is_not_found() && error_code(&e).is_none() => {
+            found.add(
+                "tag list",
+                Outcome::Refused,
+                format!(
+                    "not served (404 without an error code): a sync takes it as an empty or missing repository; {e}"
+                ),
+            );
+            found.add("tag paging", Outcome::Skipped, "the tag list is not served");
+            referrers_probe(client, repo, None, found).await;
+            return Exit::Clean;
+        }
         Err(e) if e.is_not_found() => {
             found.add(
                 "tag list",
@@ -445,6 +459,13 @@ async fn read_probes(client: &RegistryClient, repo: &str, found: &mut Findings) 
     }
     referrers_probe(client, repo, tags.first(), found).await;
     Exit::Clean
+}
+
+fn error_code(e: &Error) -> Option<&str> {
+    match &e.kind {
+        ErrorKind::Status { code, .. } => code.as_deref(),
+        _ => None,
+    }
 }
 
 /// What one page of `?n=PAGE_PROBE_N` says about a listing of `total` tags.
