@@ -258,6 +258,36 @@ async fn each_refusal_ferry_works_around_is_named_and_exits_1() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_a_repository_ecr_never_created_says_so() {
+    let doc = TestRegistry::builder()
+        .personality(Personality::ecr())
+        .start()
+        .await
+        .unwrap();
+    let target = doc.host();
+    let out = ferry(&[
+        "doctor",
+        &target,
+        "--insecure",
+        "--write",
+        "team/new",
+        "--json",
+    ])
+    .await;
+    let found = json(&out);
+    assert_eq!(code(&out), 1, "{found:#}");
+    let upload = probe(&found, "upload (the sync's flow, small blob)");
+    assert_eq!(upload["outcome"], "failed");
+    assert!(
+        upload["detail"]
+            .as_str()
+            .unwrap()
+            .contains("create_repositories"),
+        "{found:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attackers_registry_argument_is_refused_with_64_and_nothing_is_sent() {
     let reg = TestRegistry::builder().start().await.unwrap();
     let host = reg.host();

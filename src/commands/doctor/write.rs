@@ -82,6 +82,17 @@ async fn push_image(
                 format!("{} bytes went up; flow now {flow:?}", config.0.len()).to_lowercase(),
             );
         }
+        Err(e) if e.is_not_found() => {
+            found.add(
+                "upload (the sync's flow, small blob)",
+                Outcome::Failed,
+                format!(
+                    "{repo} does not exist and a push does not create it (ECR: create it first, \
+                     or set `create_repositories` for the registry): {e}"
+                ),
+            );
+            return None;
+        }
         Err(e) => {
             found.add_error("upload (the sync's flow, small blob)", Outcome::Failed, &e);
             return None;
