@@ -258,6 +258,69 @@ async fn each_refusal_ferry_works_around_is_named_and_exits_1() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bearer_registry_shows_its_realm_service_and_what_each_token_grants_never_the_token() {
+    use ferry_testkit::registry::TokenAuthConfig;
+    let reg = TestRegistry::builder()
+        .token_auth(TokenAuthConfig {
+            users: vec![(USER.into(), PASSWORD.into())],
+            anonymous_pull: false,
+            token_ttl_secs: 300,
+        })
+        .start()
+        .await
+        .unwrap();
+    reg.seed_image("team/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n\
+         \x20   auth: {{ type: basic, username: {USER}, password: \"{PASSWORD}\" }}\n",
+        reg.host(),
+        reg.url()
+    );
+    let path = write_config(dir.path(), &registries, "");
+    let target = format!("{}/team/app", reg.host());
+    let out = ferry(&[
+        "doctor",
+        &target,
+        "-c",
+        path.to_str().unwrap(),
+        "--write",
+        "team/app",
+        "--json",
+        "-vv",
+    ])
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(!stdout.contains(PASSWORD) && !stderr.contains(PASSWORD));
+    assert!(
+        !stdout.contains("Bearer ") && !stderr.contains("Bearer "),
+        "{stderr}"
+    );
+    let found = json(&out);
+    assert_eq!(found["auth"]["scheme"], "bearer", "{found:#}");
+    assert!(
+        found["auth"]["realm"]
+            .as_str()
+            .unwrap()
+            .starts_with(&reg.url())
+    );
+    let granted = found["auth"]["granted"].as_array().unwrap();
+    let scopes: Vec<&str> = granted.iter().map(|g| g[0].as_str().unwrap()).collect();
+    assert!(scopes.contains(&"repository:team/app:pull"), "{found:#}");
+    assert!(
+        scopes.contains(&"repository:team/app:pull,push"),
+        "{found:#}"
+    );
+    // The test kit mints opaque (not JWT) tokens: said so, never shown.
+    assert!(
+        granted
+            .iter()
+            .all(|g| g[1] == serde_json::json!(["(opaque token)"]))
+    );
+    assert_eq!(probe(&found, "tag list")["outcome"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_to_a_repository_ecr_never_created_says_so() {
     let doc = TestRegistry::builder()
         .personality(Personality::ecr())
