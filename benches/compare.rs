@@ -4,7 +4,8 @@
 //!
 //! Options (after `--`): `--runs N` (default 3), `--shapes a,b,c` (`none` for none), `--tools ferry,skopeo`,
 //! `--memory-mib M` (default 1024, 0 skips it), `--no-layouts` (skips the OCI layout export and
-//! import of each corpus), `--write-doc` (update docs/performance.md).
+//! import of each corpus), `--write-doc` (update docs/performance.md), `--personalities` (only
+//! the personality × tool table: benches/compare/personalities.rs).
 //! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
 //! `FERRY_BENCH_ENGINE` (e.g. `blobs_in_flight: 4`) adds engine settings to ferry's config, for
 //! investigations only (the documented figures use ferry's defaults);
@@ -16,6 +17,8 @@ mod corpus;
 mod layouts;
 #[path = "compare/measure.rs"]
 mod measure;
+#[path = "compare/personalities.rs"]
+mod personalities;
 #[path = "compare/report.rs"]
 mod report;
 
@@ -70,6 +73,7 @@ struct Options {
     memory_mib: u64,
     layouts: bool,
     write_doc: bool,
+    personalities: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -80,6 +84,7 @@ fn parse_options() -> Result<Options, String> {
         memory_mib: 1024,
         layouts: true,
         write_doc: false,
+        personalities: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -120,6 +125,7 @@ fn parse_options() -> Result<Options, String> {
             }
             "--no-layouts" => options.layouts = false,
             "--write-doc" => options.write_doc = true,
+            "--personalities" => options.personalities = true,
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
             other => return Err(format!("unknown argument {other:?}")),
@@ -559,7 +565,50 @@ async fn bench_large_layer(options: &Options, mib: u64) -> Result<(u64, Vec<Larg
     Ok((size, copies))
 }
 
+/// `--personalities`: the personality × tool table only.
+async fn run_personalities(options: &Options) -> Result<(), String> {
+    let machine = report::Machine::collect(&ferry_binary());
+    let (corpus, cells) = personalities::bench(&options.tools).await?;
+    // The bench and the ferry it runs are built in the same profile.
+    let (profile, command) = if cfg!(debug_assertions) {
+        (
+            "debug build",
+            "cargo build --bench compare && target/debug/deps/compare-<hash> --personalities",
+        )
+    } else {
+        (
+            "release build",
+            "cargo bench --bench compare -- --personalities",
+        )
+    };
+    let describe = format!(
+        "Measured {} on {} CPUs ({}), {} memory, with `{command}`; load average {} when the bench \
+         started (other engineers' builds on the same machine). Versions: {} ({profile}); {}; \
+         {} (Debian `docker-registry`) for the real registry and the non-personality side; the \
+         test kit's in-process registry for each personality.",
+        machine.date,
+        machine.cpus,
+        machine.cpu_model,
+        machine.memory,
+        machine.load,
+        machine.ferry,
+        machine.skopeo,
+        machine.registry
+    );
+    let md = personalities::section(&describe, &corpus, &options.tools, &cells);
+    println!("{md}");
+    if options.write_doc {
+        let path = repo_root().join("docs/performance.md");
+        report::write_section(&path, personalities::HEADING, personalities::MARKERS, &md)?;
+        eprintln!("compare: wrote {}", path.display());
+    }
+    Ok(())
+}
+
 async fn run_all(options: Options) -> Result<(), String> {
+    if options.personalities {
+        return run_personalities(&options).await;
+    }
     let started = std::time::Instant::now();
     let machine = report::Machine::collect(&ferry_binary());
     let mut shapes = Vec::new();

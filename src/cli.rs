@@ -100,6 +100,8 @@ pub enum Command {
     /// Show one image: digest, media type, size, platforms, config, layers, referrers.
     #[command(after_help = crate::commands::inspect::AFTER_HELP)]
     Inspect(crate::commands::inspect::InspectArgs),
+    /// Probe a registry: what it answers and the capabilities a sync will use there.
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod copy;
+pub mod doctor;
 pub mod inspect;
 pub mod scope;
 pub mod sync;

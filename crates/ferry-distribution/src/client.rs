@@ -304,6 +304,16 @@ impl RegistryClient {
         &self.inner.listing
     }
 
+    /// How the registry asked to be authenticated, learned from the ping (`None` before it).
+    pub fn auth_scheme(&self) -> Option<crate::auth::AuthScheme> {
+        self.inner.auth.scheme()
+    }
+
+    /// The registry's token path, for probes that read what a token grants.
+    pub(crate) fn authenticator(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
     /// The credentials this client presents.
     pub fn credentials(&self) -> &Credentials {
         self.inner.auth.credentials()

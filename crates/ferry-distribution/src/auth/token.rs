@@ -186,6 +186,17 @@ impl Authenticator {
         }
     }
 
+    /// The token minted for `scopes`, if one is cached and not being refreshed (for `ferry
+    /// doctor` to read the access it grants; never printed).
+    pub(crate) fn cached_token(&self, scopes: &Scopes) -> Option<Secret> {
+        let slot = {
+            let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(tokens.get(&scopes.key())?)
+        };
+        let cached = slot.try_lock().ok()?;
+        cached.as_ref().map(|t| t.value.clone())
+    }
+
     /// Forgets the token for `scopes` (after a 401 with it).
     pub(crate) fn invalidate(&self, scopes: &Scopes) {
         let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());

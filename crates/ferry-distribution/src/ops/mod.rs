@@ -3,6 +3,7 @@
 
 pub(crate) mod blob;
 pub(crate) mod catalog;
+pub mod doctor;
 pub mod manifest;
 pub(crate) mod pages;
 mod probe;
