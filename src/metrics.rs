@@ -375,6 +375,7 @@ mod tests {
                 false => ImageStatus::UpToDate,
             },
             kept_digest_refused: None,
+            pushed_as: None,
         }
     }
 
@@ -390,6 +391,7 @@ mod tests {
             totals: Totals::default(),
             elapsed: Duration::ZERO,
             interrupted: false,
+            copy: None,
         }
     }
 

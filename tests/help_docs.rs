@@ -13,6 +13,8 @@ const DOCUMENTED: &[(&[&str], &str, &str)] = &[
     (&["tags"], "docs/commands.md", "## ferry tags"),
     (&["copy"], "docs/commands.md", "## ferry copy"),
     (&["inspect"], "docs/inspect.md", "## Flags"),
+    (&["verify"], "docs/commands.md", "## ferry verify"),
+    (&["doctor"], "docs/commands.md", "## ferry doctor"),
     (
         &["auth", "check"],
         "docs/commands.md",
