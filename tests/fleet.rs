@@ -708,3 +708,92 @@ async fn shards_against_a_real_registry_write_disjoint_halves_that_cover_the_con
         assert!(held.is_some(), "dst/app{i} is missing");
     }
 }
+
+/// Issue 27: under faults the target's `ferry_registry_requests_total` was below what its proxy
+/// saw. Against the real registry behind a FaultProxy answering about 10% of requests with 429,
+/// 503 + Retry-After, 500 or 502 (and resetting 5% of blob bodies), every request the proxy
+/// received is counted on /metrics, and the images still all land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_metrics_match_the_proxy_s_count_under_faults() {
+    use ferry_testkit::registry::{FaultProxy, OpKind, RandomFaultKind, RandomFaults};
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = ferry_distribution::RegistryClient::new(
+        ferry_distribution::RegistryOptions::insecure_at(&real.url()),
+    )
+    .unwrap();
+    for i in 0..4 {
+        push_app(
+            &client,
+            &format!("src/app{i}"),
+            format!("layer {i}").as_bytes(),
+        )
+        .await;
+    }
+    let proxy = FaultProxy::start(&real.url()).await.unwrap();
+    proxy.faults().set_random(RandomFaults {
+        rate: 0.10,
+        seed: 27,
+        kinds: vec![
+            RandomFaultKind::TooManyRequests {
+                retry_after_secs: 1,
+            },
+            RandomFaultKind::Shed {
+                retry_after_base_secs: 1,
+                jitter_secs: 0,
+            },
+            RandomFaultKind::InternalErrorBeforeCommit,
+            RandomFaultKind::BadGatewayBeforeCommit,
+        ],
+        ops: Vec::new(),
+    });
+    proxy.faults().add_random(RandomFaults {
+        rate: 0.05,
+        seed: 28,
+        kinds: vec![RandomFaultKind::ResetBody { after_bytes: 4 }],
+        ops: vec![OpKind::BlobGet],
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 8, base: 10ms, cap: 100ms }}\n",
+        proxy.host(),
+        proxy.url()
+    );
+    let config = write_config(dir.path(), &registries, &app_mappings(&proxy.host(), 4));
+    let (mut child, body) = watch_first_run(config.to_str().unwrap()).await;
+    let scrape = parse_metrics(&body);
+    let host = proxy.host();
+    let seen = proxy.stats().requests as f64;
+    assert!(seen > 0.0);
+    assert_eq!(
+        metric(
+            &scrape,
+            &body,
+            "ferry_registry_requests_total",
+            ("registry", &host)
+        ),
+        seen,
+        "{body}"
+    );
+    assert!(
+        metric(
+            &scrape,
+            &body,
+            "ferry_registry_retries_total",
+            ("registry", &host)
+        ) > 0.0,
+        "the faults were met: {body}"
+    );
+    assert_eq!(
+        metric(
+            &scrape,
+            &body,
+            "ferry_last_run_images",
+            ("status", "synced")
+        ),
+        4.0,
+        "{body}"
+    );
+    let _ = child.kill().await;
+}
