@@ -8,7 +8,7 @@ use common::{FERRY, write_config};
 
 use std::time::Duration;
 
-use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, ops::Manifest};
+use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::{RealRegistry, RealRegistryNotifications, RealRegistryOptions};
 use tokio::io::AsyncBufReadExt as _;
 
@@ -19,31 +19,7 @@ const TOKEN: &str = "events-token-for-the-test-0123456789";
 async fn push(client: &RegistryClient, repo: &str, tag: &str) {
     let config = format!(r#"{{"architecture":"amd64","os":"linux","tag":"{tag}"}}"#);
     let layer = format!("layer of {tag}");
-    let mut descriptors = Vec::new();
-    for bytes in [config.as_bytes(), layer.as_bytes()] {
-        let digest = Digest::of_bytes(Algorithm::Sha256, bytes);
-        client
-            .push_blob_bytes(repo, &digest, bytes.to_vec().into())
-            .await
-            .unwrap();
-        descriptors.push(serde_json::json!({"digest": digest.to_string(), "size": bytes.len()}));
-    }
-    let mut config_descriptor = descriptors.remove(0);
-    config_descriptor["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
-    descriptors[0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-    let bytes = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": config_descriptor,
-        "layers": descriptors,
-    }))
-    .unwrap();
-    let manifest = Manifest {
-        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
-        bytes: bytes.into(),
-        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
-    };
-    client.put_manifest(repo, tag, &manifest).await.unwrap();
+    common::push_one_layer(client, repo, tag, &config, layer.as_bytes()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -610,33 +610,8 @@ async fn watch_metrics_count_throttles_and_retries_as_the_registry_saw_them() {
 
 /// Pushes a one-layer image to `repo:v1` on a real registry.
 async fn push_app(client: &ferry_distribution::RegistryClient, repo: &str, layer: &[u8]) {
-    use ferry_distribution::{Algorithm, Digest, ops::Manifest};
-    let mut descriptors = Vec::new();
     let config = format!(r#"{{"architecture":"amd64","os":"linux","repo":"{repo}"}}"#);
-    for bytes in [config.as_bytes(), layer] {
-        let digest = Digest::of_bytes(Algorithm::Sha256, bytes);
-        client
-            .push_blob_bytes(repo, &digest, bytes.to_vec().into())
-            .await
-            .unwrap();
-        descriptors.push(serde_json::json!({"digest": digest.to_string(), "size": bytes.len()}));
-    }
-    let mut config_descriptor = descriptors.remove(0);
-    config_descriptor["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
-    descriptors[0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-    let bytes = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": config_descriptor,
-        "layers": descriptors,
-    }))
-    .unwrap();
-    let manifest = Manifest {
-        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
-        bytes: bytes.into(),
-        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
-    };
-    client.put_manifest(repo, "v1", &manifest).await.unwrap();
+    common::push_one_layer(client, repo, "v1", &config, layer).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

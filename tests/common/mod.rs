@@ -55,3 +55,40 @@ pub fn write_config(dir: &Path, registries: &str, mappings: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// Pushes an image of `config` (JSON text) and one `layer` under `tag` through ferry's own
+/// client: what the tests that need content on the real registry seed it with.
+pub async fn push_one_layer(
+    client: &ferry_distribution::RegistryClient,
+    repo: &str,
+    tag: &str,
+    config: &str,
+    layer: &[u8],
+) {
+    use ferry_distribution::{Algorithm, Digest, ops::Manifest};
+    let mut descriptors = Vec::new();
+    for bytes in [config.as_bytes(), layer] {
+        let digest = Digest::of_bytes(Algorithm::Sha256, bytes);
+        client
+            .push_blob_bytes(repo, &digest, bytes.to_vec().into())
+            .await
+            .unwrap();
+        descriptors.push(serde_json::json!({"digest": digest.to_string(), "size": bytes.len()}));
+    }
+    let mut config_descriptor = descriptors.remove(0);
+    config_descriptor["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+    descriptors[0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+    let bytes = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": config_descriptor,
+        "layers": descriptors,
+    }))
+    .unwrap();
+    let manifest = Manifest {
+        digest: Digest::of_bytes(Algorithm::Sha256, &bytes),
+        bytes: bytes.into(),
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+    };
+    client.put_manifest(repo, tag, &manifest).await.unwrap();
+}
