@@ -1,7 +1,7 @@
-//! Every field registry of the test kit (`Personality::field()`), as source and as target: a
-//! listed mapping of 59 tags (an index, a signature tag, more than a Quay page) with referrers,
-//! pruning after a tag goes, and a whole-registry mapping expanded through the catalog. Same
-//! digests everywhere, no failure but where the registry has no catalog to give, and no retry.
+//! Every field registry of the test kit (`Personality::field()`), as source and as target: 60
+//! listed tags (two indexes, one with untagged children, a signature tag, more than a Quay page)
+//! with referrers, pruning after a tag goes, and a whole-registry mapping expanded through the
+//! catalog. Same digests everywhere, no failure but where the registry has no catalog to give.
 
 mod common;
 
@@ -23,6 +23,13 @@ fn seed(src: &TestRegistry) -> Vec<String> {
     let sig = format!("{}.sig", index.replace(':', "-"));
     src.seed_image("lib/app", &sig, &[b"a signature"]);
     tags.extend(["1.0-amd64".into(), "1.0-arm64".into(), "1.0".into(), sig]);
+    // An index whose children no tag names (Artifactory lists their digests among the tags).
+    let c1 = src.seed_image("lib/app", "tmp-a", &[b"base", b"untagged a"]);
+    let c2 = src.seed_image("lib/app", "tmp-b", &[b"base", b"untagged b"]);
+    src.seed_index("lib/app", "2.0", &[c1, c2]);
+    src.untag("lib/app", "tmp-a");
+    src.untag("lib/app", "tmp-b");
+    tags.push("2.0".into());
     for repo in ["cat/one", "cat/two"] {
         src.seed_image(repo, "v1", &[repo.as_bytes()]);
     }
