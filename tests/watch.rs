@@ -199,17 +199,15 @@ async fn idle_connections_under_a_low_fd_limit_starve_neither_runs_nor_health() 
     );
 }
 
-/// Issue 30 item 3, second half: a source that accepts connections and never answers held a
-/// run (and so every other mapping's refresh) for its retry deadline, 10 minutes per request.
-/// With `--run-timeout`, watch stops the run at the bound, says so, and the next run starts on
-/// schedule: a tag pushed to a healthy source meanwhile reaches its target.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
-    let reg = TestRegistry::builder().start().await.unwrap();
+/// A healthy source `reg` with `src/app0:v1` mapped to itself, and a mapping from `hang`, a
+/// source that accepts connections and never answers (default retry settings: a 10 minute
+/// deadline); the config written into `dir`.
+fn healthy_and_stuck(
+    reg: &TestRegistry,
+    hang: &ferry_testkit::registry::HangingServer,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
     reg.seed_image("src/app0", "v1", &[b"one"]);
-    let hang = TestRegistry::hanging_server().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    // The hostile source keeps the default retry settings (a 10 minute deadline).
     let registries = registry_entry(&reg.host(), &reg.url(), "")
         + &registry_entry(&hang.host(), &hang.url(), "");
     let mappings = format!(
@@ -217,7 +215,21 @@ async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
         reg.host(),
         hang.host()
     );
-    let config = write_config(dir.path(), &registries, &mappings);
+    write_config(dir, &registries, &mappings)
+}
+
+/// Issue 30 item 3, second half: a source that accepts connections and never answers held a
+/// run (and so every other mapping's refresh) for its retry deadline, 10 minutes per request.
+/// With `--run-timeout`, watch stops the run at the bound, says so, and the next run starts on
+/// schedule: a tag pushed to a healthy source meanwhile reaches its target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_never_answers_holds_no_run_past_the_bound() {
+    let (reg, hang, dir) = (
+        TestRegistry::builder().start().await.unwrap(),
+        TestRegistry::hanging_server().await.unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let config = healthy_and_stuck(&reg, &hang, dir.path());
     let config = config.to_str().unwrap();
     let args = [
         "-c",
@@ -519,18 +531,12 @@ fn metric_value(metrics: &str, series: &str) -> Option<f64> {
 /// metric matches the registry's own count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_s_requests_are_counted_as_the_registry_saw_them() {
-    let reg = TestRegistry::builder().start().await.unwrap();
-    reg.seed_image("src/app0", "v1", &[b"one"]);
-    let hang = TestRegistry::hanging_server().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let registries = registry_entry(&reg.host(), &reg.url(), "")
-        + &registry_entry(&hang.host(), &hang.url(), "");
-    let mappings = format!(
-        "  - source: \"{0}/src/app0\"\n    targets: [\"{0}/dst/app0\"]\n  - source: \"{1}/src/stuck\"\n    targets: [\"{0}/dst/stuck\"]\n",
-        reg.host(),
-        hang.host()
+    let (reg, hang, dir) = (
+        TestRegistry::builder().start().await.unwrap(),
+        TestRegistry::hanging_server().await.unwrap(),
+        tempfile::tempdir().unwrap(),
     );
-    let config = write_config(dir.path(), &registries, &mappings);
+    let config = healthy_and_stuck(&reg, &hang, dir.path());
     let config = config.to_str().unwrap();
     let args = [
         "-c",
