@@ -5,7 +5,8 @@
 //! Options (after `--`): `--runs N` (default 3), `--shapes a,b,c` (`none` for none), `--tools ferry,skopeo`,
 //! `--memory-mib M` (default 1024, 0 skips it), `--no-layouts` (skips the OCI layout export and
 //! import of each corpus), `--write-doc` (update docs/performance.md), `--personalities` (only
-//! the personality × tool table: benches/compare/personalities.rs).
+//! the personality × tool table: benches/compare/personalities.rs), `--verify-cost` (only what
+//! `ferry verify` costs on corpus A: benches/compare/verify_cost.rs).
 //! `FERRY_BIN` names another ferry binary than the one cargo built with this bench;
 //! `FERRY_BENCH_ENGINE` (e.g. `blobs_in_flight: 4`) adds engine settings to ferry's config, for
 //! investigations only (the documented figures use ferry's defaults);
@@ -21,6 +22,8 @@ mod measure;
 mod personalities;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/verify_cost.rs"]
+mod verify_cost;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,6 +77,7 @@ struct Options {
     layouts: bool,
     write_doc: bool,
     personalities: bool,
+    verify_cost: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -85,6 +89,7 @@ fn parse_options() -> Result<Options, String> {
         layouts: true,
         write_doc: false,
         personalities: false,
+        verify_cost: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -126,6 +131,7 @@ fn parse_options() -> Result<Options, String> {
             "--no-layouts" => options.layouts = false,
             "--write-doc" => options.write_doc = true,
             "--personalities" => options.personalities = true,
+            "--verify-cost" => options.verify_cost = true,
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
             other => return Err(format!("unknown argument {other:?}")),
@@ -606,6 +612,10 @@ async fn run_personalities(options: &Options) -> Result<(), String> {
 }
 
 async fn run_all(options: Options) -> Result<(), String> {
+    if options.verify_cost {
+        println!("{}", verify_cost::run().await?);
+        return Ok(());
+    }
     if options.personalities {
         return run_personalities(&options).await;
     }
