@@ -256,9 +256,25 @@ async fn a_registry_requiring_client_certificates_accepts_ours_and_refuses_witho
     let without = RegistryClient::new(mutual_tls_options(&url, &pki)).unwrap();
     let err = without.ensure_ready().await.unwrap_err();
     assert!(matches!(err.kind, ErrorKind::Transport(_)), "{err}");
-    // The registry says why it closed the connection.
-    let log = std::fs::read_to_string(registry.stderr_log_path()).unwrap();
-    assert!(log.contains("didn't provide a certificate"), "{log}");
+    // The registry says why it closed the connection: in its log, which its connection's
+    // goroutine may write after our error is back (a gate run read it first once), so read
+    // until the line is there, within a bound that is not a timing claim.
+    let path = registry.stderr_log_path();
+    let said = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let log = std::fs::read_to_string(&path).unwrap_or_default();
+            if log.contains("didn't provide a certificate") {
+                return log;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        said.is_ok(),
+        "{}",
+        std::fs::read_to_string(&path).unwrap_or_default()
+    );
 }
 
 #[test]
