@@ -198,6 +198,36 @@ mod tests {
         assert!(c.may_lag("app", &names[..1], Some("blob unknown")));
     }
 
+    /// A registry's message is outside input: control characters, a foreign digest glued to
+    /// ferry's, a name with `..`, a huge body never make a refusal look like ferry's own lag.
+    #[test]
+    fn a_hostile_refusal_message_or_name_never_passes_for_ferrys_lag() {
+        let c = AuthCapabilities::default();
+        let mine = format!("sha256:{}", "a".repeat(64));
+        let theirs = format!("sha256:{}", "b".repeat(64));
+        c.committed("app", &mine);
+        let names = [mine.clone()];
+        let glued = format!("{mine}\u{1b}{theirs}\r\n");
+        assert!(
+            !c.may_lag("app", &names, Some(&glued)),
+            "both named, one foreign"
+        );
+        for other in ["app/../app", "APP", "app%2f", "app/"] {
+            assert!(!c.may_lag(other, &names, Some(&mine)), "{other}");
+        }
+        // 65 hex digits name no digest: the manifest's own (ferry's) decide.
+        let long = format!("sha256:{}", "b".repeat(65));
+        assert!(
+            c.may_lag("app", &names, Some(&long)),
+            "65 hex digits is no digest"
+        );
+        let huge = "x".repeat(1 << 20);
+        assert!(
+            c.may_lag("app", &names, Some(&huge)),
+            "none named: the manifest's own"
+        );
+    }
+
     #[test]
     fn a_refusal_is_kept_and_reported() {
         let c = AuthCapabilities::default();
