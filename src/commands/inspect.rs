@@ -117,7 +117,11 @@ fn image_of(reference: &str) -> Result<(Origin, String), String> {
         (_, Some(digest), _) => Ok((origin, digest)),
         (Some(tag), None, _) => Ok((origin, tag)),
         (None, None, Origin::Registry { .. }) => Ok((origin, "latest".to_owned())),
-        (None, None, Origin::OciLayout { .. }) => Err(format!(
+        (
+            None,
+            None,
+            Origin::OciLayout { .. } | Origin::OciArchive { .. } | Origin::DockerArchive { .. },
+        ) => Err(format!(
             "{reference} names no tag or digest: say which image of the layout (e.g. {reference}:latest)"
         )),
     }

@@ -395,6 +395,18 @@ pub async fn execute(
                 report.push(c, status);
                 continue;
             }
+            Target::OciArchive { .. } | Target::DockerArchive { .. } => {
+                let error = c
+                    .target
+                    .archive_not_yet(ferry_distribution::Operation::TagDelete);
+                let status = PruneStatus::Failed {
+                    registry: c.target.to_string(),
+                    http_status: None,
+                    error: error.to_string(),
+                };
+                report.push(c, status);
+                continue;
+            }
         };
         let status = match unsupported.get(registry) {
             Some(known) => known.clone(),

@@ -39,6 +39,9 @@ impl Source {
                 repository: repository.clone(),
             }),
             Origin::OciLayout { path } => Ok(Source::Layout(LayoutReader::open(path)?)),
+            Origin::OciArchive { .. } | Origin::DockerArchive { .. } => {
+                Err(origin.archive_not_yet(Operation::TagList))
+            }
         }
     }
 

@@ -292,12 +292,14 @@ impl Target {
                 let r = Reference::parse(&format!("rename.invalid/{last}")).ok()?;
                 (r.repository == last).then(|| last.to_owned())
             }
+            // An archive holds images of many repositories, named by their own references.
+            Target::OciArchive { .. } | Target::DockerArchive { .. } => None,
         }
     }
 }
 
 /// A place a mapping reads or writes (its source, as [`Origin`], or a target): a registry
-/// repository or an image-layout directory. Parsed once, when the config is resolved, so its
+/// repository, an image-layout directory, or a tar of one. Parsed once, when the config is resolved, so its
 /// users read the host and the repository instead of parsing the name again.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -313,6 +315,21 @@ pub enum Target {
     OciLayout {
         /// The layout's directory.
         path: PathBuf,
+    },
+    /// An OCI image layout packed as one tar file (`oci-archive:bundle.tar[:REF]`, skopeo's
+    /// name for it): read as a source, written as a target (`ferry export`'s bundle).
+    OciArchive {
+        /// The tar file.
+        path: PathBuf,
+        /// The image in it (`:REF`, its `org.opencontainers.image.ref.name`), if one is named.
+        reference: Option<String>,
+    },
+    /// `docker save` output (`docker-archive:image.tar[:REF]`): a source only.
+    DockerArchive {
+        /// The tar file.
+        path: PathBuf,
+        /// The image in it (`:REF`, a `RepoTags` entry), if one is named.
+        reference: Option<String>,
     },
 }
 
@@ -335,9 +352,38 @@ impl Ord for Target {
                     repository: br,
                 },
             ) => shown(a, ar).cmp(&shown(b, br)),
-            (Target::OciLayout { path: a }, Target::OciLayout { path: b }) => a.cmp(b),
-            (Target::Registry { .. }, Target::OciLayout { .. }) => Ordering::Less,
-            (Target::OciLayout { .. }, Target::Registry { .. }) => Ordering::Greater,
+            (Target::Registry { .. }, _) => Ordering::Less,
+            (_, Target::Registry { .. }) => Ordering::Greater,
+            (a, b) => a.file_key().cmp(&b.file_key()),
+        }
+    }
+}
+
+impl Target {
+    /// The error for an archive this build does not read or write yet (issue 25 fills each
+    /// place that returns it).
+    pub fn archive_not_yet(
+        &self,
+        operation: ferry_distribution::Operation,
+    ) -> ferry_distribution::error::Error {
+        ferry_distribution::error::Error::new(
+            self.to_string(),
+            None,
+            operation,
+            ferry_distribution::error::ErrorKind::Local(
+                "tar archives are not read or written yet".to_owned(),
+            ),
+        )
+    }
+
+    /// Files and directories in one order: layouts, then OCI archives, then docker archives,
+    /// each by path and then by the image named in it.
+    fn file_key(&self) -> (u8, &std::path::Path, Option<&str>) {
+        match self {
+            Target::Registry { .. } => (0, std::path::Path::new(""), None),
+            Target::OciLayout { path } => (1, path, None),
+            Target::OciArchive { path, reference } => (2, path, reference.as_deref()),
+            Target::DockerArchive { path, reference } => (3, path, reference.as_deref()),
         }
     }
 }
@@ -356,6 +402,17 @@ impl fmt::Display for Target {
                 repository,
             } => write!(f, "{registry}/{repository}"),
             Target::OciLayout { path } => write!(f, "oci:{}", path.display()),
+            Target::OciArchive { path, reference } | Target::DockerArchive { path, reference } => {
+                let scheme = match self {
+                    Target::OciArchive { .. } => "oci-archive",
+                    _ => "docker-archive",
+                };
+                write!(f, "{scheme}:{}", path.display())?;
+                match reference {
+                    Some(r) => write!(f, ":{r}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -619,6 +676,46 @@ mod tests {
         assert!(
             targets.iter().all(|t| *t < layout),
             "registry targets sort first"
+        );
+    }
+
+    #[test]
+    fn archives_are_named_as_skopeo_names_them_and_a_docker_archive_is_read_only() {
+        let oci =
+            Target::parse("oci-archive:./b.tar:registry.internal/mirror/alpine:3.20").unwrap();
+        assert_eq!(
+            oci,
+            Target::OciArchive {
+                path: "./b.tar".into(),
+                reference: Some("registry.internal/mirror/alpine:3.20".into()),
+            }
+        );
+        assert_eq!(
+            oci.to_string(),
+            "oci-archive:./b.tar:registry.internal/mirror/alpine:3.20"
+        );
+        let docker = Target::parse("docker-archive:img.tar").unwrap();
+        assert_eq!(
+            docker,
+            Target::DockerArchive {
+                path: "img.tar".into(),
+                reference: None,
+            }
+        );
+        for bad in [
+            "oci-archive:",
+            "docker-archive::x",
+            "oci-archive:a.tar:",
+            "oci-archive:a.tar:x\u{1b}",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(resolve::parse_target("docker-archive:img.tar").is_err());
+        assert!(resolve::parse_target("oci-archive:out.tar").is_ok());
+        let layout = Target::OciLayout { path: "./z".into() };
+        assert!(
+            layout < oci && oci < docker,
+            "layouts, then OCI archives, then docker archives"
         );
     }
 }

@@ -138,7 +138,9 @@ impl Writers {
 
 fn place(target: &Target) -> Place {
     match target {
-        Target::OciLayout { path } => Place::Layout(canonical(path)),
+        Target::OciLayout { path }
+        | Target::OciArchive { path, .. }
+        | Target::DockerArchive { path, .. } => Place::Layout(canonical(path)),
         Target::Registry {
             registry,
             repository,

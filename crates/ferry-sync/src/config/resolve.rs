@@ -582,11 +582,47 @@ fn layout_dir(text: &str, what: &str) -> Option<Result<PathBuf, String>> {
     })
 }
 
-/// A source or target (`what`) as written: `oci:<directory>`, or a repository reference without
-/// tag or digest.
+/// The file and the image named in an `oci-archive:PATH[:REF]` or `docker-archive:PATH[:REF]`
+/// source or target (`what`), split at the first `:` after the scheme as skopeo does; `None`
+/// for anything else.
+fn archive(text: &str, what: &str) -> Option<Result<Target, String>> {
+    let (rest, oci) = match (
+        text.strip_prefix("oci-archive:"),
+        text.strip_prefix("docker-archive:"),
+    ) {
+        (Some(rest), _) => (rest, true),
+        (None, Some(rest)) => (rest, false),
+        (None, None) => return None,
+    };
+    let (file, reference) = match rest.split_once(':') {
+        Some((file, r)) => (file, Some(r)),
+        None => (rest, None),
+    };
+    if file.is_empty() {
+        return Some(Err(format!("{what} \"{text}\" names no file")));
+    }
+    if reference.is_some_and(|r| r.is_empty() || r.chars().any(char::is_control)) {
+        return Some(Err(format!(
+            "{what} \"{text}\" names an empty or unprintable image after the file"
+        )));
+    }
+    let path = PathBuf::from(file);
+    let reference = reference.map(str::to_owned);
+    Some(Ok(if oci {
+        Target::OciArchive { path, reference }
+    } else {
+        Target::DockerArchive { path, reference }
+    }))
+}
+
+/// A source or target (`what`) as written: `oci:<directory>`, `oci-archive:<file>[:ref]`,
+/// `docker-archive:<file>[:ref]`, or a repository reference without tag or digest.
 pub(super) fn parse_place(text: &str, what: &str) -> Result<Target, String> {
     if let Some(dir) = layout_dir(text, what) {
         return dir.map(|path| Target::OciLayout { path });
+    }
+    if let Some(archive) = archive(text, what) {
+        return archive;
     }
     let r = parse_repository(text)?;
     Ok(Target::Registry {
@@ -595,9 +631,14 @@ pub(super) fn parse_place(text: &str, what: &str) -> Result<Target, String> {
     })
 }
 
-/// A mapping's target as written.
+/// A mapping's target as written: a `docker-archive:` is read only.
 pub(super) fn parse_target(text: &str) -> Result<Target, String> {
-    parse_place(text, "target")
+    match parse_place(text, "target")? {
+        Target::DockerArchive { .. } => Err(format!(
+            "target \"{text}\": docker-archive: is read only; write an oci-archive: or oci: layout"
+        )),
+        target => Ok(target),
+    }
 }
 
 /// A repository reference without tag or digest.

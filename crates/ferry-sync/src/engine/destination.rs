@@ -80,6 +80,9 @@ impl Destination {
     pub async fn open(target: &Target, registries: &Registries) -> Result<Destination, Error> {
         match target {
             Target::OciLayout { path } => Ok(Destination::Layout(LayoutWriter::new(path))),
+            Target::OciArchive { .. } | Target::DockerArchive { .. } => {
+                Err(target.archive_not_yet(Operation::UploadStart))
+            }
             Target::Registry {
                 registry,
                 repository,

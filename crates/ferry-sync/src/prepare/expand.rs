@@ -168,7 +168,9 @@ pub(crate) async fn expand_all(
             if let Some(clash) = writers.clash(&mapping.origin) {
                 let repository = match &mapping.origin {
                     Origin::Registry { repository, .. } => repository.clone(),
-                    Origin::OciLayout { .. } => mapping.source.clone(),
+                    Origin::OciLayout { .. }
+                    | Origin::OciArchive { .. }
+                    | Origin::DockerArchive { .. } => mapping.source.clone(),
                 };
                 let w = clash.writer();
                 rejected.push(catalog_rejection(

@@ -64,6 +64,9 @@ impl TargetListing {
                 repository,
             } => (registry, repository),
             Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
+            Target::OciArchive { .. } | Target::DockerArchive { .. } => {
+                return Err(target.archive_not_yet(ferry_distribution::Operation::TagList));
+            }
         };
         let client = registries.client(registry).await?;
         let refused = |e: &Error| {

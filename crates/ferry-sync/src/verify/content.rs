@@ -251,6 +251,12 @@ impl<'a> ContentChecker<'a> {
             }
             // A layout source is opened only for a layout target.
             (Source::Layout(_), Target::Registry { .. }) => None,
+            (Source::Layout(_), Target::OciArchive { .. } | Target::DockerArchive { .. }) => {
+                Some(Finding::unreadable(
+                    format!("blob {} of {of}", blob.digest),
+                    &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
+                ))
+            }
         }
     }
 }
