@@ -213,8 +213,8 @@ impl WatchMetrics {
             m.event_latency.clone(),
         );
         registry.register_with_unit(
-            "event_oldest_waiting",
-            "Age of the oldest accepted notice not yet synced (0: none waiting)",
+            "event_oldest_unmirrored",
+            "Age of the oldest accepted notice not yet on every target: queued, syncing, or left to the periodic run after its event syncs failed (0: none)",
             Unit::Seconds,
             m.event_oldest.clone(),
         );

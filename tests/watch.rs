@@ -725,3 +725,73 @@ async fn a_pushed_tag_announced_by_an_event_is_mirrored_without_a_listing() {
     );
     let _ = watch.child.kill().await;
 }
+
+/// Issue 26: a delete announced for a tag prunes it from the targets of a mapping that prunes,
+/// only after the source is read in full and no longer has the tag (`--prune`'s checks); a
+/// mapping that does not prune, and a delete of a tag the source still has, delete nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_tag_is_pruned_by_its_event_only_where_the_mapping_prunes() {
+    let source = TestRegistry::builder().start().await.unwrap();
+    source.seed_image("src/app", "v1", &[b"one"]);
+    source.seed_image("src/app", "v2", &[b"two"]);
+    let target = TestRegistry::builder().start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let registries = registry_entry(&source.host(), &source.url(), "")
+        + &registry_entry(&target.host(), &target.url(), "");
+    let mappings = format!(
+        "  - source: \"{s}/src/app\"\n    targets: [\"{t}/pruned/app\"]\n    prune: true\n  - source: \"{s}/src/app\"\n    targets: [\"{t}/kept/app\"]\nevents:\n  token: \"${{FERRY_TEST_EVENTS_TOKEN}}\"\n",
+        s = source.host(),
+        t = target.host()
+    );
+    let config = write_config(dir.path(), &registries, &mappings);
+    let token = "a-long-random-events-token-0123456789";
+    let mut c = tokio::process::Command::new(FERRY);
+    c.args(["watch", "-c", config.to_str().unwrap()])
+        .args(["--interval", "1h", "--listen", "127.0.0.1:0"])
+        .env("FERRY_TEST_EVENTS_TOKEN", token);
+    let mut watch = Watch::start_command(c);
+    let addr = watch.address().await;
+    watch
+        .until(1, |l| l.starts_with("watch: run finished with exit code 0"))
+        .await;
+    for repo in ["pruned/app", "kept/app"] {
+        let mut tags = target.tags(repo);
+        tags.sort();
+        assert_eq!(tags, ["v1", "v2"], "{repo}");
+    }
+    // v1 leaves the source; a delete is announced for it, and (wrongly) for v2, still there.
+    source.untag("src/app", "v1");
+    let delete = |tag: &str| {
+        format!(
+            r#"{{"id":"d-{tag}","action":"delete","target":{{"repository":"src/app","tag":"{tag}"}},"request":{{"host":"{h}"}}}}"#,
+            h = source.host()
+        )
+    };
+    let event = format!(r#"{{"events":[{},{}]}}"#, delete("v1"), delete("v2"));
+    let right = format!("Authorization: Bearer {token}\r\n");
+    let answer = post_event(&addr, &right, &event).await;
+    assert!(answer.starts_with("HTTP/1.1 202 "), "{answer}");
+    // Each delete asks the pruning mapping only (one sync each; the other mapping asks none).
+    assert!(
+        answer.contains(r#""queued":2,"coalesced":0,"ignored":0"#),
+        "{answer}"
+    );
+    for tag in ["v1", "v2"] {
+        watch
+            .until(1, |l| {
+                l.starts_with(&format!(
+                    "watch: event sync of mapping 0 (tag {tag}) finished with exit code 0"
+                ))
+            })
+            .await;
+    }
+    assert_eq!(target.tags("pruned/app"), ["v2"], "v1 pruned, v2 kept");
+    let mut kept = target.tags("kept/app");
+    kept.sort();
+    assert_eq!(
+        kept,
+        ["v1", "v2"],
+        "a mapping that does not prune deletes nothing"
+    );
+    let _ = watch.child.kill().await;
+}

@@ -1,5 +1,5 @@
-//! `ferry watch`: syncs a config every interval, one run at a time and each within a bound,
-//! re-reading the config before each run, and serves /healthz, /readyz and /metrics until a signal.
+//! `ferry watch`: syncs a config every interval (one run at a time, each bounded, the config
+//! re-read each run) and serves /healthz, /readyz, /metrics and /v1/events, plain or TLS.
 //!
 //! /metrics serves the Prometheus metrics (`crate::metrics`). /healthz is 200 while the process
 //! runs; /readyz says whether runs finish on schedule and not all fail (`health`). The listener
@@ -14,6 +14,7 @@ mod health;
 mod intake;
 mod listener;
 mod schedule;
+mod tls;
 
 pub use health::Health;
 
@@ -68,6 +69,14 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         Ok(lock) => lock,
         Err(code) => return code,
     };
+    let tls = match current.listener_tls.as_ref().map(tls::acceptor).transpose() {
+        Ok(tls) => tls,
+        Err(message) => {
+            progress.eprint(&format!("error: {}: {message}", path.display()));
+            return Exit::Config;
+        }
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = match TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -86,7 +95,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let bound = run_bound(args.interval, args.run_timeout);
     let limits = listener::Limits::for_open_files(listener::open_file_limit());
     progress.eprint(&format!(
-        "watch: listening on {local} (/healthz, /readyz, /metrics; at most {} connections); a sync every {}s, each stopped after {}s",
+        "watch: listening on {local} ({scheme}: /healthz, /readyz, /metrics, /v1/events; at most {} connections); a sync every {}s, each stopped after {}s",
         limits.connections,
         args.interval.as_secs_f64(),
         bound.as_secs_f64()
@@ -105,6 +114,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         Arc::clone(&health),
         Arc::clone(&metrics),
         Some(Arc::clone(&intake)),
+        tls,
     ));
     let breakers = ferry_sync::registries::Breakers::default();
     let event_syncs = event_syncs(
@@ -194,6 +204,9 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
                 }
             }
             let code = code.exit;
+            if code == Exit::Clean {
+                intake.mirrored(run.mappings.iter().map(|m| m.index));
+            }
             health.finished(code.code(), Instant::now());
             progress.eprint(&format!("watch: run finished with exit code {code}"));
             if let Some(every) = args.verify_every

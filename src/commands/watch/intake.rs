@@ -5,6 +5,8 @@
 //! sync is running are covered by it when they name a digest it was started for, else they
 //! queue one more sync after it. A full queue refuses the event (503): the next poll catches up.
 //! A mapping's syncs (event or periodic) take its lock, so two syncs of one tag never overlap.
+//! A delete asks a pruning mapping for a sync of that tag with pruning on (the same listing and
+//! safety checks as `--prune`); other mappings ignore it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -35,6 +37,11 @@ struct KeyState {
     again: Option<(Instant, HashSet<String>)>,
     /// Syncs of this key that did not end clean, in a row.
     unclean: u32,
+    /// A delete was announced: the next sync prunes (the mapping does).
+    prune: bool,
+    /// When the oldest event not yet on every target arrived: kept until a sync of the key
+    /// ends clean with nothing after it.
+    since: Option<Instant>,
 }
 
 /// Syncs queued again for a key whose sync did not end clean: distribution notifies when it has
@@ -48,7 +55,8 @@ pub struct Offered {
     pub queued: usize,
     /// Notices covered by a sync already queued or running.
     pub coalesced: usize,
-    /// Notices no mapping covers (another repository, a tag the filter leaves out, a delete).
+    /// Notices no mapping covers (another repository, a tag the filter leaves out, a delete
+    /// for a mapping that does not prune).
     pub ignored: usize,
     /// Notices refused because the queue was full.
     pub refused: usize,
@@ -61,6 +69,9 @@ pub struct Intake {
     states: Mutex<HashMap<Key, KeyState>>,
     tx: mpsc::Sender<Key>,
     locks: Mutex<HashMap<usize, Arc<tokio::sync::Mutex<()>>>>,
+    /// Mappings whose event syncs ended unclean past [`LATE_TAG_REQUEUES`]: when the oldest such
+    /// event arrived, until a periodic run of the mapping ends clean.
+    stranded: Mutex<HashMap<usize, Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -76,6 +87,7 @@ impl Intake {
             states: Mutex::new(HashMap::new()),
             tx,
             locks: Mutex::new(HashMap::new()),
+            stranded: Mutex::new(HashMap::new()),
         };
         (Arc::new(intake), rx)
     }
@@ -114,7 +126,7 @@ impl Intake {
                 continue;
             }
             for key in keys {
-                match self.offer_key(key, notice.digest.as_deref(), now) {
+                match self.offer_key(key, notice.digest.as_deref(), notice.delete, now) {
                     Some(true) => out.queued += 1,
                     Some(false) => out.coalesced += 1,
                     None => out.refused += 1,
@@ -125,10 +137,26 @@ impl Intake {
     }
 
     /// Some(true): queued; Some(false): covered by a sync queued or running; None: queue full.
-    fn offer_key(&self, key: Key, digest: Option<&str>, now: Instant) -> Option<bool> {
+    fn offer_key(
+        &self,
+        key: Key,
+        digest: Option<&str>,
+        delete: bool,
+        now: Instant,
+    ) -> Option<bool> {
         let mut states = lock(&self.states);
         let state = states.entry(key.clone()).or_default();
+        let fresh = state.since.is_none();
+        state.since.get_or_insert(now);
+        // A delete is never covered by a sync started for a digest: the tag may have gone since.
+        let digest = if delete { None } else { digest };
         if state.running {
+            if delete {
+                let again = state.again.get_or_insert_with(|| (now, HashSet::new()));
+                again.1.clear();
+                state.prune = true;
+                return Some(false);
+            }
             if digest.is_some_and(|d| state.digests.contains(d)) {
                 return Some(false);
             }
@@ -136,12 +164,15 @@ impl Intake {
             again.1.extend(digest.map(str::to_owned));
             return Some(false);
         }
+        state.prune |= delete;
         if state.queued.is_some() {
             state.digests.extend(digest.map(str::to_owned));
             return Some(false);
         }
         if self.tx.try_send(key.clone()).is_err() {
-            states.remove(&key);
+            if fresh {
+                states.remove(&key);
+            }
             return None;
         }
         state.queued = Some(now);
@@ -152,23 +183,37 @@ impl Intake {
     /// The sync of `key` starts: when its first event arrived, and the config to run (the
     /// mapping narrowed to the tag), or `None` when the mapping is gone from the config.
     pub fn start(&self, key: &Key) -> Option<(Instant, Config)> {
-        let received = {
+        let (received, prune) = {
             let mut states = lock(&self.states);
             let state = states.entry(key.clone()).or_default();
             state.running = true;
-            state.queued.take().unwrap_or_else(Instant::now)
+            let received = state.queued.take().unwrap_or_else(Instant::now);
+            (received, std::mem::take(&mut state.prune))
         };
         let config = lock(&self.config).clone()?;
         let mut narrowed = (*config).clone();
         let mapping = config.mappings.iter().find(|m| m.index == key.mapping)?;
         let mut mapping = mapping.clone();
-        mapping.prune = false;
+        // Pruning lists the source and targets in full (its safety checks need the listing),
+        // so only a sync a delete asked for prunes; the filter narrowed below keeps it to the tag.
+        mapping.prune &= prune;
         if let Some(tag) = &key.tag {
-            mapping.tags = TagFilter::compile(&TagFilterSpec {
-                exact: vec![tag.clone()],
-                ..TagFilterSpec::default()
-            })
-            .ok()?;
+            // A push names a tag that must be there (`exact`: missing is reported, and queued
+            // once more); a delete, one that should not, so it only selects the tag if listed.
+            // A valid tag holds only `[A-Za-z0-9_.-]`: no glob character.
+            ferry_distribution::reference::Tag::parse(tag).ok()?;
+            let spec = if mapping.prune {
+                TagFilterSpec {
+                    include: Some(vec![tag.clone()]),
+                    ..TagFilterSpec::default()
+                }
+            } else {
+                TagFilterSpec {
+                    exact: vec![tag.clone()],
+                    ..TagFilterSpec::default()
+                }
+            };
+            mapping.tags = TagFilter::compile(&spec).ok()?;
             mapping.digests.clear();
         }
         narrowed.mappings = vec![mapping];
@@ -191,7 +236,9 @@ impl Intake {
             again.1.extend(tried);
         }
         let unclean = state.unclean;
-        let queued = match state.again.take() {
+        let again = state.again.take();
+        let again_at = again.as_ref().map(|a| a.0);
+        let queued = match again {
             Some((at, digests)) if self.tx.try_send(key.clone()).is_ok() => {
                 state.queued = Some(at);
                 state.digests = digests;
@@ -199,24 +246,50 @@ impl Intake {
             }
             _ => false,
         };
-        if !queued && (clean || unclean > LATE_TAG_REQUEUES) {
-            states.remove(key);
+        if clean {
+            // What the sync covered is on every target; an event during it is the next oldest.
+            state.since = again_at;
+        }
+        if !queued {
+            // Nothing more queued for the key: what is still not mirrored waits for the
+            // mapping's next periodic run.
+            if let Some(since) = state.since.take() {
+                let mut stranded = lock(&self.stranded);
+                let at = stranded.entry(key.mapping).or_insert(since);
+                *at = (*at).min(since);
+            }
+            if clean || unclean > LATE_TAG_REQUEUES {
+                states.remove(key);
+            }
         }
         queued
     }
 
-    /// When the oldest event not yet synced arrived, if any is waiting.
-    pub fn oldest_waiting(&self) -> Option<Instant> {
-        lock(&self.states)
+    /// A periodic run of these mappings ended clean: what their event syncs left behind is on
+    /// every target now.
+    pub fn mirrored(&self, mappings: impl IntoIterator<Item = usize>) {
+        let mut stranded = lock(&self.stranded);
+        for m in mappings {
+            stranded.remove(&m);
+        }
+    }
+
+    /// When the oldest accepted event not yet on every target arrived (queued, syncing, or
+    /// left to the periodic run after its syncs failed), if any.
+    pub fn oldest_unmirrored(&self) -> Option<Instant> {
+        let states = lock(&self.states);
+        let stranded = lock(&self.stranded);
+        states
             .values()
-            .filter_map(|s| s.queued.or(s.again.as_ref().map(|a| a.0)))
+            .filter_map(|s| s.since)
+            .chain(stranded.values().copied())
             .min()
     }
 }
 
 /// The key `notice` asks of mapping `m`, if `m`'s source is the notice's repository (on its
-/// host, when the notice names one) and its filter selects the tag. A delete asks nothing: the
-/// next periodic run prunes, with its safety checks.
+/// host, when the notice names one) and its filter selects the tag. A delete asks only a
+/// mapping that prunes (its sync of the tag prunes with `--prune`'s checks).
 fn covers(m: &Mapping, notice: &Notice) -> Option<Key> {
     let Origin::Registry {
         registry,
@@ -225,7 +298,7 @@ fn covers(m: &Mapping, notice: &Notice) -> Option<Key> {
     else {
         return None;
     };
-    if m.repositories.is_some() || notice.delete || repository != &notice.repository {
+    if m.repositories.is_some() || (notice.delete && !m.prune) || repository != &notice.repository {
         return None;
     }
     if notice.host.as_ref().is_some_and(|h| h != registry) {

@@ -1,5 +1,5 @@
-//! The watch listener: /healthz, /readyz and /metrics over HTTP/1.1 (hyper), one request per
-//! connection, with a cap on connections, header and connection timeouts, and accept pauses.
+//! The watch listener: /healthz, /readyz, /metrics and /v1/events over HTTP/1.1 (hyper), plain or
+//! TLS, one request per connection, with a cap on connections, timeouts, and accept pauses.
 //!
 //! The cap is taken from the process's open-file limit at start (a quarter of it, at most
 //! [`MAX_CONNECTIONS`]), so however many clients connect, three quarters of the descriptors stay
@@ -109,16 +109,18 @@ pub async fn serve(
     health: Arc<Health>,
     metrics: Arc<WatchMetrics>,
 ) {
-    serve_all(listener, limits, health, metrics, None).await
+    serve_all(listener, limits, health, metrics, None, None).await
 }
 
-/// [`serve`], with `POST /v1/events` taken into `intake`.
+/// [`serve`], with `POST /v1/events` taken into `intake`, over TLS when `tls` is given (the
+/// handshake counts against the connection's timeout).
 pub async fn serve_all(
     listener: impl Connections,
     limits: Limits,
     health: Arc<Health>,
     metrics: Arc<WatchMetrics>,
     intake: Option<Arc<Intake>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.connections));
     let closed = Arc::new(Notify::new());
@@ -146,37 +148,48 @@ pub async fn serve_all(
                 pause = FIRST_PAUSE;
                 let (health, metrics) = (Arc::clone(&health), Arc::clone(&metrics));
                 let intake = intake.clone();
-                let connection = http.serve_connection(
-                    TokioIo::new(stream),
-                    hyper::service::service_fn(move |request| {
-                        let (health, metrics, intake) =
-                            (Arc::clone(&health), Arc::clone(&metrics), intake.clone());
-                        async move {
-                            let now = Instant::now();
-                            let answer = match request.uri().path() {
-                                "/v1/events" => {
-                                    super::endpoint::answer(request, intake.as_deref(), &metrics)
-                                        .await
+                let service = hyper::service::service_fn(move |request| {
+                    let (health, metrics, intake) =
+                        (Arc::clone(&health), Arc::clone(&metrics), intake.clone());
+                    async move {
+                        let now = Instant::now();
+                        let answer = match request.uri().path() {
+                            "/v1/events" => {
+                                super::endpoint::answer(request, intake.as_deref(), &metrics).await
+                            }
+                            path => {
+                                if path == "/metrics" {
+                                    let oldest =
+                                        intake.as_ref().and_then(|i| i.oldest_unmirrored());
+                                    metrics.set_oldest_event(
+                                        oldest.map_or(0.0, |at| (now - at).as_secs_f64()),
+                                    );
                                 }
-                                path => {
-                                    if path == "/metrics" {
-                                        let oldest =
-                                            intake.as_ref().and_then(|i| i.oldest_waiting());
-                                        metrics.set_oldest_event(
-                                            oldest.map_or(0.0, |at| (now - at).as_secs_f64()),
-                                        );
-                                    }
-                                    answer(&request, &health, &metrics, now)
-                                }
-                            };
-                            Ok::<_, Infallible>(answer)
-                        }
-                    }),
-                );
+                                answer(&request, &health, &metrics, now)
+                            }
+                        };
+                        Ok::<_, Infallible>(answer)
+                    }
+                });
+                let (http, tls) = (http.clone(), tls.clone());
                 tokio::spawn(async move {
                     let _slot = slot;
+                    let served = async {
+                        match tls {
+                            None => http.serve_connection(TokioIo::new(stream), service).await,
+                            Some(tls) => match tls.accept(stream).await {
+                                Ok(stream) => {
+                                    http.serve_connection(TokioIo::new(stream), service).await
+                                }
+                                Err(e) => {
+                                    tracing::debug!("watch listener: TLS handshake failed: {e}");
+                                    Ok(())
+                                }
+                            },
+                        }
+                    };
                     if let Ok(Err(e)) =
-                        tokio::time::timeout(limits.connection_timeout, connection).await
+                        tokio::time::timeout(limits.connection_timeout, served).await
                     {
                         tracing::debug!("watch listener: connection ended: {e}");
                     }

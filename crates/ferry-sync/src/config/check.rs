@@ -160,6 +160,43 @@ impl Checker<'_> {
         })
     }
 
+    /// `listener.tls`: each file readable and holding a PEM section of its kind (a certificate;
+    /// a private key), reported at the field whose file is at fault, never with its contents.
+    pub(super) fn listener_tls(
+        &mut self,
+        path: &FieldPath,
+        raw: super::raw::RawListenerTls,
+    ) -> Option<super::ListenerTls> {
+        let mut ok = true;
+        for (field, file, label) in [
+            ("certificate", &raw.certificate, "CERTIFICATE"),
+            ("key", &raw.key, "PRIVATE KEY"),
+        ] {
+            let problem = match std::fs::read(file) {
+                Err(e) => Some(format!("cannot read {}: {e}", file.display())),
+                Ok(pem) => {
+                    let text = String::from_utf8_lossy(&pem);
+                    let found = text.lines().any(|l| {
+                        l.strip_prefix("-----BEGIN ")
+                            .and_then(|l| l.strip_suffix("-----"))
+                            .is_some_and(|l| l.ends_with(label))
+                    });
+                    (!found).then(|| {
+                        format!("{} holds no PEM {}", file.display(), label.to_lowercase())
+                    })
+                }
+            };
+            if let Some(message) = problem {
+                self.fail(&path.key(field), message);
+                ok = false;
+            }
+        }
+        ok.then_some(super::ListenerTls {
+            certificate: raw.certificate,
+            key: raw.key,
+        })
+    }
+
     /// A mapping's `interval:` or `schedule:` (not both), reported at the field at fault.
     pub(super) fn schedule(
         &mut self,

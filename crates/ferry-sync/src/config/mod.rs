@@ -56,6 +56,18 @@ pub struct Config {
     pub mappings: Vec<Mapping>,
     /// How `ferry watch` authenticates push notifications; `None`: it accepts none.
     pub events: Option<EventsSettings>,
+    /// The certificate and key `ferry watch` serves its listener with; `None`: plain HTTP.
+    pub listener_tls: Option<ListenerTls>,
+}
+
+/// `listener.tls:`: PEM files, checked to be readable and of the right kind when the config is
+/// read; the listener builds its TLS setup from them at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerTls {
+    /// The certificate chain, leaf first.
+    pub certificate: PathBuf,
+    /// Its private key.
+    pub key: PathBuf,
 }
 
 /// `events:`: the token push notifications carry, and how many may wait.

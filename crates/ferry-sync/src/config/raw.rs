@@ -37,6 +37,28 @@ pub struct RawConfig {
     /// Push notifications `ferry watch` takes on `POST /v1/events` (default: none accepted).
     #[serde(default)]
     pub events: Option<RawEvents>,
+    /// The `ferry watch` listener (/healthz, /readyz, /metrics, /v1/events): TLS.
+    #[serde(default)]
+    pub listener: Option<RawListener>,
+}
+
+/// `listener:`: how `ferry watch` serves its listener.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    /// Serve HTTPS with this certificate and key (default: plain HTTP).
+    #[serde(default)]
+    pub tls: Option<RawListenerTls>,
+}
+
+/// `listener.tls:`: the listener's certificate and key, PEM files read at start.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTls {
+    /// PEM certificate chain, leaf first.
+    pub certificate: PathBuf,
+    /// PEM private key of the certificate (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 /// `events:`: how `ferry watch` authenticates push notifications.

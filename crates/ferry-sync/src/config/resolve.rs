@@ -226,12 +226,17 @@ impl Checker<'_> {
         let events = raw
             .events
             .and_then(|e| self.resolve_events(&root.key("events"), e));
+        let listener_tls = raw
+            .listener
+            .and_then(|l| l.tls)
+            .and_then(|t| self.listener_tls(&root.key("listener").key("tls"), t));
         Some(Config {
             concurrency,
             engine,
             registries,
             mappings,
             events,
+            listener_tls,
         })
     }
 
