@@ -8,7 +8,9 @@
 use std::time::{Duration, Instant};
 
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, ops::Manifest};
-use ferry_testkit::distribution::{RealRegistry, RealRegistryNotifications, RealRegistryOptions};
+use ferry_testkit::distribution::{
+    AccessLogEntry, RealRegistry, RealRegistryNotifications, RealRegistryOptions,
+};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 
@@ -143,10 +145,13 @@ async fn main() {
         .expect("log")
         .count("GET", "/v2/src/app/tags/list");
 
-    // 20 tags pushed one at a time.
+    // 20 tags pushed one at a time; each tag's window of the access log runs from the start of
+    // its push to the start of the next one; the push's own writes to the source are left out.
     let mut latencies = Vec::new();
+    let mut windows: Vec<usize> = Vec::new();
     for i in 1..=20 {
         let tag = format!("t{i:02}");
+        windows.push(notifying.access_log().await.expect("log").entries.len());
         push(&client, "src/app", &tag).await;
         let pushed = Instant::now();
         let want = format!("watch: event sync of mapping 0 (tag {tag}) finished with exit code 0");
@@ -156,11 +161,49 @@ async fn main() {
     let arrived = latencies.iter().filter(|(_, ok, _)| *ok).count();
     let mut secs: Vec<f64> = latencies.iter().map(|(_, _, d)| d.as_secs_f64()).collect();
     secs.sort_by(f64::total_cmp);
-    let listed_after = notifying
-        .access_log()
-        .await
-        .expect("log")
-        .count("GET", "/v2/src/app/tags/list");
+    let log = notifying.access_log().await.expect("log");
+    let listed_after = log.count("GET", "/v2/src/app/tags/list");
+    windows.push(log.entries.len());
+    // ferry's own requests in each tag's window, at the source repository and the target one.
+    let mut per_tag: Vec<(usize, usize, Vec<String>)> = Vec::new();
+    for w in windows.windows(2) {
+        let pushing = |e: &&AccessLogEntry| {
+            e.path.starts_with("/v2/src/") && matches!(e.method.as_str(), "POST" | "PUT" | "PATCH")
+        };
+        let ferry: Vec<_> = log.entries[w[0]..w[1]]
+            .iter()
+            .filter(|e| e.user_agent.starts_with("ferry/"))
+            .filter(|e| !pushing(e))
+            .collect();
+        let at = |prefix: &str| ferry.iter().filter(|e| e.path.starts_with(prefix)).count();
+        let shape = ferry
+            .iter()
+            .map(|e| {
+                let kind = e.path.split('/').nth(4).unwrap_or("");
+                let side = match e.path.as_str() {
+                    p if p.starts_with("/v2/src/") => "source",
+                    p if p.starts_with("/v2/dst/") => "target",
+                    _ => "ping",
+                };
+                format!("{side} {} {kind} {}", e.method, e.status)
+            })
+            .collect();
+        per_tag.push((at("/v2/src/app/"), at("/v2/dst/app/"), shape));
+    }
+    let mut source: Vec<usize> = per_tag.iter().map(|t| t.0).collect();
+    let mut target: Vec<usize> = per_tag.iter().map(|t| t.1).collect();
+    source.sort_unstable();
+    target.sort_unstable();
+    println!(
+        "ferry's requests per event sync (access log, user agent ferry/): source median {} (min {}, max {}), target median {} (min {}, max {}); t10's: {:?}",
+        source[source.len() / 2],
+        source[0],
+        source[source.len() - 1],
+        target[target.len() / 2],
+        target[0],
+        target[target.len() - 1],
+        per_tag.get(9).map(|t| &t.2)
+    );
     println!(
         "push -> on target, 20 tags one at a time: {arrived}/20 through their event; median {:.2} s, max {:.2} s, min {:.2} s; source tag listings during them: {}",
         secs[secs.len() / 2],
