@@ -332,3 +332,59 @@ async fn an_export_killed_part_way_leaves_no_bundle() {
         "the big layer is in the finished bundle"
     );
 }
+
+/// `oci-archive:` as a target outside an export: `ferry copy SRC oci-archive:FILE:REF` names the
+/// image REF (as skopeo does), a mapping's `oci-archive:FILE` names each image by its tag; both
+/// are plain archives (no bundle record) that skopeo reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_archive_target_of_copy_and_of_a_mapping_is_what_skopeo_reads() {
+    let Some(s) = setup().await else { return };
+    let one = s.dir.path().join("one.tar");
+    let source = format!("{}/apps/one:1.0", s.real.host());
+    let target = format!("oci-archive:{}:myimage", one.display());
+    let out = ferry(&["copy", &source, &target, "--insecure", "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let inspected = skopeo(&["inspect", "--raw", &target]);
+    assert!(inspected.status.success(), "{}", text(&inspected.stderr));
+    let digest = ferry_distribution::Digest::of_bytes(
+        ferry_distribution::Algorithm::Sha256,
+        &inspected.stdout,
+    );
+    let at_source = s
+        .client
+        .head_manifest("apps/one", "1.0")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(digest, at_source.digest);
+
+    let two = s.dir.path().join("two.tar");
+    let registries = format!(
+        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+        s.real.host(),
+        s.real.url()
+    );
+    let mappings = format!(
+        "  - source: {}/apps/two\n    targets: [\"oci-archive:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
+        s.real.host(),
+        two.display()
+    );
+    let own = s.dir.path().join("plain");
+    std::fs::create_dir(&own).unwrap();
+    let cfg = write_config(&own, &registries, &mappings);
+    let out = ferry(&["sync", "-c", cfg.to_str().unwrap(), "--progress", "none"]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    for tag in TAGS {
+        let at = format!("oci-archive:{}:{tag}", two.display());
+        let inspected = skopeo(&["inspect", "--raw", &at]);
+        assert!(
+            inspected.status.success(),
+            "{tag}: {}",
+            text(&inspected.stderr)
+        );
+    }
+    assert!(
+        !entries(&two).iter().any(|(n, _)| n == "ferry-bundle.json"),
+        "a plain archive carries no bundle record"
+    );
+}

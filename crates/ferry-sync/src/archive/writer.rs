@@ -135,21 +135,26 @@ impl ArchiveWriter {
         self.inner.naming
     }
 
-    fn error(&self, operation: Operation, message: String) -> Error {
-        Error::new(self.name(), None, operation, ErrorKind::Local(message))
+    fn error_local(&self, operation: Operation, message: String) -> Error {
+        self.error(operation, ErrorKind::Local(message))
+    }
+
+    /// An error about this archive.
+    pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
+        Error::new(self.name(), None, operation, kind)
     }
 
     /// The error of a cut tar, if it is.
     fn cut(&self, operation: Operation) -> Result<(), Error> {
         let state = locked(&self.inner.state);
         if let Some(why) = &state.cut {
-            return Err(self.error(
+            return Err(self.error_local(
                 operation,
                 format!("the archive was cut by an earlier failure: {why}"),
             ));
         }
         if state.finished {
-            return Err(self.error(operation, "the archive is already finished".to_owned()));
+            return Err(self.error_local(operation, "the archive is already finished".to_owned()));
         }
         Ok(())
     }
@@ -184,7 +189,8 @@ impl ArchiveWriter {
             return Ok(None);
         }
         let name = blob_entry(digest);
-        let io = |e: std::io::Error| self.error(Operation::UploadChunk, format!("{name}: {e}"));
+        let io =
+            |e: std::io::Error| self.error_local(Operation::UploadChunk, format!("{name}: {e}"));
         if sink.is_none() {
             *sink = Some(Sink::open(&self.inner.output).map_err(io)?);
         }
@@ -294,8 +300,9 @@ impl ArchiveWriter {
             None => Sink::open(&self.inner.output),
         };
         let (index, record, report) = self.summary();
-        let io =
-            |e: std::io::Error| self.error(op, format!("{}: {e}", self.inner.output.display()));
+        let io = |e: std::io::Error| {
+            self.error_local(op, format!("{}: {e}", self.inner.output.display()))
+        };
         let mut sink = sink.map_err(io)?;
         let result = async {
             sink.entry("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)
@@ -431,7 +438,7 @@ impl BlobEntry {
             None => {
                 return Err(self
                     .writer
-                    .error(Operation::UploadChunk, "finished twice".into()));
+                    .error_local(Operation::UploadChunk, "finished twice".into()));
             }
         };
         if actual != self.digest || seen != self.size {
@@ -451,7 +458,7 @@ impl BlobEntry {
             None => Err(std::io::Error::other("the archive is not open")),
         };
         if let Err(e) = padded {
-            return Err(self.writer.error(
+            return Err(self.writer.error_local(
                 Operation::UploadChunk,
                 format!("{}: {e}", blob_entry(&self.digest)),
             ));

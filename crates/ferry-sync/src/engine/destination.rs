@@ -7,6 +7,7 @@ use std::path::Path;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{BlobPush, MountOutcome, UploadSession, UploadShape};
+use ferry_distribution::retry::Failure;
 use ferry_distribution::{Digest, Operation, RegistryClient};
 
 use super::graph::ImageGraph;
@@ -322,6 +323,11 @@ async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Err
         None => None,
     };
     let first = match first {
+        // The source's bytes failed for good (a digest mismatch) before any reached the tar:
+        // this blob fails, the archive goes on.
+        Some(Err(Failure::Final(kind))) => {
+            return Err(writer.error(Operation::BlobGet, kind));
+        }
         Some(Err(_)) | None => None,
         Some(Ok(s)) => Some(s),
     };
@@ -340,10 +346,7 @@ async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Err
             };
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk?;
-                entry
-                    .write(&chunk)
-                    .await
-                    .map_err(ferry_distribution::retry::Failure::Final)?;
+                entry.write(&chunk).await.map_err(Failure::Final)?;
             }
             Ok(())
         })
