@@ -206,7 +206,9 @@ impl ArchiveWriter {
             sink,
             digest: digest.clone(),
             size,
-            digester: Some(digest.digester()),
+            written: 0,
+            digester: digest.digester(),
+            from_tee: true,
             done: false,
         }))
     }
@@ -217,7 +219,7 @@ impl ArchiveWriter {
         let Some(mut entry) = self.begin_blob(&m.digest, size).await? else {
             return Ok(0);
         };
-        let wrote = entry.write(&m.bytes).await;
+        let wrote = entry.write(&m.bytes, false).await;
         match wrote {
             Ok(()) => entry.finish().await.map(|()| size),
             Err(kind) => {
@@ -399,59 +401,88 @@ pub struct BlobEntry {
     sink: tokio::sync::OwnedMutexGuard<Option<Sink>>,
     digest: Digest,
     size: u64,
-    digester: Option<ferry_distribution::digest::Digester>,
+    /// Bytes of it in the tar.
+    written: u64,
+    /// Hashes the bytes read after a resume, from byte 0: the prefix the tee sent (already in
+    /// the tar) again, then everything written after it.
+    digester: ferry_distribution::digest::Digester,
+    /// Whether every byte came from the engine's tee, whose read checks the digest and holds
+    /// the last chunk back until it matches (so a stream of it that ends cleanly is verified).
+    from_tee: bool,
     done: bool,
 }
 
 impl BlobEntry {
-    /// How many of its bytes are in the tar: where a resumed read starts.
-    pub fn offset(&self) -> u64 {
-        self.digester.as_ref().map_or(0, |d| d.bytes_seen())
+    /// How many of its bytes are in the tar.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
-    /// Appends `chunk`, hashed on the way; bytes past the declared size are refused.
-    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), ErrorKind> {
-        let at = self.offset();
-        if at + chunk.len() as u64 > self.size {
+    /// Where a resumed read starts: the first byte not hashed yet (0 after a tee's bytes,
+    /// whose prefix is read again to be hashed, never written twice).
+    pub fn resume_at(&self) -> u64 {
+        match self.from_tee {
+            true => 0,
+            false => self.digester.bytes_seen(),
+        }
+    }
+
+    /// Appends `chunk` from the tee (`verified`: the tee checks the digest) or from a resumed
+    /// read (hashed, its bytes already in the tar skipped); bytes past the declared size are
+    /// refused.
+    pub async fn write(&mut self, chunk: &[u8], verified: bool) -> Result<(), ErrorKind> {
+        let chunk = match verified && self.from_tee {
+            true => chunk,
+            false => {
+                if self.from_tee {
+                    // The first resumed byte: everything from here on is hashed from byte 0.
+                    self.from_tee = false;
+                }
+                let seen = self.digester.bytes_seen();
+                let again = (self.written.saturating_sub(seen)).min(chunk.len() as u64) as usize;
+                self.digester.update(chunk);
+                &chunk[again..]
+            }
+        };
+        if self.written + chunk.len() as u64 > self.size || self.digester.bytes_seen() > self.size {
             return Err(ErrorKind::DigestMismatch {
                 expected: format!("{} ({} bytes)", self.digest, self.size),
                 actual: format!("more than {} bytes", self.size),
             });
         }
-        if let Some(d) = self.digester.as_mut() {
-            d.update(chunk);
-        }
         let Some(sink) = self.sink.as_mut() else {
             return Err(ErrorKind::Local("the archive is not open".to_owned()));
         };
-        sink.write(chunk)
-            .await
-            .map_err(|e| ErrorKind::Local(format!("{}: {e}", self.writer.inner.output.display())))
+        sink.write(chunk).await.map_err(|e| {
+            ErrorKind::Local(format!("{}: {e}", self.writer.inner.output.display()))
+        })?;
+        self.written += chunk.len() as u64;
+        Ok(())
     }
 
-    /// Checks the digest and size, pads the entry and counts the blob as in the tar. A
-    /// mismatch cuts the archive.
+    /// Checks the size and (for bytes not all from the tee) the digest, pads the entry and
+    /// counts the blob as in the tar. A mismatch cuts the archive.
     pub async fn finish(mut self) -> Result<(), Error> {
-        let seen = self.offset();
-        let actual = match self.digester.take() {
-            Some(d) => d.finish(),
-            None => {
-                return Err(self
-                    .writer
-                    .error_local(Operation::UploadChunk, "finished twice".into()));
-            }
+        let digester = std::mem::replace(&mut self.digester, self.digest.digester());
+        let seen = digester.bytes_seen();
+        let matches = match self.from_tee {
+            true => None,
+            false => Some(digester.finish()),
         };
-        if actual != self.digest || seen != self.size {
+        let wrong = self.written != self.size
+            || matches
+                .as_ref()
+                .is_some_and(|actual| *actual != self.digest || seen != self.size);
+        if wrong {
+            let actual = match &matches {
+                Some(a) => format!("{a} ({seen} bytes)"),
+                None => format!("{} bytes", self.written),
+            };
             let kind = ErrorKind::DigestMismatch {
                 expected: format!("{} ({} bytes)", self.digest, self.size),
-                actual: format!("{actual} ({seen} bytes)"),
+                actual,
             };
-            return Err(Error::new(
-                self.writer.name(),
-                None,
-                Operation::UploadChunk,
-                kind,
-            ));
+            return Err(self.writer.error(Operation::UploadChunk, kind));
         }
         let padded = match self.sink.as_mut() {
             Some(sink) => sink.pad(self.size).await,
@@ -476,9 +507,7 @@ impl Drop for BlobEntry {
         if !self.done {
             self.writer.mark_cut(format!(
                 "blob {} stopped at byte {} of {} inside the tar",
-                self.digest,
-                self.offset(),
-                self.size
+                self.digest, self.written, self.size
             ));
         }
     }

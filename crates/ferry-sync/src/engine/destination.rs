@@ -312,9 +312,12 @@ impl Destination {
 }
 
 /// Streams one blob into an archive: the tar is taken once the source has produced its first
-/// bytes (a source that never answers holds no other blob back); a read that breaks part way is
-/// resumed from the byte the entry reached, under the source's retry shape. A blob that fails
-/// inside the tar cuts the archive (see `archive::writer`).
+/// bytes (a source that never answers holds no other blob back). The tee's bytes are verified
+/// by the tee (it checks the digest and holds the last chunk back), so they are not hashed
+/// again; a read that breaks part way is resumed under the source's retry shape from byte 0
+/// (the prefix already in the tar hashed, not written again) or, once resumed, from the
+/// first byte not hashed. A blob that fails inside the tar cuts the archive (see
+/// `archive::writer`).
 async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Error> {
     use futures::StreamExt as _;
     let blob = feed.blob();
@@ -340,13 +343,17 @@ async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Err
         .read_with_retry(|| async {
             let mut entry = entry.lock().await;
             let taken = first.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let mut stream = match taken {
-                Some(s) if entry.offset() == 0 => s,
-                _ => feed.reopen(entry.offset()).await?,
+            // The tee's stream while nothing else was written; a resumed read after it.
+            let (mut stream, verified) = match taken {
+                Some(s) if entry.written() == 0 => (s, true),
+                _ => (feed.reopen(entry.resume_at()).await?, false),
             };
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk?;
-                entry.write(&chunk).await.map_err(Failure::Final)?;
+                entry
+                    .write(&chunk, verified)
+                    .await
+                    .map_err(Failure::Final)?;
             }
             Ok(())
         })
