@@ -231,4 +231,22 @@ mod tests {
                 .contains("not a ferry bundle")
         );
     }
+
+    #[test]
+    fn a_record_entry_over_its_limit_is_refused_before_it_is_read() {
+        // A header that claims more than the limit, and no body: refused on the header alone.
+        let mut h = tar::Header::new_ustar();
+        h.set_path(BUNDLE_ENTRY).unwrap();
+        h.set_size(BUNDLE_ENTRY_LIMIT + 1);
+        h.set_mode(0o644);
+        h.set_cksum();
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), h.as_bytes()).unwrap();
+        let err = read_since(f.path()).unwrap_err();
+        assert!(err.contains("over its limit"), "{err}");
+        assert!(
+            err.contains(BUNDLE_ENTRY),
+            "the error names the entry: {err}"
+        );
+    }
 }
