@@ -231,6 +231,16 @@ async fn an_export_since_an_earlier_bundle_carries_only_what_is_new() {
     let out = export(&s.config, &full, &[]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     push(&s.client, "apps/two", "3.0").await;
+    // A dry run says what the bundle would carry and writes nothing.
+    let dry = s.dir.path().join("dry.tar");
+    let out = export(
+        &s.config,
+        &dry,
+        &["--since", full.to_str().unwrap(), "--dry-run"],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(!dry.exists() && !s.dir.path().join("dry.tar.partial").exists());
 
     for since in [full.clone(), s.dir.path().join("full.tar.json")] {
         let weekly = s.dir.path().join("weekly.tar");
