@@ -117,6 +117,10 @@ async fn an_export_is_an_oci_archive_skopeo_reads_by_full_reference() {
     assert_eq!(report["totals"]["images_synced"], 6, "{stdout}");
     assert_eq!(report["archives"][0]["images_indexed"], 6, "{stdout}");
     assert!(!bundle.with_extension("tar.partial").exists());
+    assert!(
+        stderr.contains("wrote  ") && stderr.contains("6 images in index.json"),
+        "the summary names the bundle: {stderr}"
+    );
 
     // Order: every blob before oci-layout, index.json, and ferry-bundle.json last.
     let list = entries(&bundle);

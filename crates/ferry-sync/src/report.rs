@@ -577,6 +577,21 @@ impl SyncReport {
         for r in &self.repositories_created {
             let _ = writeln!(out, "created  repository {r}");
         }
+        for a in &self.archives {
+            let _ = writeln!(
+                out,
+                "wrote  {}: {} bytes, {} images in index.json, {} blobs and manifests carried, {} left out (in a base){}",
+                a.archive,
+                a.bytes,
+                a.images_indexed,
+                a.entries_carried,
+                a.digests_left_out,
+                a.bundle_digest
+                    .as_deref()
+                    .map(|d| format!(", bundle {d}"))
+                    .unwrap_or_default()
+            );
+        }
         for r in &self.rejected_names {
             let name = self.mapping_name(r.mapping, &r.source);
             let _ = match r.rejected.listed_in {
