@@ -401,4 +401,9 @@ async fn an_oci_archive_target_of_copy_and_of_a_mapping_is_what_skopeo_reads() {
         !entries(&two).iter().any(|(n, _)| n == "ferry-bundle.json"),
         "a plain archive carries no bundle record"
     );
+    // A verify does not read an archive back: it says so, and fails.
+    let out = ferry(&["verify", "-c", cfg.to_str().unwrap(), "--progress", "none"]).await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{said}");
+    assert!(said.contains("does not read oci-archive targets"), "{said}");
 }
