@@ -104,6 +104,10 @@ fn one_mapping(
     };
     let mut retag = None;
     let target = match target.strip_prefix("oci:") {
+        // `oci-archive:FILE[:REF]`, as skopeo writes it: the image goes in named REF (else its tag).
+        None if target.starts_with("oci-archive:") => {
+            Target::parse(target).map_err(|e| e.replace("source", "target"))?
+        }
         Some(rest) => {
             // `oci:DIR:TAG`, as skopeo writes it: the image goes in under TAG.
             let (dir, to) = split_layout_tag(rest);

@@ -395,14 +395,16 @@ pub async fn execute(
                 report.push(c, status);
                 continue;
             }
+            // An archive is written whole by each run (its listing is empty, so no candidate
+            // names one): there is nothing in it to delete, and nothing is.
             Target::OciArchive { .. } | Target::DockerArchive { .. } => {
-                let error = c
-                    .target
-                    .archive_not_yet(ferry_distribution::Operation::TagDelete);
                 let status = PruneStatus::Failed {
                     registry: c.target.to_string(),
                     http_status: None,
-                    error: error.to_string(),
+                    error: format!(
+                        "{}: an archive is written whole by each run and never pruned",
+                        c.target
+                    ),
                 };
                 report.push(c, status);
                 continue;

@@ -48,6 +48,17 @@ pub(crate) async fn resolve_mapping(
     let mut listings = Vec::new();
     for target in &mapping.targets {
         waiting_on(&target.to_string());
+        // An archive is not read back by a verify: it fails the mapping, saying so.
+        if options.audit && matches!(target, crate::config::Target::OciArchive { .. }) {
+            return Err(Error::new(
+                target.to_string(),
+                None,
+                ferry_distribution::Operation::TagList,
+                ferry_distribution::ErrorKind::Local(
+                    "ferry verify does not read oci-archive targets (ferry import checks a bundle as it reads it)".to_owned(),
+                ),
+            ));
+        }
         listings.push(TargetListing::take(target, registries, mapping.prune).await?);
     }
     // The source's manifests next.
