@@ -97,6 +97,9 @@ pub enum Command {
         after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
+    /// Push every image of a bundle (an OCI archive) to the registry its name names, as a sync.
+    #[command(after_help = crate::commands::import::AFTER_HELP)]
+    Import(crate::commands::import::ImportArgs),
     /// Show one image: digest, media type, size, platforms, config, layers, referrers.
     #[command(after_help = crate::commands::inspect::AFTER_HELP)]
     Inspect(crate::commands::inspect::InspectArgs),

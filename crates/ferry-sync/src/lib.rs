@@ -47,6 +47,7 @@
 //! - [`prune`] deletes what the source no longer has; [`run`] puts the steps together.
 //! - [`verify`] proves the targets hold what a sync would leave there (`ferry verify`).
 
+pub mod archive;
 pub mod bundle;
 pub mod config;
 pub mod dryrun;

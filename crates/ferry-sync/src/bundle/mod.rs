@@ -1,6 +1,8 @@
 //! An air-gapped bundle's own record, `ferry-bundle.json`: what `ferry export` wrote into the
 //! OCI archive (the images, their sources, the bundles it builds on) and `ferry import` checks.
 
+pub mod import;
+
 use serde::{Deserialize, Serialize};
 
 /// The tar entry that holds a bundle's record, written after every blob and `index.json`.
