@@ -97,6 +97,9 @@ pub enum Command {
         after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
     )]
     Copy(CopyArgs),
+    /// Write every image a config selects into one bundle (an OCI archive), or only what is new.
+    #[command(after_help = crate::commands::export::AFTER_HELP)]
+    Export(crate::commands::export::ExportArgs),
     /// Push every image of a bundle (an OCI archive) to the registry its name names, as a sync.
     #[command(after_help = crate::commands::import::AFTER_HELP)]
     Import(crate::commands::import::ImportArgs),

@@ -391,6 +391,7 @@ mod tests {
             totals: Totals::default(),
             elapsed: Duration::ZERO,
             interrupted: false,
+            archives: Vec::new(),
             copy: None,
         }
     }

@@ -67,7 +67,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         registries: None,
         copy: None,
     };
-    run_config_then(&config, &options, progress, args.verify).await
+    run_config_then(&config, &options, progress, args.verify, Default::default()).await
 }
 
 /// Counters the signal handler prints when a second signal ends the run at once.
@@ -101,7 +101,17 @@ impl Known {
 /// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
-    run_config_then(config, options, progress, false).await
+    run_config_then(config, options, progress, false, Default::default()).await
+}
+
+/// [`run_config`] with every target written into `archives`' bundle (`ferry export`).
+pub async fn run_config_into(
+    config: &Config,
+    options: &RunOptions,
+    progress: &Progress,
+    archives: ferry_sync::archive::writer::Archives,
+) -> Exit {
+    run_config_then(config, options, progress, false, archives).await
 }
 
 /// [`run_config`], and with `verify` (`ferry sync --verify`) a shallow verify of what the run
@@ -111,11 +121,13 @@ async fn run_config_then(
     options: &RunOptions,
     progress: &Progress,
     verify: bool,
+    archives: ferry_sync::archive::writer::Archives,
 ) -> Exit {
     let registries = match &options.breakers {
         Some(b) => Registries::new(config).with_breakers(b.clone()),
         None => Registries::new(config),
-    };
+    }
+    .with_archives(archives);
     if let Some(slot) = &options.registries {
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(registries.clone());
     }

@@ -37,6 +37,8 @@ pub struct Registries {
     created: Arc<Mutex<Creations>>,
     /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
     breakers: Breakers,
+    /// The `oci-archive:` files this run writes, and `ferry export`'s bundle.
+    archives: crate::archive::writer::Archives,
 }
 
 /// Each registry's circuit breaker, by host, kept beyond one run's [`Registries`]: `ferry watch`
@@ -79,7 +81,20 @@ impl Registries {
             ecr: None,
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
+            archives: Default::default(),
         }
+    }
+
+    /// Writes every target of the run into `archives`' bundle (`ferry export`): a registry
+    /// target is neither listed nor written, its images go into the bundle under its name.
+    pub fn with_archives(mut self, archives: crate::archive::writer::Archives) -> Self {
+        self.archives = archives;
+        self
+    }
+
+    /// The archives this run writes.
+    pub fn archives(&self) -> &crate::archive::writer::Archives {
+        &self.archives
     }
 
     /// Builds each registry's client on `breakers`' breaker for it (the state an earlier run

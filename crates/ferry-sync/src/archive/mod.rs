@@ -1,6 +1,9 @@
-//! Tar archives of images: an OCI image layout packed as one tar (`oci-archive:`, a ferry
-//! bundle) and `docker save` output (`docker-archive:`), read by seeking, never extracted.
+//! Tar archives of images: an OCI image layout packed as one tar (`oci-archive:`, skopeo's
+//! format; `ferry export`'s bundle), written streaming; read back, and `docker save` output,
+//! by seeking, never extracted.
 
 pub(crate) mod docker;
 pub mod reader;
 pub(crate) mod reader_tar;
+pub mod writer;
+mod writer_tar;

@@ -1,6 +1,7 @@
 //! An air-gapped bundle's own record, `ferry-bundle.json`: what `ferry export` wrote into the
 //! OCI archive (the images, their sources, the bundles it builds on) and `ferry import` checks.
 
+pub mod export;
 pub mod import;
 
 use serde::{Deserialize, Serialize};

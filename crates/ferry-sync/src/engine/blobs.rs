@@ -254,7 +254,7 @@ async fn run_job(
     //    and a refused primary must not take the mounts of the others down with it.
     needed.sort_by_key(|p| match p {
         Destination::Registry { repository, .. } => !repository.contains('/'),
-        Destination::Layout(_) => false,
+        Destination::Layout(_) | Destination::Archive { .. } => false,
     });
     let mut primaries: Vec<Destination> = Vec::new();
     let mut mounts: Vec<(Destination, Destination)> = Vec::new();
@@ -350,7 +350,7 @@ async fn copy_to(
             counters
                 .bytes_copied
                 .fetch_add(job.blob.size, Ordering::Relaxed);
-            if matches!(place, Destination::Layout(_)) {
+            if matches!(place, Destination::Layout(_) | Destination::Archive { .. }) {
                 progress.layout_written(job.blob.size);
             }
         }

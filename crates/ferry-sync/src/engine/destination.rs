@@ -12,6 +12,7 @@ use ferry_distribution::{Digest, Operation, RegistryClient};
 use super::graph::ImageGraph;
 use super::manifests::ManifestPusher;
 use super::transfer::{Feed, primed};
+use crate::archive::writer::{ArchiveWriter, ImageIn, Naming};
 use crate::config::Target;
 use crate::error::SyncError;
 use crate::layout::writer::LayoutWriter;
@@ -31,6 +32,23 @@ pub enum Destination {
     },
     /// An OCI image-layout directory, written through its writer.
     Layout(LayoutWriter),
+    /// An OCI archive (`oci-archive:PATH`) or `ferry export`'s bundle: one tar stream shared by
+    /// every target written into it.
+    Archive {
+        /// The archive's writer, one per file for the run.
+        writer: ArchiveWriter,
+        /// What names the images in it: the target's `REF` (`oci-archive:PATH:REF`) or, in a
+        /// bundle, the registry target's `host/repository`.
+        reference: Option<String>,
+    },
+}
+
+/// Where an image came from, for an archive's record of it.
+pub(crate) struct ImageFrom {
+    /// Its mapping's index.
+    pub mapping: usize,
+    /// `source:tag` or `source@digest`.
+    pub source: String,
 }
 
 /// What putting an image's manifests on a destination did.
@@ -72,17 +90,32 @@ pub(crate) fn repository_to_create<'a>(
 enum Key<'a> {
     Registry(&'a str, &'a str),
     Layout(&'a Path),
+    Archive(&'a crate::archive::writer::Output),
 }
 
 impl Destination {
     /// Opens `target`: its registry's client (built once per run by `registries`), or a writer
     /// for its layout directory.
+    /// In an export (`Registries::archives` holds a bundle) every target is the bundle: a
+    /// registry target names its images there by its `host/repository`.
     pub async fn open(target: &Target, registries: &Registries) -> Result<Destination, Error> {
+        if let Some(bundle) = registries.archives().export() {
+            let reference = match target {
+                Target::Registry { .. } => Some(target.to_string()),
+                _ => None,
+            };
+            return Ok(Destination::Archive {
+                writer: bundle.clone(),
+                reference,
+            });
+        }
         match target {
             Target::OciLayout { path } => Ok(Destination::Layout(LayoutWriter::new(path))),
-            Target::OciArchive { .. } | Target::DockerArchive { .. } => {
-                Err(target.archive_not_yet(Operation::UploadStart))
-            }
+            Target::OciArchive { path, reference } => Ok(Destination::Archive {
+                writer: registries.archives().at(path),
+                reference: reference.clone(),
+            }),
+            Target::DockerArchive { .. } => Err(target.archive_not_yet(Operation::UploadStart)),
             Target::Registry {
                 registry,
                 repository,
@@ -99,6 +132,7 @@ impl Destination {
                 Key::Registry(client.host(), repository)
             }
             Destination::Layout(w) => Key::Layout(w.dir()),
+            Destination::Archive { writer, .. } => Key::Archive(writer.output()),
         }
     }
 
@@ -109,6 +143,7 @@ impl Destination {
                 format!("{}/{repository}", client.host())
             }
             Destination::Layout(w) => w.name(),
+            Destination::Archive { writer, .. } => writer.name(),
         }
     }
 
@@ -116,7 +151,7 @@ impl Destination {
     pub fn host(&self) -> Option<&str> {
         match self {
             Destination::Registry { client, .. } => Some(client.host()),
-            Destination::Layout(_) => None,
+            Destination::Layout(_) | Destination::Archive { .. } => None,
         }
     }
 
@@ -127,6 +162,7 @@ impl Destination {
                 Error::new(client.host(), Some(repository), operation, kind)
             }
             Destination::Layout(w) => Error::new(w.name(), None, operation, kind),
+            Destination::Archive { writer, .. } => Error::new(writer.name(), None, operation, kind),
         }
     }
 
@@ -145,6 +181,7 @@ impl Destination {
                 .await
                 .map(|s| s.is_some()),
             Destination::Layout(w) => Ok(w.holds_blob(digest)),
+            Destination::Archive { writer, .. } => Ok(writer.holds(digest)),
         }
     }
 
@@ -224,6 +261,7 @@ impl Destination {
                     })
                     .await
             }
+            Destination::Archive { writer, .. } => archive_blob(writer, feed).await,
         }
     }
 
@@ -234,6 +272,7 @@ impl Destination {
         pusher: &ManifestPusher,
         graph: &ImageGraph,
         tag: Option<&str>,
+        from: &ImageFrom,
     ) -> Result<Put, SyncError> {
         match self {
             Destination::Registry { client, repository } => Ok(
@@ -246,8 +285,70 @@ impl Destination {
                 pusher.push_layout(w, graph, tag).await?;
                 Ok(Put::Pushed)
             }
+            Destination::Archive { writer, reference } => {
+                // An archive holds the source's index as it is, as a layout does.
+                let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
+                let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
+                let ref_name = match (writer.naming(), reference, tag) {
+                    (Naming::FullReference, Some(r), Some(t)) => Some(format!("{r}:{t}")),
+                    (Naming::FullReference, Some(r), None) => Some(format!("{r}@{}", root.digest)),
+                    (_, Some(r), _) if writer.naming() == Naming::Tag => Some(r.clone()),
+                    (_, _, t) => t.map(str::to_owned),
+                };
+                let image = ImageIn {
+                    manifests: children.iter().chain([root]).collect(),
+                    blobs: graph.blobs.iter().map(|b| &b.digest).collect(),
+                    ref_name,
+                    source: from.source.clone(),
+                    mapping: from.mapping,
+                };
+                let written = writer.put_image(image).await?;
+                pusher.layout_written(written);
+                Ok(Put::Pushed)
+            }
         }
     }
+}
+
+/// Streams one blob into an archive: the tar is taken once the source has produced its first
+/// bytes (a source that never answers holds no other blob back); a read that breaks part way is
+/// resumed from the byte the entry reached, under the source's retry shape. A blob that fails
+/// inside the tar cuts the archive (see `archive::writer`).
+async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Error> {
+    use futures::StreamExt as _;
+    let blob = feed.blob();
+    let first = match feed.take_first() {
+        Some(stream) => Some(primed(stream).await),
+        None => None,
+    };
+    let first = match first {
+        Some(Err(_)) | None => None,
+        Some(Ok(s)) => Some(s),
+    };
+    let Some(entry) = writer.begin_blob(&blob.digest, blob.size).await? else {
+        return Ok(());
+    };
+    let entry = tokio::sync::Mutex::new(entry);
+    let first = std::sync::Mutex::new(first);
+    feed.source()
+        .read_with_retry(|| async {
+            let mut entry = entry.lock().await;
+            let taken = first.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let mut stream = match taken {
+                Some(s) if entry.offset() == 0 => s,
+                _ => feed.reopen(entry.offset()).await?,
+            };
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                entry
+                    .write(&chunk)
+                    .await
+                    .map_err(ferry_distribution::retry::Failure::Final)?;
+            }
+            Ok(())
+        })
+        .await?;
+    entry.into_inner().finish().await
 }
 
 impl PartialEq for Destination {

@@ -130,6 +130,11 @@ impl ManifestPusher {
         }
     }
 
+    /// Counts manifest bytes written into an archive, as into a layout.
+    pub(crate) fn layout_written(&self, n: u64) {
+        self.progress.layout_written(n);
+    }
+
     /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
     /// (the caller holds the layout's writing lock; the index lock is taken here).
     pub(crate) async fn push_layout(

@@ -202,6 +202,7 @@ where
     // registry target is remembered with the position of its report.
     let mut images = std::mem::take(&mut *locked(&intake.images));
     let mut to_index = Vec::new();
+    let mut archive_rows = Vec::new();
     for (w, outcomes) in &ran {
         for (t, outcome) in w.targets.iter().zip(outcomes) {
             let status = match outcome {
@@ -217,6 +218,9 @@ where
                 && let Some(p) = referrer_to_index(w, t, images.len())
             {
                 to_index.push(p);
+            }
+            if let Ok(Destination::Archive { writer, .. }) = &t.place {
+                archive_rows.push((writer.output().clone(), images.len()));
             }
             images.push(r);
         }
@@ -239,7 +243,8 @@ where
         .rejected_names
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
-    summarise(
+    let archives = finish_archives(registries, &archive_rows, &mut images).await;
+    let mut report = summarise(
         images,
         failed_mappings,
         rejected_names,
@@ -248,7 +253,33 @@ where
         registries,
         start,
         stop,
-    )
+    );
+    report.archives = archives;
+    report
+}
+
+/// Finishes every archive the run wrote (`oci-layout`, `index.json`, the bundle record, the
+/// rename); an archive that fails there fails every image report `rows` names for it.
+async fn finish_archives(
+    registries: &Registries,
+    rows: &[(crate::archive::writer::Output, usize)],
+    images: &mut [ImageReport],
+) -> Vec<crate::report::ArchiveReport> {
+    let mut done = Vec::new();
+    for writer in registries.archives().take_all() {
+        match writer.finish().await {
+            Ok(r) => done.push(r),
+            Err(e) => {
+                for (_, i) in rows.iter().filter(|(o, _)| o == writer.output()) {
+                    if let Some(r) = images.get_mut(*i) {
+                        r.status = ImageStatus::failed(&e);
+                    }
+                }
+            }
+        }
+    }
+    done.sort_by(|a, b| a.archive.cmp(&b.archive));
+    done
 }
 
 /// Takes one resolved mapping in: reports what needs no copy, opens its source, holds its
@@ -543,6 +574,7 @@ fn summarise(
         totals,
         elapsed: start.elapsed(),
         interrupted,
+        archives: Vec::new(),
         copy: None,
     }
 }
@@ -700,5 +732,26 @@ async fn copy_to_target(
     for r in results {
         r?;
     }
-    place.put_graph(pusher, graph, w.image.tag.as_deref()).await
+    let from = destination::ImageFrom {
+        mapping: w.mapping,
+        source: match &w.image.tag {
+            _ if w.image.retagged_from.is_some() => source_ref(
+                &w.source_name,
+                w.image.retagged_from.as_deref().unwrap_or(""),
+            ),
+            Some(tag) => format!("{}:{tag}", w.source_name),
+            None => format!("{}@{}", w.source_name, w.image.digest),
+        },
+    };
+    place
+        .put_graph(pusher, graph, w.image.tag.as_deref(), &from)
+        .await
+}
+
+/// `source:tag`, or `source@digest` for a digest.
+fn source_ref(source: &str, name: &str) -> String {
+    match name.contains(':') {
+        true => format!("{source}@{name}"),
+        false => format!("{source}:{name}"),
+    }
 }

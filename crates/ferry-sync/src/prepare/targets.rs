@@ -32,6 +32,9 @@ pub(crate) enum TargetListing {
         /// The target repository.
         repository: String,
     },
+    /// An archive (`oci-archive:`, or every target of `ferry export`): written whole each run,
+    /// it holds nothing beforehand.
+    Archive,
     /// An image-layout directory.
     Layout {
         /// The layout's directory.
@@ -58,13 +61,18 @@ impl TargetListing {
         registries: &Registries,
         prunes: bool,
     ) -> Result<Self, Error> {
+        // An export writes a bundle: the (disconnected) target registry is never asked.
+        if registries.archives().export().is_some() {
+            return Ok(TargetListing::Archive);
+        }
         let (registry, repository) = match target {
             Target::Registry {
                 registry,
                 repository,
             } => (registry, repository),
             Target::OciLayout { path } => return Ok(TargetListing::Layout { path: path.clone() }),
-            Target::OciArchive { .. } | Target::DockerArchive { .. } => {
+            Target::OciArchive { .. } => return Ok(TargetListing::Archive),
+            Target::DockerArchive { .. } => {
                 return Err(target.archive_not_yet(ferry_distribution::Operation::TagList));
             }
         };
@@ -106,7 +114,7 @@ impl TargetListing {
             }
             // Not known: the source's manifest is fetched whole (the engine reads it anyway
             // if the target turns out to lack it).
-            TargetListing::Unlisted { .. } => false,
+            TargetListing::Unlisted { .. } | TargetListing::Archive => false,
             TargetListing::Layout { path } => crate::layout::read_tags(path)
                 .iter()
                 .any(|(t, _)| t.as_deref() == Some(tag)),
@@ -118,7 +126,7 @@ impl TargetListing {
     pub(crate) fn listed_tags(&self) -> Vec<String> {
         match self {
             TargetListing::Registry { tags, .. } => tags.clone().unwrap_or_default(),
-            TargetListing::Unlisted { .. } => Vec::new(),
+            TargetListing::Unlisted { .. } | TargetListing::Archive => Vec::new(),
             TargetListing::Layout { path } => {
                 let mut tags: Vec<String> = crate::layout::read_tags(path)
                     .into_iter()
@@ -141,6 +149,7 @@ impl TargetListing {
         options: &PrepareOptions,
     ) -> Result<Vec<TargetState>, Error> {
         let (client, repo, present) = match self {
+            TargetListing::Archive => return Ok(vec![TargetState::Missing; images.len()]),
             TargetListing::Layout { path } => {
                 let listed = self.listed_tags();
                 let held = |image: &ImagePlan| {

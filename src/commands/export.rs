@@ -1,0 +1,116 @@
+//! `ferry export`: every image a config's mappings select, written through the sync engine into
+//! one bundle (an OCI image layout packed as a tar, skopeo's `oci-archive:`), or only what
+//! earlier bundles (`--since`) do not carry.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use ferry_sync::archive::writer::{ArchiveWriter, Archives, Naming, Output};
+use ferry_sync::bundle::BundleRecord;
+
+use crate::exit::Exit;
+use crate::progress::Progress;
+
+/// `ferry export`'s help: examples and what goes where.
+pub const AFTER_HELP: &str = "\
+Examples:
+  ferry export -c mirror.yaml -o bundle-full.tar
+  ferry export -c mirror.yaml -o weekly-48.tar --since bundle-full.tar --since weekly-47.tar
+  ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar.json
+  ferry export -c mirror.yaml -o - | zstd > bundle.tar.zst
+  ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar --dry-run
+
+Each image is named in the bundle's index.json by the full reference its mapping's target
+gives it (registry.internal/mirror/alpine:3.20; one entry per registry target of a mapping,
+sharing blobs), so `skopeo copy oci-archive:bundle.tar:REF` finds it. The target registries
+are never contacted. ferry-bundle.json (the last entry, and beside a file bundle as
+BUNDLE.json) records the mappings, every image with its source, the bases and a digest.
+The bundle is written to BUNDLE.partial and renamed when complete; a failed export removes it.
+Exit codes as for `ferry sync` (docs/commands.md).";
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub config: crate::cli::ConfigArg,
+    /// The bundle to write: a file, or `-` for standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// An earlier bundle (its tar, or its ferry-bundle.json / BUNDLE.json): everything it
+    /// carries is left out of this one (repeatable: the union).
+    #[arg(long, value_name = "BUNDLE")]
+    pub since: Vec<PathBuf>,
+    /// Resolve the plan and show what the bundle would carry; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON on stdout (not with `-o -`: use --report).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
+    let to_stdout = args.output.as_os_str() == "-";
+    if to_stdout && args.json {
+        progress.eprint(
+            "error: -o - writes the bundle to standard output, where --json would write the report: use --report FILE",
+        );
+        return Exit::Usage;
+    }
+    let mut config = match super::load_config(args.config.path(), progress) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // A bundle is written whole: nothing is pruned anywhere.
+    for m in &mut config.mappings {
+        m.prune = false;
+    }
+    let records = match read_bases(&args.since).await {
+        Ok(r) => r,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Failed;
+        }
+    };
+    let created = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let spec = ferry_sync::bundle::export::spec(&config, &records, created);
+    let output = match to_stdout {
+        true => Output::Stdout,
+        false => Output::File(args.output.clone()),
+    };
+    let bundle = ArchiveWriter::new(output, Naming::FullReference, Some(spec));
+    let options = super::sync::RunOptions {
+        dry_run: args.dry_run,
+        json: args.json,
+        report: args.report.clone(),
+        metrics: None,
+        stop: None,
+        breakers: None,
+        registries: None,
+        copy: None,
+    };
+    super::sync::run_config_into(&config, &options, progress, Archives::bundle(bundle)).await
+}
+
+/// Every `--since` record, read on a blocking thread (the tar's headers, seeking past bodies),
+/// each named by its file name.
+async fn read_bases(paths: &[PathBuf]) -> Result<Vec<(String, BundleRecord)>, String> {
+    let paths = paths.to_vec();
+    tokio::task::spawn_blocking(move || {
+        paths
+            .iter()
+            .map(|p| {
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| p.display().to_string());
+                ferry_sync::bundle::export::read_since(p).map(|r| (name, r))
+            })
+            .collect()
+    })
+    .await
+    .map_err(|e| format!("reading --since: {e}"))?
+}
