@@ -386,3 +386,43 @@ async fn a_hostile_or_damaged_bundle_pushes_nothing_of_its_images() {
     assert!(manifest(&client, "bad/app", "v1").await.is_none());
     registry.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_over_a_child_the_bundle_leaves_out_is_imported_over_the_targets_copy() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let host = registry.host();
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
+    // Last week's import put the amd64 image there; this week's bundle carries only the new
+    // index over it, leaving the child manifest and its blobs out.
+    let layer = ferry_testkit::noise(31, 40_000);
+    push_one_layer(
+        &client,
+        "idx/app",
+        "amd64",
+        r#"{"os":"linux","architecture":"amd64"}"#,
+        &layer,
+    )
+    .await;
+    let child = client.get_manifest("idx/app", "amd64").await.unwrap();
+    let mut bundle = Bundle::new();
+    let index = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": OCI_MANIFEST, "digest": child.digest.to_string(),
+            "size": child.bytes.len(), "platform": {"os": "linux", "architecture": "amd64"}}],
+    }))
+    .unwrap();
+    let mut d = bundle.blob(&index);
+    d["mediaType"] = "application/vnd.oci.image.index.v1+json".into();
+    d["annotations"] = json!({"org.opencontainers.image.ref.name": format!("{host}/idx/app:v2")});
+    bundle.index.push(d);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weekly-48.tar");
+    bundle.write(&path, &[], Some("weekly-47.tar"), None);
+    let out = import(&[path.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let (digest, _) = manifest(&client, "idx/app", "v2").await.expect("imported");
+    assert_eq!(digest, sha(&index));
+    registry.stop().await.unwrap();
+}

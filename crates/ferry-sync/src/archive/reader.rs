@@ -46,6 +46,9 @@ pub(crate) struct Indexed {
     /// Images refused before the run (`ferry import`'s base check), by `ref.name`: opening
     /// one as a `:REF` source fails with its error, so its mapping fails and nothing is pushed.
     refused: Mutex<HashMap<String, Error>>,
+    /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
+    /// base check (each checked against its digest when supplied).
+    supplied: Mutex<HashMap<Digest, Manifest>>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -152,6 +155,21 @@ impl ArchiveReader {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(ref_name.to_owned(), error);
+    }
+
+    /// Supplies a manifest the archive leaves out (read from where a base bundle put it), so
+    /// an image over it can be read; refused unless its bytes hash to its digest.
+    pub fn supply(&self, manifest: Manifest) -> bool {
+        let actual = Digest::of_bytes(manifest.digest.algorithm(), &manifest.bytes);
+        if actual != manifest.digest {
+            return false;
+        }
+        self.inner
+            .supplied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(actual, manifest);
+        true
     }
 
     /// `oci-archive:PATH[:REF]`, as reports name it.
@@ -279,7 +297,12 @@ impl ArchiveReader {
                 .map(|i| i.manifest.clone()));
         }
         let Some(entry) = self.blob_entry(&digest) else {
-            return Ok(None);
+            let supplied = self
+                .inner
+                .supplied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            return Ok(supplied.get(&digest).cloned());
         };
         if entry.size > MANIFEST_LIMIT {
             return Err(Error::new(
@@ -458,6 +481,7 @@ async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String>
         content,
         referrers: OnceCell::new(),
         refused: Mutex::default(),
+        supplied: Mutex::default(),
     }))
 }
 

@@ -205,7 +205,8 @@ pub struct BaseCheck {
 }
 
 /// For every image whose content the archive leaves out (an incremental bundle's), checks the
-/// target holds it: a manifest by a HEAD in the image's repository, a blob by a HEAD there or
+/// target holds it: a manifest by a GET in the image's repository (handed to the reader, so
+/// the run can walk an index over it), a blob by a HEAD there or
 /// in another repository of the archive's images on the same registry, mounted from there
 /// (not in a dry run) once every digest of the image is found. An image with a digest found
 /// nowhere is refused before anything of it is pushed (the run then fails its mapping),
@@ -235,7 +236,7 @@ pub async fn check_base(
                 continue;
             }
         };
-        match find(&client, image, images, &needed).await {
+        match find(reader, &client, image, images, &needed).await {
             Ok((missing, mounts)) if missing.is_empty() => {
                 if dry_run {
                     continue;
@@ -300,6 +301,7 @@ async fn needed(reader: &ArchiveReader, root: &Digest) -> Result<Vec<Needed>, Er
 
 /// The digests found nowhere, and for each blob found in another repository, where.
 async fn find(
+    reader: &ArchiveReader,
     client: &RegistryClient,
     image: &ImportImage,
     images: &[ImportImage],
@@ -314,13 +316,13 @@ async fn find(
         .collect();
     for n in needed {
         match n {
+            // Read from the target, so the run can walk an index over it.
             Needed::Manifest(d) => {
-                if client
-                    .head_manifest(&image.repository, &d.to_string())
-                    .await?
-                    .is_none()
-                {
-                    missing.push(d.clone());
+                match client.get_manifest(&image.repository, &d.to_string()).await {
+                    Ok(m) if m.digest == *d && reader.supply(m.clone()) => {}
+                    Ok(_) => missing.push(d.clone()),
+                    Err(e) if e.is_not_found() => missing.push(d.clone()),
+                    Err(e) => return Err(e),
                 }
             }
             Needed::Blob(d) => {
