@@ -100,6 +100,9 @@ pub enum Command {
     /// Write every image a config selects into one bundle (an OCI archive), or only what is new.
     #[command(after_help = crate::commands::export::AFTER_HELP)]
     Export(crate::commands::export::ExportArgs),
+    /// Push every image of a bundle (an OCI archive) to the registry its name names, as a sync.
+    #[command(after_help = crate::commands::import::AFTER_HELP)]
+    Import(crate::commands::import::ImportArgs),
     /// Show one image: digest, media type, size, platforms, config, layers, referrers.
     #[command(after_help = crate::commands::inspect::AFTER_HELP)]
     Inspect(crate::commands::inspect::InspectArgs),

@@ -55,6 +55,7 @@ fn main() -> ExitCode {
             Command::Tags(args) => commands::tags::run(args, &progress).await,
             Command::Copy(args) => commands::copy::run(args, &progress).await,
             Command::Export(args) => commands::export::run(args, &progress).await,
+            Command::Import(args) => commands::import::run(args, &progress).await,
             Command::Inspect(args) => commands::inspect::run(args, &progress).await,
             Command::Doctor(args) => commands::doctor::run(args, &progress).await,
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,

@@ -13,6 +13,7 @@ const DOCUMENTED: &[(&[&str], &str, &str)] = &[
     (&["tags"], "docs/commands.md", "## ferry tags"),
     (&["copy"], "docs/commands.md", "## ferry copy"),
     (&["export"], "docs/commands.md", "## ferry export"),
+    (&["import"], "docs/commands.md", "## ferry import"),
     (&["inspect"], "docs/inspect.md", "## Flags"),
     (&["verify"], "docs/commands.md", "## ferry verify"),
     (&["doctor"], "docs/commands.md", "## ferry doctor"),

@@ -199,10 +199,34 @@ fn all_tags_mapping(
 }
 
 /// The source of a copy and the image in it: `host/repo:tag`, `host/repo@digest`, or (as skopeo
-/// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`.
+/// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`, `oci-archive:<file>:<ref>` /
+/// `docker-archive:<file>:<ref>` (the image whose `ref.name` or `RepoTags` entry is `<ref>`,
+/// taken under that reference's tag; `latest` for a docker reference without one).
 pub(super) fn parse_source(
     source: &str,
 ) -> Result<(Origin, Option<String>, Option<String>), String> {
+    if source.starts_with("oci-archive:") || source.starts_with("docker-archive:") {
+        let origin = Origin::parse(source)?;
+        let (Origin::OciArchive { reference, .. } | Origin::DockerArchive { reference, .. }) =
+            &origin
+        else {
+            return Err(format!("{source}: not an archive"));
+        };
+        let Some(reference) = reference else {
+            return Err(format!(
+                "{source} names no image: say which one (e.g. {source}:repo:tag)"
+            ));
+        };
+        let docker = matches!(origin, Origin::DockerArchive { .. });
+        let tag = ferry_sync::archive::reader::tag_of_reference(reference)
+            .or_else(|| docker.then(|| "latest".to_owned()));
+        if tag.is_none() {
+            return Err(format!(
+                "{source}: the image {reference:?} has no tag to copy it under"
+            ));
+        }
+        return Ok((origin, tag, None));
+    }
     let Some(rest) = source.strip_prefix("oci:") else {
         let src = Reference::parse(source).map_err(|e| e.to_string())?;
         let origin = Origin::Registry {

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod copy;
 pub mod doctor;
 pub mod export;
+pub mod import;
 pub mod inspect;
 pub mod scope;
 pub mod sync;

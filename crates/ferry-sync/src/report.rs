@@ -203,8 +203,8 @@ pub struct Totals {
     /// place written: a blob copied to two targets counts twice, a mounted one not at all.
     pub bytes_copied: u64,
     /// Blob bytes ferry read: blob GET bodies received from registries (retried reads
-    /// included) and blob bytes read from layout sources. Manifests and listings are not
-    /// counted.
+    /// included) and blob bytes read from layout and archive sources. Manifests and listings
+    /// are not counted.
     pub bytes_read: u64,
     /// Bytes ferry wrote: blob upload and manifest PUT bodies sent to registries, and the blob
     /// and manifest bytes written into layout targets.

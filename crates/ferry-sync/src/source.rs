@@ -1,11 +1,12 @@
 //! Where a mapping's images are read from: a registry repository (through its client, under the
-//! one retry shape) or an OCI image-layout directory on disk; the prepare phase and engine see one.
+//! one retry shape), an OCI image-layout directory or a tar archive; prepare and engine see one.
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::retry::{Call, Failure};
 use ferry_distribution::{Digest, Operation, RegistryClient};
 
+use crate::archive::reader::ArchiveReader;
 use crate::config::Origin;
 use crate::layout::LayoutReader;
 use crate::registries::Registries;
@@ -24,6 +25,8 @@ pub enum Source {
     },
     /// An OCI image-layout directory, opened for reading.
     Layout(LayoutReader),
+    /// An `oci-archive:` or `docker-archive:` tar, indexed once and read by seeking.
+    Archive(ArchiveReader),
 }
 
 impl Source {
@@ -40,7 +43,7 @@ impl Source {
             }),
             Origin::OciLayout { path } => Ok(Source::Layout(LayoutReader::open(path)?)),
             Origin::OciArchive { .. } | Origin::DockerArchive { .. } => {
-                Err(origin.archive_not_yet(Operation::TagList))
+                Ok(Source::Archive(ArchiveReader::open(origin).await?))
             }
         }
     }
@@ -50,6 +53,7 @@ impl Source {
         match self {
             Source::Registry { client, repository } => format!("{}/{repository}", client.host()),
             Source::Layout(l) => l.name().to_owned(),
+            Source::Archive(a) => a.name().to_owned(),
         }
     }
 
@@ -60,6 +64,7 @@ impl Source {
                 Error::new(client.host(), Some(repository), operation, kind)
             }
             Source::Layout(l) => Error::new(l.name(), None, operation, kind),
+            Source::Archive(a) => Error::new(a.name(), None, operation, kind),
         }
     }
 
@@ -68,6 +73,7 @@ impl Source {
         match self {
             Source::Registry { client, repository } => client.list_tags(repository).await,
             Source::Layout(l) => l.list_tags(),
+            Source::Archive(a) => a.list_tags(),
         }
     }
 
@@ -78,6 +84,7 @@ impl Source {
                 client.head_manifest(repository, reference).await
             }
             Source::Layout(l) => l.head_manifest(reference).await,
+            Source::Archive(a) => a.head_manifest(reference).await,
         }
     }
 
@@ -92,6 +99,7 @@ impl Source {
                 }
             }
             Source::Layout(l) => l.find_manifest(reference).await,
+            Source::Archive(a) => a.find_manifest(reference).await,
         }
     }
 
@@ -105,6 +113,12 @@ impl Source {
                 self.error(
                     Operation::ManifestGet,
                     ErrorKind::Local(format!("the layout has no manifest {reference}")),
+                )
+            }),
+            Source::Archive(a) => a.find_manifest(reference).await?.ok_or_else(|| {
+                self.error(
+                    Operation::ManifestGet,
+                    ErrorKind::Local(format!("the archive does not carry manifest {reference}")),
                 )
             }),
         }
@@ -124,6 +138,7 @@ impl Source {
                 Ok(Box::pin(s))
             }
             Source::Layout(l) => l.open_blob(digest, size, offset).await,
+            Source::Archive(a) => a.open_blob(digest, size, offset).await,
         }
     }
 
@@ -135,11 +150,12 @@ impl Source {
                 client.list_referrers(repository, digest).await
             }
             Source::Layout(l) => l.list_referrers(digest).await.map(Some),
+            Source::Archive(a) => a.list_referrers(digest).await.map(Some),
         }
     }
 
     /// Runs `attempt` as one read of this source: under the registry's retry shape, or once for
-    /// a layout (a local file fails the same way twice).
+    /// a layout or an archive (a local file fails the same way twice).
     pub(crate) async fn read_with_retry<T, F, Fut>(&self, attempt: F) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
@@ -156,6 +172,10 @@ impl Source {
             }
             Source::Layout(l) => attempt().await.map_err(|f| match f.into_kind() {
                 Ok(kind) => Error::new(l.name(), None, Operation::BlobGet, kind).with_attempts(1),
+                Err(inner) => *inner,
+            }),
+            Source::Archive(a) => attempt().await.map_err(|f| match f.into_kind() {
+                Ok(kind) => Error::new(a.name(), None, Operation::BlobGet, kind).with_attempts(1),
                 Err(inner) => *inner,
             }),
         }

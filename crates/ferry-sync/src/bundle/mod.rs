@@ -2,6 +2,7 @@
 //! OCI archive (the images, their sources, the bundles it builds on) and `ferry import` checks.
 
 pub mod export;
+pub mod import;
 
 use serde::{Deserialize, Serialize};
 

@@ -231,10 +231,12 @@ async fn run_job(
     let mut outcome: Outcome = HashMap::new();
     let digest = &job.blob.digest;
 
-    // 1. Skip what is already there (never a HEAD in a repository that did not exist).
+    // 1. Skip what is already there (never a HEAD in a repository that did not exist, unless
+    //    the source is an archive that leaves the blob out: `ferry import` may have mounted it).
+    let left_out = matches!(&job.source, Source::Archive(a) if !a.carries(digest));
     let mut needed: Vec<&Destination> = Vec::new();
     for (place, new_repo) in &job.places {
-        match place.holds_blob(digest, *new_repo).await {
+        match place.holds_blob(digest, *new_repo && !left_out).await {
             Ok(true) => {
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 outcome.insert(place.clone(), Ok(()));

@@ -107,7 +107,7 @@ async fn read_once(
             Ok(chunk) => {
                 digester.update(&chunk);
                 progress.blob_read(&name, chunk.len() as u64);
-                if matches!(source, Source::Layout(_)) {
+                if matches!(source, Source::Layout(_) | Source::Archive(_)) {
                     progress.layout_read(chunk.len() as u64);
                 }
                 if let Some(prev) = held.replace(chunk) {

@@ -16,7 +16,7 @@ use crate::plan::{ImagePlan, TargetState};
 pub use reader::LayoutReader;
 
 /// An `index.json` larger than this is refused before it is read (about 100,000 tagged entries).
-const INDEX_LIMIT: u64 = 32 * 1024 * 1024;
+pub(crate) const INDEX_LIMIT: u64 = 32 * 1024 * 1024;
 
 /// The annotation an image layout's index uses for a tag.
 pub(crate) const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -70,14 +70,20 @@ pub(crate) fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
             open::OpenError::Missing => format!("{}: not found", path.display()),
             e => e.to_string(),
         })?;
-    let index: RawIndex = serde_json::from_slice(&text)
-        .map_err(|e| format!("{} does not parse: {e}", path.display()))?;
+    parse_index(&text, &path.display().to_string())
+}
+
+/// Every entry of an `index.json` read as `bytes` (from a layout directory, or from an
+/// archive's tar entry), `what` naming it in errors.
+pub(crate) fn parse_index(bytes: &[u8], what: &str) -> Result<Vec<IndexEntry>, String> {
+    let index: RawIndex =
+        serde_json::from_slice(bytes).map_err(|e| format!("{what} does not parse: {e}"))?;
     index
         .manifests
         .into_iter()
         .map(|e| {
             let digest = Digest::parse(&e.digest)
-                .map_err(|err| format!("{}: bad digest {:?}: {err}", path.display(), e.digest))?;
+                .map_err(|err| format!("{what}: bad digest {:?}: {err}", e.digest))?;
             Ok(IndexEntry {
                 digest,
                 media_type: e.media_type,

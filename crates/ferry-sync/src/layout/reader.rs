@@ -20,9 +20,9 @@ use super::open::{self, OpenError};
 use super::{IndexEntry, blob_path, read_index};
 
 /// A manifest larger than this is refused, as it is from a registry.
-const MANIFEST_LIMIT: u64 = 4 * 1024 * 1024;
+pub(crate) const MANIFEST_LIMIT: u64 = 4 * 1024 * 1024;
 /// Bytes read from disk per chunk of a blob stream.
-const READ_CHUNK: usize = 256 * 1024;
+pub(crate) const READ_CHUNK: usize = 256 * 1024;
 
 /// A blob's bytes as they are read (from a layout here; from either kind of source through
 /// `crate::source`).
@@ -253,21 +253,22 @@ impl LayoutReader {
     }
 }
 
+/// What a manifest says of its subject, to list it as a referrer (a layout's or an archive's).
 #[derive(serde::Deserialize)]
-struct Subjected {
-    subject: Option<SubjectRef>,
+pub(crate) struct Subjected {
+    pub subject: Option<SubjectRef>,
     #[serde(rename = "artifactType")]
-    artifact_type: Option<String>,
+    pub artifact_type: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
-struct SubjectRef {
-    digest: String,
+pub(crate) struct SubjectRef {
+    pub digest: String,
 }
 
 /// A manifest's type from its own `mediaType` field, or from its shape when the field is absent
 /// (it is optional in OCI manifests and indexes); `None` for something that is neither.
-fn media_type_of(bytes: &[u8]) -> Option<String> {
+pub(crate) fn media_type_of(bytes: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Shape {
         #[serde(rename = "mediaType")]

@@ -249,14 +249,16 @@ impl<'a> ContentChecker<'a> {
                     detail: Some(format!("its bytes hash to {got}")),
                 })
             }
-            // A layout source is opened only for a layout target.
+            // A layout source is opened only for a layout target, an archive for none.
             (Source::Layout(_), Target::Registry { .. }) => None,
-            (Source::Layout(_), Target::OciArchive { .. } | Target::DockerArchive { .. }) => {
-                Some(Finding::unreadable(
-                    format!("blob {} of {of}", blob.digest),
-                    &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
-                ))
-            }
+            (Source::Archive(_), Target::Registry { .. } | Target::OciLayout { .. }) => None,
+            (
+                Source::Layout(_) | Source::Archive(_),
+                Target::OciArchive { .. } | Target::DockerArchive { .. },
+            ) => Some(Finding::unreadable(
+                format!("blob {} of {of}", blob.digest),
+                &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
+            )),
         }
     }
 }

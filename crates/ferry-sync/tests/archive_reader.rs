@@ -1,0 +1,486 @@
+//! Archives from outside, built here byte by byte: each hostile entry (`..`, absolute paths,
+//! links, devices, duplicates, sizes past the end, oversized index or record, bad names, a blob
+//! that is not what its name says) refused naming the entry; skopeo-style docker links followed.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use ferry_distribution::{Algorithm, Digest, media};
+use ferry_sync::archive::reader::ArchiveReader;
+use ferry_sync::config::{self, Config, Origin};
+use ferry_sync::registries::Registries;
+use ferry_sync::source::Source;
+use futures::StreamExt;
+use serde_json::json;
+
+/// One tar entry as the test writes it: any name, any type, any link, no checks.
+struct Entry {
+    name: String,
+    kind: tar::EntryType,
+    body: Vec<u8>,
+    link: Option<String>,
+}
+
+fn file(name: &str, body: &[u8]) -> Entry {
+    Entry {
+        name: name.to_owned(),
+        kind: tar::EntryType::Regular,
+        body: body.to_vec(),
+        link: None,
+    }
+}
+
+fn link(name: &str, kind: tar::EntryType, target: &str) -> Entry {
+    Entry {
+        name: name.to_owned(),
+        kind,
+        body: Vec::new(),
+        link: Some(target.to_owned()),
+    }
+}
+
+/// The tar bytes of `entries`, headers written raw (the tar crate's own path checks would
+/// refuse the hostile names), ended by the two zero blocks.
+fn tar_bytes(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in entries {
+        let mut h = tar::Header::new_ustar();
+        {
+            let old = h.as_old_mut();
+            old.name = [0; 100];
+            old.name[..e.name.len()].copy_from_slice(e.name.as_bytes());
+            if let Some(l) = &e.link {
+                old.linkname[..l.len()].copy_from_slice(l.as_bytes());
+            }
+        }
+        h.set_size(e.body.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(e.kind);
+        h.set_cksum();
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(&e.body);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.extend_from_slice(&[0u8; 1024]);
+    out
+}
+
+fn sha(bytes: &[u8]) -> Digest {
+    Digest::of_bytes(Algorithm::Sha256, bytes)
+}
+
+fn blob_name(d: &Digest) -> String {
+    format!("blobs/sha256/{}", d.hex())
+}
+
+/// A one-image OCI archive's entries (config, a layer of `layer`, manifest, index.json naming
+/// it `ref_name`) and the layer's and manifest's digests.
+fn oci_image(ref_name: &str, layer: &[u8]) -> (Vec<Entry>, Digest, Digest) {
+    let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
+    let (c, l) = (sha(&config), sha(layer));
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": media::OCI_MANIFEST,
+        "config": {"mediaType": media::OCI_CONFIG, "digest": c.to_string(), "size": config.len()},
+        "layers": [{"mediaType": media::OCI_LAYER_TAR, "digest": l.to_string(), "size": layer.len()}],
+    }))
+    .unwrap();
+    let m = sha(&manifest);
+    let index = serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": media::OCI_MANIFEST, "digest": m.to_string(), "size": manifest.len(),
+        "annotations": {"org.opencontainers.image.ref.name": ref_name},
+    }]}))
+    .unwrap();
+    let entries = vec![
+        file("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#),
+        file(&blob_name(&c), &config),
+        file(&blob_name(&l), layer),
+        file(&blob_name(&m), &manifest),
+        file("index.json", &index),
+    ];
+    (entries, l, m)
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn oci(path: &Path) -> Origin {
+    Origin::OciArchive {
+        path: path.to_path_buf(),
+        reference: None,
+    }
+}
+
+async fn refusal(origin: &Origin) -> String {
+    match ArchiveReader::open_uncached(origin).await {
+        Ok(_) => panic!("{origin} was opened"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn every_hostile_entry_refuses_the_archive_naming_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good, _, _) = oci_image("registry.example/app:v1", b"layer bytes");
+    let hex = "e".repeat(64);
+    let cases: Vec<(&str, Entry, &str)> = vec![
+        ("dotdot", file("blobs/../../etc/x", b"x"), ".. component"),
+        ("absolute", file("/etc/passwd", b"x"), "absolute path"),
+        (
+            "symlink",
+            link(
+                &format!("blobs/sha256/{hex}"),
+                tar::EntryType::Symlink,
+                "/etc/passwd",
+            ),
+            "symbolic link",
+        ),
+        (
+            "hardlink",
+            link(
+                &format!("blobs/sha256/{hex}"),
+                tar::EntryType::Link,
+                "index.json",
+            ),
+            "hard link",
+        ),
+        (
+            "char",
+            Entry {
+                name: "blobs/sha256/dev".into(),
+                kind: tar::EntryType::Char,
+                body: Vec::new(),
+                link: None,
+            },
+            "device file or FIFO",
+        ),
+        (
+            "fifo",
+            Entry {
+                name: "blobs/sha256/fifo".into(),
+                kind: tar::EntryType::Fifo,
+                body: Vec::new(),
+                link: None,
+            },
+            "device file or FIFO",
+        ),
+        ("duplicate", file("index.json", b"{}"), "appears twice"),
+        (
+            "control",
+            file("blobs/sha256/a\u{1b}[2J", b"x"),
+            "control character",
+        ),
+        ("encoded slash", file("blobs%2Fsha256%2Fx", b"x"), "%2f"),
+    ];
+    for (label, hostile, reason) in cases {
+        let mut entries: Vec<Entry> = good
+            .iter()
+            .map(|e| Entry {
+                name: e.name.clone(),
+                kind: e.kind,
+                body: e.body.clone(),
+                link: e.link.clone(),
+            })
+            .collect();
+        let name = hostile.name.clone();
+        entries.insert(2, hostile);
+        let path = write(dir.path(), &format!("{label}.tar"), &tar_bytes(&entries));
+        let error = refusal(&oci(&path)).await;
+        let shown = format!("{name:?}");
+        assert!(
+            error.contains(reason)
+                && error.contains(shown.trim_matches('"').split('\u{1b}').next().unwrap()),
+            "{label}: {error}"
+        );
+        assert!(
+            error.contains(&format!("oci-archive:{}", path.display())),
+            "{label}: {error}"
+        );
+    }
+    // The same image without a hostile entry opens, and serves its tag.
+    let path = write(dir.path(), "good.tar", &tar_bytes(&good));
+    let reader = ArchiveReader::open_uncached(&oci(&path)).await.unwrap();
+    assert_eq!(reader.list_tags().unwrap(), ["v1"]);
+}
+
+#[tokio::test]
+async fn a_truncated_archive_is_refused_naming_the_entry_it_cuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let layer = vec![7u8; 100_000];
+    let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
+    let bytes = tar_bytes(&entries);
+    // Cut inside the layer's body: its header declares bytes the file no longer has.
+    let cut = write(dir.path(), "cut.tar", &bytes[..3 * 512 + 50_000]);
+    let error = refusal(&oci(&cut)).await;
+    assert!(
+        error.contains(&blob_name(&l)) && error.contains("truncated"),
+        "{error}"
+    );
+    // Cut at an entry's end: no entry is half there, but the end blocks are missing.
+    let whole_entries = tar_bytes(&entries[..3]);
+    let at_boundary = write(
+        dir.path(),
+        "boundary.tar",
+        &whole_entries[..whole_entries.len() - 1024],
+    );
+    let error = refusal(&oci(&at_boundary)).await;
+    assert!(error.contains("truncated"), "{error}");
+}
+
+#[tokio::test]
+async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let layer = noise(1_000_000);
+    let (mut entries, l, _) = oci_image("registry.example/app:v1", &layer);
+    // Same size, other bytes, under the layer's name.
+    let mut other = layer.clone();
+    other[999_999] ^= 1;
+    entries[2].body = other;
+    let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
+    let registries = Registries::new(&empty_config());
+    let source = Source::open(&oci(&path), &registries).await.unwrap();
+    let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
+    let mut delivered = 0usize;
+    let mut failure = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(chunk) => delivered += chunk.len(),
+            Err(f) => failure = Some(f),
+        }
+    }
+    assert!(
+        delivered < layer.len(),
+        "{delivered} bytes delivered of a mismatched blob"
+    );
+    let failure = failure.expect("the mismatch is an error");
+    assert!(
+        failure.reason().contains(&l.to_string()),
+        "{}",
+        failure.reason()
+    );
+    // Resumed part way, it is still checked over the whole blob.
+    let mut resumed = source
+        .open_blob(&l, layer.len() as u64, 500_000)
+        .await
+        .unwrap();
+    let mut last = None;
+    while let Some(item) = resumed.next().await {
+        last = Some(item);
+    }
+    assert!(matches!(last, Some(Err(_))), "the resumed read passed");
+    // The honest blob streams whole, in chunks.
+    let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
+    let path = write(dir.path(), "honest.tar", &tar_bytes(&entries));
+    let source = Source::open(&oci(&path), &registries).await.unwrap();
+    let got: Vec<Bytes> = source
+        .open_blob(&l, layer.len() as u64, 0)
+        .await
+        .unwrap()
+        .map(|c| c.unwrap())
+        .collect()
+        .await;
+    assert!(got.len() > 1);
+    assert_eq!(got.concat(), layer);
+}
+
+#[tokio::test]
+async fn an_index_or_bundle_record_past_its_limit_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut entries, _, _) = oci_image("registry.example/app:v1", b"layer");
+    let mut big = b"{\"manifests\":[]}".to_vec();
+    big.resize(32 * 1024 * 1024 + 1, b' ');
+    entries[4].body = big;
+    let path = write(dir.path(), "big-index.tar", &tar_bytes(&entries));
+    let error = refusal(&oci(&path)).await;
+    assert!(
+        error.contains("\"index.json\"") && error.contains("limit"),
+        "{error}"
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    let (mut entries, _, _) = oci_image("registry.example/app:v1", b"layer");
+    let mut record = b"{}".to_vec();
+    record.resize(ferry_sync::bundle::BUNDLE_ENTRY_LIMIT as usize + 1, b' ');
+    entries.push(file("ferry-bundle.json", &record));
+    let path = write(dir.path(), "big-record.tar", &tar_bytes(&entries));
+    let error = refusal(&oci(&path)).await;
+    assert!(
+        error.contains("ferry-bundle.json") && error.contains("limit"),
+        "{error}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// A ferry-bundle.json for `entries` (an OCI image's) with the digest computed as export does.
+fn record_for(entries: &[Entry]) -> serde_json::Value {
+    let carried: Vec<String> = entries
+        .iter()
+        .filter_map(|e| e.name.strip_prefix("blobs/sha256/"))
+        .map(|h| format!("sha256:{h}"))
+        .collect();
+    let index = &entries
+        .iter()
+        .find(|e| e.name == "index.json")
+        .unwrap()
+        .body;
+    json!({
+        "format": ferry_sync::bundle::BUNDLE_FORMAT, "created": "2026-12-01T00:00:00Z",
+        "mappings": [], "images": [], "bases": [{"digest": "sha256:00", "name": "week-47.tar"}],
+        "content": carried.clone(), "carried": carried.clone(),
+        "digest": ferry_sync::bundle::bundle_digest(&carried, index),
+    })
+}
+
+#[tokio::test]
+async fn a_bundle_whose_record_does_not_match_what_it_carries_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut entries, _, _) = oci_image("registry.example/app:v1", b"layer");
+    let record = record_for(&entries);
+    entries.push(file(
+        "ferry-bundle.json",
+        &serde_json::to_vec(&record).unwrap(),
+    ));
+    let path = write(dir.path(), "bundle.tar", &tar_bytes(&entries));
+    let reader = ArchiveReader::open_uncached(&oci(&path)).await.unwrap();
+    assert_eq!(reader.record().unwrap().bases[0].name, "week-47.tar");
+    // A blob slipped in after the export: the record no longer describes the bundle.
+    let extra = b"slipped in";
+    entries.insert(1, file(&blob_name(&sha(extra)), extra));
+    let path = write(dir.path(), "altered.tar", &tar_bytes(&entries));
+    let error = refusal(&oci(&path)).await;
+    assert!(
+        error.contains("ferry-bundle.json") && error.contains("altered"),
+        "{error}"
+    );
+}
+
+/// A docker-archive as skopeo writes it: layers as `<hex>.tar`, the legacy `<id>/layer.tar`
+/// linking to them, `extra` entries appended.
+fn docker_archive(layer: &[u8], extra: Vec<Entry>) -> (Vec<u8>, Digest) {
+    let config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers"}}"#;
+    let (c, l) = (sha(config), sha(layer));
+    let manifest = json!([{
+        "Config": format!("{}.json", c.hex()),
+        "RepoTags": ["docker.io/myrepo/app:v1"],
+        "Layers": ["0123/layer.tar"],
+    }]);
+    let mut entries = vec![
+        file(&format!("{}.tar", l.hex()), layer),
+        file(&format!("{}.json", c.hex()), config),
+        link(
+            "0123/layer.tar",
+            tar::EntryType::Symlink,
+            &format!("../{}.tar", l.hex()),
+        ),
+        file("manifest.json", &serde_json::to_vec(&manifest).unwrap()),
+    ];
+    entries.extend(extra);
+    (tar_bytes(&entries), l)
+}
+
+#[tokio::test]
+async fn a_docker_archive_follows_its_links_inside_itself_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let layer = b"uncompressed layer tar bytes";
+    let (bytes, l) = docker_archive(layer, Vec::new());
+    let path = write(dir.path(), "d.tar", &bytes);
+    let origin = Origin::DockerArchive {
+        path: path.clone(),
+        reference: Some("myrepo/app:v1".into()),
+    };
+    let reader = ArchiveReader::open_uncached(&origin).await.unwrap();
+    assert_eq!(reader.list_tags().unwrap(), ["v1"]);
+    let info = reader.head_manifest("v1").await.unwrap().unwrap();
+    assert_eq!(info.media_type, media::DOCKER_MANIFEST);
+    let registries = Registries::new(&empty_config());
+    let source = Source::open(&origin, &registries).await.unwrap();
+    let m = source.get_manifest("v1").await.unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+    assert_eq!(doc["layers"][0]["digest"], l.to_string());
+    let got: Vec<Bytes> = source
+        .open_blob(&l, layer.len() as u64, 0)
+        .await
+        .unwrap()
+        .map(|c| c.unwrap())
+        .collect()
+        .await;
+    assert_eq!(got.concat(), layer);
+
+    let hostile: Vec<(&str, Entry, &str)> = vec![
+        (
+            "outside",
+            link(
+                "evil/layer.tar",
+                tar::EntryType::Symlink,
+                "../../etc/passwd",
+            ),
+            "outside the archive",
+        ),
+        (
+            "absolute",
+            link("evil/layer.tar", tar::EntryType::Symlink, "/etc/passwd"),
+            "absolute path",
+        ),
+        (
+            "dangling",
+            link("evil/layer.tar", tar::EntryType::Link, "nothere.tar"),
+            "does not hold",
+        ),
+    ];
+    for (label, entry, reason) in hostile {
+        let (bytes, _) = docker_archive(layer, vec![entry]);
+        let path = write(dir.path(), &format!("{label}.tar"), &bytes);
+        let error = refusal(&Origin::DockerArchive {
+            path,
+            reference: None,
+        })
+        .await;
+        assert!(
+            error.contains("evil/layer.tar") && error.contains(reason),
+            "{label}: {error}"
+        );
+    }
+    // A chain longer than four links (a loop is one) is not followed.
+    let chain: Vec<Entry> = (0..6)
+        .map(|n| {
+            link(
+                &format!("c{n}"),
+                tar::EntryType::Symlink,
+                &format!("c{}", (n + 1) % 6),
+            )
+        })
+        .collect();
+    let (bytes, _) = docker_archive(layer, chain);
+    let path = write(dir.path(), "loop.tar", &bytes);
+    let error = refusal(&Origin::DockerArchive {
+        path,
+        reference: None,
+    })
+    .await;
+    assert!(error.contains("chain of more than 4 links"), "{error}");
+}
+
+fn empty_config() -> Config {
+    Config {
+        concurrency: config::DEFAULT_CONCURRENCY,
+        engine: config::EngineSettings::default(),
+        registries: Vec::new(),
+        mappings: Vec::new(),
+        events: None,
+    }
+}
+
+/// Bytes that do not repeat within a chunk.
+fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -1,0 +1,140 @@
+//! `ferry import BUNDLE.tar`: every image of an OCI archive pushed to the registry its
+//! `ref.name` names (or under `--target-prefix`), as one-image mappings run like a sync.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ferry_sync::archive::reader::ArchiveReader;
+use ferry_sync::bundle::import;
+use ferry_sync::config::Origin;
+use ferry_sync::registries::Registries;
+
+use crate::cli::RegistryAccess;
+use crate::exit::Exit;
+use crate::progress::Progress;
+
+pub const AFTER_HELP: &str = "Examples:
+  ferry import bundle.tar -c site.yaml
+  ferry import bundle.tar --target-prefix registry.site:5000/mirror --dry-run
+  ferry import weekly-48.tar -c site.yaml --json > import-report.json
+
+Each image goes to the reference its org.opencontainers.image.ref.name names (a ferry
+bundle names the full target, registry.internal/mirror/alpine:3.20). With --target-prefix
+HOST/PATH it goes to HOST, under PATH/ followed by the reference's repository
+(registry.internal/mirror/alpine:3.20 -> HOST/PATH/mirror/alpine:3.20); a ref.name that is
+only a tag (skopeo's oci-archive:x.tar:v1) goes to HOST/PATH:v1.
+Blobs the target holds are skipped; every blob's digest and size are checked while it is
+read from the tar; manifests go after everything they reference. An incremental bundle's
+left-out blobs must be on the target (mounted from another repository of the bundle's
+images when there): an image missing any fails before anything of it is pushed, naming
+the base bundle. Exit codes as for sync: 0 all imported, 1 some images failed, 2 all
+failed or the bundle was refused, 3 config invalid, 4 authentication.";
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The bundle: an OCI image layout packed as a tar (`ferry export`'s, or `skopeo copy …
+    /// oci-archive:FILE:REF`'s).
+    #[arg(value_name = "BUNDLE")]
+    pub bundle: PathBuf,
+    /// Push under this registry and path instead of the registry each image's name gives
+    /// (`registry.site:5000/mirror`).
+    #[arg(long, value_name = "HOST/PATH")]
+    pub target_prefix: Option<String>,
+    /// Check the bundle and the target and print what an import would push; push nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the JSON report to this file as well.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub access: RegistryAccess,
+}
+
+pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
+    let mut config = match &args.access.config {
+        Some(path) => match super::load_registries(path, progress) {
+            Ok(c) => c,
+            Err(code) => return code,
+        },
+        None => super::empty_config(),
+    };
+    let origin = Origin::OciArchive {
+        path: args.bundle.clone(),
+        reference: None,
+    };
+    let reader = match ArchiveReader::open(&origin).await {
+        Ok(r) => r,
+        Err(e) => {
+            progress.eprint(&format!("error: import {}: {e}", args.bundle.display()));
+            return Exit::Failed;
+        }
+    };
+    let (images, unplaced) = match import::images(&reader, args.target_prefix.as_deref()) {
+        Ok(found) => found,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+    };
+    for message in &unplaced {
+        progress.eprint(&format!(
+            "error: import {}: {message}",
+            args.bundle.display()
+        ));
+    }
+    if images.is_empty() {
+        progress.eprint(&format!(
+            "error: import {}: no image of the bundle can be imported",
+            args.bundle.display()
+        ));
+        return Exit::Failed;
+    }
+    let hosts: std::collections::BTreeSet<&str> =
+        images.iter().map(|i| i.registry.as_str()).collect();
+    for host in hosts {
+        let side = super::SideAccess {
+            insecure: args.access.insecure,
+            creds: None,
+            authfile: args.access.authfile.as_deref(),
+        };
+        super::apply_access(&mut config, host, &side);
+    }
+    config.mappings = images
+        .iter()
+        .enumerate()
+        .map(|(n, image)| import::mapping(&args.bundle, image, n))
+        .collect();
+    // Left-out content (an incremental bundle's) is checked before anything is pushed; a
+    // refused image's mapping then fails when the run opens its source.
+    let registries = Registries::new(&config);
+    let check = import::check_base(&reader, &images, &registries, args.dry_run).await;
+    for (ref_name, error) in &check.refused {
+        reader.refuse(ref_name, error.clone());
+    }
+    if check.mounted > 0 {
+        progress.eprint(&format!(
+            "mounted {} blob{} the bundle leaves out from other repositories of the target",
+            check.mounted,
+            if check.mounted == 1 { "" } else { "s" }
+        ));
+    }
+    let options = super::sync::RunOptions {
+        dry_run: args.dry_run,
+        json: args.json,
+        report: args.report.clone(),
+        metrics: None,
+        stop: None,
+        breakers: None,
+        registries: None,
+        copy: None,
+    };
+    let code = super::sync::run_config(&config, &options, progress).await;
+    if unplaced.is_empty() {
+        code
+    } else {
+        code.max(Exit::Partial)
+    }
+}
