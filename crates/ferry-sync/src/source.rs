@@ -142,6 +142,20 @@ impl Source {
         }
     }
 
+    /// [`Self::open_blob`] from the start for a caller that hashes every byte itself and checks
+    /// the digest before it passes the last chunk on (the engine's tee): an archive then skips
+    /// its own hash, so each byte is hashed once.
+    pub async fn open_blob_hashed_by_caller(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<ByteStream, Error> {
+        match self {
+            Source::Archive(a) => a.open_blob_hashed_by_caller(digest, size).await,
+            _ => self.open_blob(digest, size, 0).await,
+        }
+    }
+
     /// Referrers of `digest`: the registry's referrers API (`None` where it has none), or the
     /// layout's index entries whose subject is `digest`.
     pub async fn list_referrers(&self, digest: &Digest) -> Result<Option<Vec<Referrer>>, Error> {

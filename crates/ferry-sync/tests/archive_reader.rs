@@ -469,6 +469,7 @@ fn empty_config() -> Config {
         registries: Vec::new(),
         mappings: Vec::new(),
         events: None,
+        listener_tls: None,
     }
 }
 

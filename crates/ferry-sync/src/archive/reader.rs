@@ -365,6 +365,27 @@ impl ArchiveReader {
         size: u64,
         offset: u64,
     ) -> Result<ByteStream, Error> {
+        self.open_entry(digest, size, offset, true).await
+    }
+
+    /// [`Self::open_blob`] from the start without the reader's own hash, for a caller that
+    /// hashes every byte and checks the digest before passing the last chunk on (the
+    /// engine's tee): the size is still checked, and a short entry ends the stream short.
+    pub(crate) async fn open_blob_hashed_by_caller(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<ByteStream, Error> {
+        self.open_entry(digest, size, 0, false).await
+    }
+
+    async fn open_entry(
+        &self,
+        digest: &Digest,
+        size: u64,
+        offset: u64,
+        hash: bool,
+    ) -> Result<ByteStream, Error> {
         let op = Operation::BlobGet;
         let Some(entry) = self.blob_entry(digest) else {
             return Err(Error::new(
@@ -395,6 +416,7 @@ impl ArchiveReader {
             offset,
             READ_CHUNK,
             what,
+            hash,
         )
         .await
         .map_err(|e| self.error(op, format!("blob {digest}: {e}")))?;

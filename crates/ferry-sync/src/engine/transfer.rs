@@ -92,7 +92,11 @@ async fn read_once(
             kept
         }
     };
-    let mut stream = match open_bounded(source, blob, 0).await {
+    let opened = source
+        .open_blob_hashed_by_caller(&blob.digest, blob.size)
+        .await
+        .map(|s| bound(s, source, blob, 0));
+    let mut stream = match opened {
         Ok(s) => s,
         Err(e) => {
             live = broadcast(&mut live, Err(Failure::Inner(Box::new(e)))).await;
@@ -231,11 +235,13 @@ async fn reopen(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStre
 /// filling a temporary file or an upload until the deadline.
 async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Error> {
     let stream = source.open_blob(&blob.digest, blob.size, offset).await?;
+    Ok(bound(stream, source, blob, offset))
+}
+
+fn bound(stream: ByteStream, source: &Source, blob: &BlobRef, offset: u64) -> ByteStream {
     let what = format!("blob {} from {}", blob.digest, source.name());
     let left = blob.size.saturating_sub(offset);
-    Ok(Box::pin(ferry_distribution::limit::bounded(
-        stream, left, what,
-    )))
+    Box::pin(ferry_distribution::limit::bounded(stream, left, what))
 }
 
 /// Waits for the stream's first item; a failure before any byte is returned as is.
