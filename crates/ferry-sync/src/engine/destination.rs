@@ -193,11 +193,15 @@ impl Destination {
                 // source that is paused or slow must not hold a target request open until it
                 // times out (and is blamed on the target). A source that fails first fails the
                 // first attempt, which later attempts recover from with a fresh read.
+                let blob = feed.blob();
+                // An upload an earlier process left (the state directory) goes on from the
+                // session's offset: the tee's read from byte 0 is let go unread.
+                let recorded = client.has_recorded_upload(repository, &blob.digest, blob.size);
                 let tee = match feed.take_first() {
+                    Some(_) if recorded => None,
                     Some(stream) => Some(primed(stream).await),
                     None => None,
                 };
-                let blob = feed.blob();
                 let push = BlobPush {
                     repository,
                     digest: &blob.digest,
