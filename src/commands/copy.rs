@@ -63,6 +63,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         breakers: None,
         registries: None,
         copy: Some(format!("{source} -> {target}")),
+        state_dir: args.state_dir.clone().or(config.state_dir.clone()),
     };
     super::sync::run_config(&config, &options, progress).await
 }

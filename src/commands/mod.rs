@@ -65,6 +65,7 @@ pub fn empty_config() -> Config {
         registries: Vec::new(),
         mappings: Vec::new(),
         events: None,
+        state_dir: None,
     }
 }
 

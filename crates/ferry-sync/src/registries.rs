@@ -37,6 +37,8 @@ pub struct Registries {
     created: Arc<Mutex<Creations>>,
     /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
     breakers: Breakers,
+    /// Where every client records its uploads in flight (the state directory), if anywhere.
+    journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
 }
 
 /// Each registry's circuit breaker, by host, kept beyond one run's [`Registries`]: `ferry watch`
@@ -79,7 +81,18 @@ impl Registries {
             ecr: None,
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
+            journal: None,
         }
+    }
+
+    /// Records every client's uploads in flight in `journal` (the run's state directory), so
+    /// the next run resumes them. Applies to clients built from now on.
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn ferry_distribution::ops::UploadJournal>,
+    ) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// Builds each registry's client on `breakers`' breaker for it (the state an earlier run
@@ -192,6 +205,7 @@ impl Registries {
         let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
         let mut options = options_for(&settings, resolved, &*self.tune.0);
         options.breaker = self.breakers.lock().get(host).cloned();
+        options.journal = self.journal.clone();
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
         let client = self.lock().entry(host.to_owned()).or_insert(client).clone();

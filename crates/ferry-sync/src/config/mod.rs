@@ -56,6 +56,9 @@ pub struct Config {
     pub mappings: Vec<Mapping>,
     /// How `ferry watch` authenticates push notifications; `None`: it accepts none.
     pub events: Option<EventsSettings>,
+    /// `state_dir:`: where uploads in flight are recorded for the next run (`None`: the
+    /// command's default, beside its lock file).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// `events:`: the token push notifications carry, and how many may wait.

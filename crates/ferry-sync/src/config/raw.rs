@@ -37,6 +37,10 @@ pub struct RawConfig {
     /// Push notifications `ferry watch` takes on `POST /v1/events` (default: none accepted).
     #[serde(default)]
     pub events: Option<RawEvents>,
+    /// Directory where uploads in flight are recorded so the next run resumes them (default:
+    /// beside the run's lock file, `<config>.state/`); `--state-dir` overrides it.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `events:`: how `ferry watch` authenticates push notifications.

@@ -232,6 +232,7 @@ impl Checker<'_> {
             registries,
             mappings,
             events,
+            state_dir: raw.state_dir,
         })
     }
 

@@ -195,8 +195,8 @@ impl Destination {
                 // first attempt, which later attempts recover from with a fresh read.
                 let blob = feed.blob();
                 // An upload an earlier process left (the state directory) goes on from the
-                // session's offset: the tee's read from byte 0 is let go unread.
-                let recorded = client.has_recorded_upload(repository, &blob.digest, blob.size);
+                // session's offset: it had no share of the tee (`transfer`), and lets it go.
+                let recorded = self.resumes(blob);
                 let tee = match feed.take_first() {
                     Some(_) if recorded => None,
                     Some(stream) => Some(primed(stream).await),
@@ -225,6 +225,17 @@ impl Destination {
                     })
                     .await
             }
+        }
+    }
+
+    /// Whether an upload of `blob` here was left by an earlier process (recorded in the state
+    /// directory): it reads the source from the session's offset itself, not from the tee.
+    pub(crate) fn resumes(&self, blob: &super::graph::BlobRef) -> bool {
+        match self {
+            Destination::Registry { client, repository } => {
+                client.has_recorded_upload(repository, &blob.digest, blob.size)
+            }
+            Destination::Layout(_) => false,
         }
     }
 
