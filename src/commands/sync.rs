@@ -35,6 +35,9 @@ pub struct RunOptions {
     /// The state directory: uploads in flight are recorded there and resumed by the next run,
     /// and on a signal an upload stops after the PATCH in flight. `None`: neither.
     pub state_dir: Option<PathBuf>,
+    /// Whether `state_dir` was named (`--state-dir`, `state_dir:`) rather than the default
+    /// beside the lock file: only a named one that cannot be used is warned about.
+    pub state_dir_named: bool,
 }
 
 /// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
@@ -75,6 +78,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
             shard,
             config.state_dir.as_deref(),
         )),
+        state_dir_named: args.scope.state_dir.is_some() || config.state_dir.is_some(),
     };
     run_config_then(&config, &options, progress, args.verify).await
 }
@@ -185,6 +189,13 @@ fn state_dir(
     let dir = options.state_dir.as_deref().filter(|_| !options.dry_run)?;
     match ferry_sync::resume::StateDir::open(dir, stop.clone()) {
         Ok(state) => Some(Arc::new(state)),
+        // The default beside a read-only config (a ConfigMap) is not worth a warning per run.
+        Err(e) if !options.state_dir_named => {
+            tracing::info!(
+                "{e}: uploads in flight will not be resumed by the next run (name a state directory with --state-dir DIR)"
+            );
+            None
+        }
         Err(e) => {
             progress.eprint(&format!(
                 "warning: {e}: uploads in flight will not be resumed by the next run (choose another with --state-dir DIR)"

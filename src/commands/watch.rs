@@ -132,6 +132,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             shard,
             current.state_dir.as_deref(),
         )),
+        state_dir_named: args.scope.state_dir.is_some() || current.state_dir.is_some(),
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -264,6 +265,7 @@ async fn event_syncs(
                 // An event sync (one tag, beside the periodic runs) records nothing: two runs
                 // must not share one upload's record.
                 state_dir: None,
+                state_dir_named: false,
             };
             let code = run_config(&config, &options, progress).await;
             let registries = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
