@@ -180,6 +180,10 @@ pub struct RunScope {
     /// Delete target tags the source no longer has and the mapping's filter selects.
     #[arg(long)]
     pub prune: bool,
+    /// Directory where uploads in flight are recorded, so the next run resumes them
+    /// [default: the config's `state_dir:`, else <config>.state beside the lock file].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -359,6 +363,10 @@ pub struct CopyArgs {
     /// `--dest-tls-verify=false`: plain HTTP or unverified TLS to the target registry only.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
     pub dest_tls_verify: Option<bool>,
+    /// Directory where uploads in flight are recorded, so a later copy resumes them
+    /// [default: the -c config's `state_dir:`, else none].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     #[command(flatten)]
     pub access: RegistryAccess,
 }

@@ -63,6 +63,8 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         breakers: None,
         registries: None,
         copy: Some(format!("{source} -> {target}")),
+        state_dir: args.state_dir.clone().or(config.state_dir.clone()),
+        state_dir_named: true,
     };
     super::sync::run_config(&config, &options, progress).await
 }

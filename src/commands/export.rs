@@ -91,6 +91,9 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         breakers: None,
         registries: None,
         copy: None,
+        // An export writes a tar, no upload session to resume.
+        state_dir: None,
+        state_dir_named: false,
     };
     super::sync::run_config_into(&config, &options, progress, Archives::bundle(bundle)).await
 }

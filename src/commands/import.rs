@@ -130,6 +130,10 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         breakers: None,
         registries: None,
         copy: None,
+        // A site config's `state_dir:` records big uploads for a resumed import; no default
+        // (an import has no config file to sit beside).
+        state_dir: config.state_dir.clone(),
+        state_dir_named: config.state_dir.is_some(),
     };
     let code = super::sync::run_config(&config, &options, progress).await;
     if unplaced.is_empty() {

@@ -68,6 +68,7 @@ pub fn empty_config() -> Config {
         mappings: Vec::new(),
         events: None,
         listener_tls: None,
+        state_dir: None,
     }
 }
 

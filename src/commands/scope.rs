@@ -78,6 +78,27 @@ pub fn lock_path(config_path: &Path, scope: &RunScope, shard: Option<Shard>) -> 
     PathBuf::from(name)
 }
 
+/// The state directory of a run of `config_path` (uploads in flight, for the next run to
+/// resume): `--state-dir`, else the config's `state_dir:`, else beside the lock file
+/// (`<config>.state`, `<config>.I-of-N.state` for a shard; `<FILE>.state` for `--lock FILE`
+/// not ending in `.lock`).
+pub fn state_dir(
+    config_path: &Path,
+    scope: &RunScope,
+    shard: Option<Shard>,
+    configured: Option<&Path>,
+) -> PathBuf {
+    if let Some(dir) = scope.state_dir.as_deref().or(configured) {
+        return dir.to_path_buf();
+    }
+    let lock = lock_path(config_path, scope, shard).into_os_string();
+    let lock = lock.to_string_lossy();
+    PathBuf::from(format!(
+        "{}.state",
+        lock.strip_suffix(".lock").unwrap_or(&lock)
+    ))
+}
+
 /// Opens (creating, `0600`: a file anyone can open, anyone can `flock` for ever) the run lock,
 /// never through a symbolic link planted at its name (which would have a run create or lock a
 /// file of the link's choosing): the layout locks' opener.
@@ -142,7 +163,33 @@ mod tests {
             lock: None,
             no_lock: false,
             prune: false,
+            state_dir: None,
         }
+    }
+
+    #[test]
+    fn the_state_directory_sits_beside_the_lock_file_unless_named() {
+        let p = Path::new("/etc/ferry/mirror.yaml");
+        let s: Shard = "1/3".parse().unwrap();
+        assert_eq!(
+            state_dir(p, &scope(None, None), None, None),
+            Path::new("/etc/ferry/mirror.yaml.state")
+        );
+        assert_eq!(
+            state_dir(p, &scope(None, None), Some(s), None),
+            Path::new("/etc/ferry/mirror.yaml.1-of-3.state")
+        );
+        let configured = Path::new("/var/lib/ferry");
+        assert_eq!(
+            state_dir(p, &scope(None, None), None, Some(configured)),
+            configured
+        );
+        let mut flagged = scope(None, None);
+        flagged.state_dir = Some("/pvc/state".into());
+        assert_eq!(
+            state_dir(p, &flagged, None, Some(configured)),
+            Path::new("/pvc/state")
+        );
     }
 
     #[test]

@@ -32,6 +32,12 @@ pub struct RunOptions {
     pub registries: Option<RunRegistries>,
     /// `ferry copy`'s `SRC -> DST`, naming its one mapping in the report's text.
     pub copy: Option<String>,
+    /// The state directory: uploads in flight are recorded there and resumed by the next run,
+    /// and on a signal an upload stops after the PATCH in flight. `None`: neither.
+    pub state_dir: Option<PathBuf>,
+    /// Whether `state_dir` was named (`--state-dir`, `state_dir:`) rather than the default
+    /// beside the lock file: only a named one that cannot be used is warned about.
+    pub state_dir_named: bool,
 }
 
 /// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
@@ -66,6 +72,13 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         breakers: None,
         registries: None,
         copy: None,
+        state_dir: Some(super::scope::state_dir(
+            args.config.path(),
+            &args.scope,
+            shard,
+            config.state_dir.as_deref(),
+        )),
+        state_dir_named: args.scope.state_dir.is_some() || config.state_dir.is_some(),
     };
     run_config_then(&config, &options, progress, args.verify, Default::default()).await
 }
@@ -123,15 +136,18 @@ async fn run_config_then(
     verify: bool,
     archives: ferry_sync::archive::writer::Archives,
 ) -> Exit {
-    let registries = match &options.breakers {
+    let stop = options.stop.clone().unwrap_or_default();
+    let mut registries = match &options.breakers {
         Some(b) => Registries::new(config).with_breakers(b.clone()),
         None => Registries::new(config),
     }
     .with_archives(archives);
+    if let Some(journal) = state_dir(options, &stop, progress) {
+        registries = registries.with_journal(journal);
+    }
     if let Some(slot) = &options.registries {
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(registries.clone());
     }
-    let stop = options.stop.clone().unwrap_or_default();
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
     // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
@@ -172,6 +188,32 @@ async fn run_config_then(
             verify,
         )
         .await
+    }
+}
+
+/// The run's state directory as the clients' upload journal (not for a dry run, which
+/// uploads nothing); one that cannot be used is warned about and the run goes on without it.
+fn state_dir(
+    options: &RunOptions,
+    stop: &StopSignal,
+    progress: &Progress,
+) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
+    let dir = options.state_dir.as_deref().filter(|_| !options.dry_run)?;
+    match ferry_sync::resume::StateDir::open(dir, stop.clone()) {
+        Ok(state) => Some(Arc::new(state)),
+        // The default beside a read-only config (a ConfigMap) is not worth a warning per run.
+        Err(e) if !options.state_dir_named => {
+            tracing::info!(
+                "{e}: uploads in flight will not be resumed by the next run (name a state directory with --state-dir DIR)"
+            );
+            None
+        }
+        Err(e) => {
+            progress.eprint(&format!(
+                "warning: {e}: uploads in flight will not be resumed by the next run (choose another with --state-dir DIR)"
+            ));
+            None
+        }
     }
 }
 
@@ -325,7 +367,7 @@ async fn watch_signals(
     signals.next().await;
     stop.stop();
     tracing::warn!(
-        "signal received: starting no new work, letting transfers in flight finish (signal again to exit now)"
+        "signal received: starting no new work, ending each chunked upload after the PATCH in flight (recorded for the next run) and letting other transfers finish (signal again to exit now)"
     );
     signals.next().await;
     progress.eprint(&known.describe());

@@ -136,6 +136,13 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         // found down is not hammered afresh every interval.
         breakers: Some(breakers),
         registries: Some(Default::default()),
+        state_dir: Some(scope::state_dir(
+            path,
+            &args.scope,
+            shard,
+            current.state_dir.as_deref(),
+        )),
+        state_dir_named: args.scope.state_dir.is_some() || current.state_dir.is_some(),
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -268,6 +275,10 @@ async fn event_syncs(
                 copy: None,
                 breakers: Some(breakers.clone()),
                 registries: Some(Arc::clone(&slot)),
+                // An event sync (one tag, beside the periodic runs) records nothing: two runs
+                // must not share one upload's record.
+                state_dir: None,
+                state_dir_named: false,
             };
             let code = run_config(&config, &options, progress).await;
             let registries = slot.lock().unwrap_or_else(|p| p.into_inner()).take();

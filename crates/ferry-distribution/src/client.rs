@@ -56,6 +56,9 @@ pub struct RegistryOptions {
     /// A breaker for this registry to use instead of a fresh one: the state an earlier client
     /// for it left (`ferry watch`'s previous run), so a registry found down stays so.
     pub breaker: Option<Arc<crate::breaker::Breaker>>,
+    /// Where uploads in flight are recorded so the next process resumes them (ferry-sync's
+    /// state directory); `None`: an upload lives only as long as its process.
+    pub journal: Option<Arc<dyn crate::ops::resume::UploadJournal>>,
 }
 
 impl RegistryOptions {
@@ -75,6 +78,7 @@ impl RegistryOptions {
             ping_timeout: Duration::from_secs(15),
             manifest_limit: 4 * 1024 * 1024,
             breaker: None,
+            journal: None,
         }
     }
 

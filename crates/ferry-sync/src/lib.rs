@@ -64,6 +64,7 @@ pub mod progress;
 pub mod prune;
 pub mod registries;
 pub mod report;
+pub mod resume;
 pub mod run;
 pub mod shard;
 pub mod source;

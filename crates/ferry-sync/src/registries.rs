@@ -39,6 +39,8 @@ pub struct Registries {
     breakers: Breakers,
     /// The `oci-archive:` files this run writes, and `ferry export`'s bundle.
     archives: crate::archive::writer::Archives,
+    /// Where every client records its uploads in flight (the state directory), if anywhere.
+    journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
 }
 
 /// Each registry's circuit breaker, by host, kept beyond one run's [`Registries`]: `ferry watch`
@@ -82,6 +84,7 @@ impl Registries {
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
             archives: Default::default(),
+            journal: None,
         }
     }
 
@@ -95,6 +98,16 @@ impl Registries {
     /// The archives this run writes.
     pub fn archives(&self) -> &crate::archive::writer::Archives {
         &self.archives
+    }
+
+    /// Records every client's uploads in flight in `journal` (the run's state directory), so
+    /// the next run resumes them. Applies to clients built from now on.
+    pub fn with_journal(
+        mut self,
+        journal: Arc<dyn ferry_distribution::ops::UploadJournal>,
+    ) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// Builds each registry's client on `breakers`' breaker for it (the state an earlier run
@@ -207,6 +220,7 @@ impl Registries {
         let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
         let mut options = options_for(&settings, resolved, &*self.tune.0);
         options.breaker = self.breakers.lock().get(host).cloned();
+        options.journal = self.journal.clone();
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
         let client = self.lock().entry(host.to_owned()).or_insert(client).clone();

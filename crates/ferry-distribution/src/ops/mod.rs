@@ -9,6 +9,7 @@ pub(crate) mod pages;
 mod probe;
 pub mod push;
 pub(crate) mod referrers;
+pub mod resume;
 pub mod tags;
 pub mod upload;
 
@@ -17,6 +18,7 @@ pub use manifest::{Manifest, ManifestInfo};
 pub use pages::{ListingSnapshot, ListingStyle, MAX_LISTING_BYTES, Paging};
 pub use push::{BlobBytes, BlobPush, PushFlow, UploadShape};
 pub use referrers::{MAX_REFERRERS_BYTES, Referrer};
+pub use resume::{RecordedSession, UploadJournal, UploadKey};
 pub use upload::{MountOutcome, UploadSession};
 
 use reqwest::Response;

@@ -24,6 +24,7 @@ use crate::error::{Error, ErrorKind};
 use crate::operation::Operation;
 use crate::retry::{Call, Failure, Sent};
 
+use super::resume::{UploadJournal, UploadKey};
 use super::upload::UploadSession;
 
 /// A blob's bytes as they go up: chunks, or the failure that ended the read.
@@ -129,12 +130,26 @@ impl RegistryClient {
         let source_failed = matches!(first, Some(Err(_)));
         let first = std::sync::Mutex::new(first);
         let take_first = || first.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let key = UploadKey {
+            host: self.host(),
+            repository,
+            digest,
+            size,
+        };
+        let journal = self.options().journal.as_deref();
+        // A session an earlier process left for this blob (the state directory): its status is
+        // asked before anything is sent, and the blob goes on from what it holds.
+        let recalled = match &session {
+            Some(_) => None,
+            None => journal.and_then(|j| self.recalled_session(j, key)),
+        };
+        let resumed = AtomicBool::new(recalled.is_some());
         // The session is opened, retried on its own: an upload attempt is one write (a PUT, or
         // docker's PATCH and PUT), and a lost POST reply costs a retry of the POST rather than
         // an attempt of the upload. A POST that needs a retry lets the first stream go (the
         // caller's tee goes on without this upload, which reads the bytes again later), so one
         // lost reply does not stall the blob's other targets through the backoff.
-        let session = match session {
+        let session = match session.or(recalled) {
             Some(s) => Some(s),
             None if source_failed => None,
             None => {
@@ -162,27 +177,102 @@ impl RegistryClient {
             digest,
             size,
             shape,
+            journal,
         };
         let call = Call::new(operation, Some(repository));
         // Set when an attempt's PUT carrying the blob broke (a reset, no answer): a second
         // break of that PUT, in a later attempt, is a refusal that repeats (see `judge`).
         let broke = AtomicBool::new(false);
-        self.run(call, |attempt| {
-            let tee = take_first();
-            let blob = &blob;
-            let session = &session;
-            let broke = &broke;
-            async move {
-                let result = self
-                    .upload_attempt(blob, bytes, tee, session, attempt.number, broke)
-                    .await;
-                result.map_err(|f| match bytes.poisoned() {
-                    Some(kind) => Failure::Final(kind),
-                    None => f,
-                })
+        let resumed = &resumed;
+        let pushed = self
+            .run(call, |attempt| {
+                let tee = take_first();
+                let blob = &blob;
+                let session = &session;
+                let broke = &broke;
+                // A later attempt, or the first on a recalled session, asks what it holds.
+                let ask = if resumed.swap(false, Ordering::AcqRel) {
+                    Ask::Recalled
+                } else if attempt.number > 1 {
+                    Ask::Retry
+                } else {
+                    Ask::No
+                };
+                async move {
+                    let result = self
+                        .upload_attempt(blob, bytes, tee, session, ask, broke)
+                        .await;
+                    result.map_err(|f| match bytes.poisoned() {
+                        Some(kind) => Failure::Final(kind),
+                        None => f,
+                    })
+                }
+            })
+            .await;
+        if let Some(j) = journal {
+            match &pushed {
+                Ok(_) => j.forget(key),
+                // Stopped at a chunk boundary: the record of the last acknowledged chunk stays.
+                Err(e) if e.kind == ErrorKind::Cancelled => {}
+                // A failed upload leaves its record only if the session may still be resumed.
+                Err(e)
+                    if !matches!(
+                        e.kind,
+                        ErrorKind::Transport(_)
+                            | ErrorKind::DeadlineExceeded
+                            | ErrorKind::Throttled { .. }
+                            | ErrorKind::BreakerOpen
+                    ) =>
+                {
+                    j.forget(key)
+                }
+                Err(_) => {}
             }
-        })
-        .await
+        }
+        pushed
+    }
+
+    /// Whether a journal holds a session for this blob that the next `push_blob` will try to
+    /// resume: the caller then need not start a read of the source from byte 0 for it.
+    pub fn has_recorded_upload(&self, repository: &str, digest: &Digest, size: u64) -> bool {
+        let key = UploadKey {
+            host: self.host(),
+            repository,
+            digest,
+            size,
+        };
+        self.options()
+            .journal
+            .as_deref()
+            .and_then(|j| self.recalled_session(j, key))
+            .is_some()
+    }
+
+    /// The journal's session for `key`, if its Location is on this registry's own origin; a
+    /// record pointing anywhere else is dropped with a warning (never followed).
+    fn recalled_session(
+        &self,
+        journal: &dyn UploadJournal,
+        key: UploadKey<'_>,
+    ) -> Option<UploadSession> {
+        let recorded = journal.recall(key, self.base_url())?;
+        match self.same_origin(recorded.location.as_str()) {
+            Ok(location) => Some(UploadSession {
+                repository: key.repository.to_owned(),
+                location,
+                min_chunk: None,
+            }),
+            Err(_) => {
+                tracing::warn!(
+                    registry = self.host(),
+                    repository = key.repository,
+                    blob = %key.digest,
+                    "a recorded upload session points outside the registry's origin: ignored and removed"
+                );
+                journal.forget(key);
+                None
+            }
+        }
     }
 
     /// One attempt at getting the blob into the repository. The first attempt streams `tee`; a
@@ -193,17 +283,32 @@ impl RegistryClient {
         bytes: &B,
         tee: Option<Result<ByteStream, Failure>>,
         session: &Mutex<Option<UploadSession>>,
-        attempt: u32,
+        ask: Ask,
         broke: &AtomicBool,
     ) -> Result<PushFlow, Failure> {
+        let journal = blob.journal;
         let tee = tee.transpose()?;
         let mut current = session.lock().await.clone();
         let mut offset = 0;
-        if attempt > 1
+        if ask != Ask::No
             && let Some(s) = &current
         {
             match self.upload_status_once(s).await {
+                // A session holding more than the blob is not this blob's: start over.
+                Ok(held) if held > blob.size => {
+                    tracing::debug!(registry = self.host(), repository = blob.repository, blob = %blob.digest, held, "upload session holds more than the blob: starting over");
+                    current = None;
+                }
                 Ok(held) => offset = held,
+                // A recalled session the registry refuses in any way (404 or 400
+                // BLOB_UPLOAD_INVALID/UNKNOWN: distribution 2.8 after a PATCH cut mid-body, or
+                // purged; 401/403 for another credential) starts over, with nothing reported.
+                Err(Failure::Status { status, .. })
+                    if ask == Ask::Recalled && (400..500).contains(&status) =>
+                {
+                    tracing::debug!(registry = self.host(), repository = blob.repository, blob = %blob.digest, status, "recorded upload session is gone: starting over");
+                    current = None;
+                }
                 // The session is gone (404), or the registry cannot say what it holds (405,
                 // 501: no status endpoint, as the container-registry binary): a lost reply may
                 // hide a finished upload; otherwise the blob starts over in a fresh session.
@@ -247,7 +352,11 @@ impl RegistryClient {
         }
         let mut stream = match tee {
             Some(stream) if offset == 0 => stream,
-            _ => bytes.open(offset).await?,
+            other => {
+                // The tee is let go at once, so the blob's other destinations do not wait on it.
+                drop(other);
+                bytes.open(offset).await?
+            }
         };
         if (small && before.docker) || before.chunks_refused {
             // Docker's flow: the rest of the blob in one PATCH (appended to what the session
@@ -305,16 +414,36 @@ impl RegistryClient {
                 .max_patch()
                 .map_or(blob.shape.chunk_size, |m| m.min(blob.shape.chunk_size));
             let n = chunk.max(1).min(blob.size - offset);
+            // Stopping (SIGTERM): no further PATCH; the last acknowledged one is recorded, and
+            // the next process resumes from it.
+            if journal.is_some_and(|j| j.stopping()) {
+                return Err(Failure::Final(ErrorKind::Cancelled));
+            }
             let part: ByteStream = Box::pin(take_bytes(Arc::clone(&shared), n));
             let failure = match self.patch_chunk_once(&s, offset, n, body(part)).await {
                 Ok(next) => {
                     s = next;
                     *session.lock().await = Some(s.clone());
                     offset += n;
+                    if let Some(j) = journal {
+                        j.record(blob.key(self), &s.location, offset);
+                    }
                     continue;
                 }
                 Err(f) => f,
             };
+            // A 416 (naming no size limit) from a session that holds more than was thought (a
+            // lost reply whose bytes landed after the status was asked): a resume point.
+            if let Some(held) = self.resume_point(&s, &failure, offset, blob.size).await {
+                offset = held;
+                if let Some(j) = journal {
+                    j.record(blob.key(self), &s.location, offset);
+                }
+                if offset < blob.size {
+                    shared = Arc::new(Mutex::new((bytes.open(offset).await?, None)));
+                }
+                continue;
+            }
             // Only the first chunk of a session just accepted says something about chunks; a
             // later one refused is the retry loop's (it resumes from what the session holds).
             let what = if fresh && offset == 0 {
@@ -343,6 +472,37 @@ impl RegistryClient {
         }
         self.finish_upload_once(&s, blob.digest, None).await?;
         Ok(PushFlow::Chunked)
+    }
+
+    /// The offset to go on from after `failure` refused a PATCH at `offset`: a 416 that names
+    /// no size limit, when the session's status says it holds more than `offset` (and no more
+    /// than the blob). `None`: the failure is judged as before.
+    async fn resume_point(
+        &self,
+        s: &UploadSession,
+        failure: &Failure,
+        offset: u64,
+        size: u64,
+    ) -> Option<u64> {
+        let Failure::Status {
+            status: 416,
+            code,
+            message,
+            ..
+        } = failure
+        else {
+            return None;
+        };
+        if let Some(UploadRefusal::TooLarge(_)) =
+            capabilities::upload_refusal(416, code.as_deref(), message.as_deref())
+        {
+            return None;
+        }
+        let held = self.upload_status_once(s).await.ok()?;
+        (held > offset && held <= size).then(|| {
+            tracing::debug!(registry = self.host(), repository = %s.repository, offset, held, "the session holds more than was sent: going on from its offset");
+            held
+        })
     }
 
     /// What to do after the registry refused (or failed) a request carrying bytes of `len`:
@@ -506,6 +666,30 @@ struct Blob<'a> {
     digest: &'a Digest,
     size: u64,
     shape: UploadShape,
+    /// Where its session is recorded for the next process, if anywhere.
+    journal: Option<&'a dyn UploadJournal>,
+}
+
+impl<'a> Blob<'a> {
+    fn key(&self, client: &'a RegistryClient) -> UploadKey<'a> {
+        UploadKey {
+            host: client.host(),
+            repository: self.repository,
+            digest: self.digest,
+            size: self.size,
+        }
+    }
+}
+
+/// Whether an upload attempt asks the session what it holds before sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// The first attempt on a session it opened: it holds nothing.
+    No,
+    /// A later attempt: the session holds what earlier ones sent.
+    Retry,
+    /// The first attempt on a session an earlier process recorded.
+    Recalled,
 }
 
 /// A blob held in memory (a config, a test fixture), read again from any offset.

@@ -58,6 +58,9 @@ pub struct Config {
     pub events: Option<EventsSettings>,
     /// The certificate and key `ferry watch` serves its listener with; `None`: plain HTTP.
     pub listener_tls: Option<ListenerTls>,
+    /// `state_dir:`: where uploads in flight are recorded for the next run (`None`: the
+    /// command's default, beside its lock file).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// `listener.tls:`: PEM files, checked to be readable and of the right kind when the config is

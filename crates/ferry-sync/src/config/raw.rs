@@ -40,6 +40,10 @@ pub struct RawConfig {
     /// The `ferry watch` listener (/healthz, /readyz, /metrics, /v1/events): TLS.
     #[serde(default)]
     pub listener: Option<RawListener>,
+    /// Directory where uploads in flight are recorded so the next run resumes them (default:
+    /// beside the run's lock file, `<config>.state/`); `--state-dir` overrides it.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `listener:`: how `ferry watch` serves its listener.

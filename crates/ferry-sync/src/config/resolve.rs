@@ -237,6 +237,7 @@ impl Checker<'_> {
             mappings,
             events,
             listener_tls,
+            state_dir: raw.state_dir,
         })
     }
 

@@ -234,11 +234,15 @@ impl Destination {
                 // source that is paused or slow must not hold a target request open until it
                 // times out (and is blamed on the target). A source that fails first fails the
                 // first attempt, which later attempts recover from with a fresh read.
+                let blob = feed.blob();
+                // An upload an earlier process left (the state directory) goes on from the
+                // session's offset: it had no share of the tee (`transfer`), and lets it go.
+                let recorded = self.resumes(blob);
                 let tee = match feed.take_first() {
+                    Some(_) if recorded => None,
                     Some(stream) => Some(primed(stream).await),
                     None => None,
                 };
-                let blob = feed.blob();
                 let push = BlobPush {
                     repository,
                     digest: &blob.digest,
@@ -263,6 +267,17 @@ impl Destination {
                     .await
             }
             Destination::Archive { writer, .. } => archive_blob(writer, feed).await,
+        }
+    }
+
+    /// Whether an upload of `blob` here was left by an earlier process (recorded in the state
+    /// directory): it reads the source from the session's offset itself, not from the tee.
+    pub(crate) fn resumes(&self, blob: &super::graph::BlobRef) -> bool {
+        match self {
+            Destination::Registry { client, repository } => {
+                client.has_recorded_upload(repository, &blob.digest, blob.size)
+            }
+            Destination::Layout(_) | Destination::Archive { .. } => false,
         }
     }
 

@@ -519,7 +519,18 @@ async fn run_image(
     };
     let mut out = Vec::new();
     for t in &w.targets {
-        out.push(copy_to_target(w, graph, t, scheduler, pusher).await);
+        let outcome = copy_to_target(w, graph, t, scheduler, pusher).await;
+        // An upload the stop ended at a chunk boundary (recorded for the next run) is an
+        // interruption, not a failure of the target.
+        let outcome = match outcome {
+            Err(SyncError::Registry(e))
+                if e.kind == ferry_distribution::ErrorKind::Cancelled && stop.is_stopped() =>
+            {
+                Err(SyncError::Interrupted)
+            }
+            other => other,
+        };
+        out.push(outcome);
     }
     out
 }

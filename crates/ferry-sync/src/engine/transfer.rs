@@ -36,9 +36,12 @@ pub async fn transfer(
     let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
-    for _ in &to {
+    for (destination, _) in &to {
         let (tx, rx) = mpsc::channel::<Result<Bytes, Failure>>(TEE_DEPTH);
-        senders.push(tx);
+        // Resuming an earlier process's upload: it reads from its offset, not from the tee.
+        if !destination.resumes(blob) {
+            senders.push(tx);
+        }
         receivers.push(rx);
     }
     let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
@@ -68,6 +71,9 @@ async fn read_once(
     poisoned: Arc<OnceLock<Error>>,
     progress: &crate::progress::SyncProgress,
 ) {
+    if senders.is_empty() {
+        return;
+    }
     let name = blob.digest.to_string();
     progress.blob_started(&name, blob.size);
     // Ends the blob's progress whichever way the read ends.

@@ -125,6 +125,8 @@ pub(crate) struct MetricsInner {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Metrics {
     inner: Arc<Mutex<MetricsInner>>,
+    /// Woken whenever a request starts, is answered or ends (`FaultProxy::wait_until`).
+    pub(crate) changed: Arc<tokio::sync::Notify>,
 }
 
 impl Metrics {
@@ -151,6 +153,8 @@ impl Metrics {
         if in_flight > inner.stats.max_in_flight {
             inner.stats.max_in_flight = in_flight;
         }
+        drop(inner);
+        self.changed.notify_waiters();
         InFlightGuard {
             metrics: self.clone(),
             id,
@@ -192,6 +196,8 @@ impl InFlightGuard {
         if let Some(record) = inner.records.iter_mut().rev().find(|r| r.id == self.id) {
             record.status = status;
         }
+        drop(inner);
+        self.metrics.changed.notify_waiters();
     }
 }
 
@@ -201,5 +207,7 @@ impl Drop for InFlightGuard {
         inner.in_flight = inner.in_flight.saturating_sub(1);
         let in_flight = inner.in_flight;
         inner.in_flight_series.push((Instant::now(), in_flight));
+        drop(inner);
+        self.metrics.changed.notify_waiters();
     }
 }

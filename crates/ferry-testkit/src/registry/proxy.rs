@@ -115,6 +115,33 @@ impl FaultProxy {
         self.shared.metrics.lock().records.clone()
     }
 
+    /// Waits until `done` holds of the requests seen so far, woken whenever a request starts,
+    /// is answered or ends: no polling and no timer (a test waits for the proxy to be holding
+    /// a request, then acts).
+    pub async fn wait_until(&self, mut done: impl FnMut(&[RequestRecord]) -> bool) {
+        loop {
+            let mut notified = std::pin::pin!(self.shared.metrics.changed.notified());
+            notified.as_mut().enable();
+            if done(&self.requests()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Waits until no request is in flight (every answer's body relayed to its end or cut),
+    /// woken as requests end: counters read after it hold nothing still moving.
+    pub async fn wait_idle(&self) {
+        loop {
+            let mut notified = std::pin::pin!(self.shared.metrics.changed.notified());
+            notified.as_mut().enable();
+            if self.shared.metrics.lock().in_flight == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Clears counters and records (requests in flight stay counted).
     pub fn reset_stats(&self) {
         self.shared.metrics.reset();
