@@ -163,7 +163,7 @@ fn minimal_config_takes_defaults() {
     let config =
         load("version: 1\nmappings:\n  - { source: alpine, targets: ['oci:out'] }\n").unwrap();
     assert_eq!(config.concurrency, 16);
-    assert_eq!(config.engine.chunk_size, 128 << 20);
+    assert_eq!(config.engine.chunk_size, 64 << 20);
     assert_eq!(config.engine.monolithic_limit, 64 << 20);
     let m = &config.mappings[0];
     assert!(m.referrers, "referrers are copied by default");

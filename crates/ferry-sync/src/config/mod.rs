@@ -88,7 +88,7 @@ impl Default for EngineSettings {
         EngineSettings {
             images_in_flight: 8,
             blobs_in_flight: 16,
-            chunk_size: 128 << 20,
+            chunk_size: 64 << 20,
             monolithic_limit: 64 << 20,
         }
     }

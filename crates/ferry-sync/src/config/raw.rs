@@ -61,8 +61,8 @@ pub struct RawEngine {
     /// Blobs transferred at once across all images (default 16).
     #[serde(default)]
     pub blobs_in_flight: Option<usize>,
-    /// Bytes per PATCH of a chunked upload, e.g. "64MiB" (default "128MiB"; smaller on
-    /// registries that refuse large request bodies: the learned `max_patch`).
+    /// Bytes per PATCH of a chunked upload, e.g. "64MiB" (default "64MiB"; at most 16 MiB on
+    /// registries that fail large streamed requests).
     #[serde(default)]
     pub chunk_size: Option<String>,
     /// Blobs up to this size are uploaded in one request, e.g. "64MiB" (default "64MiB").
