@@ -6,12 +6,12 @@
 //! (a) `curl -o /dev/null` GETs it from the source; (b) curl uploads the same bytes (the source
 //! registry's stored file) into a fresh registry: POST, then one monolithic `PUT -T file`;
 //! (c) `ferry sync` copies the image into a fresh target under `/usr/bin/time` (peak RSS, the
-//! kernel's `ru_maxrss`), once per engine variant. Rates are layer size ÷ wall time; the ratio
+//! kernel's `ru_maxrss`), once per engine variant, each right after its own (b). Rates are layer size ÷ wall time; the ratio
 //! is ferry ÷ min(a, b). The target's access log gives ferry's PATCH and PUT counts.
 //!
 //! Run: `cargo build --release --bin ferry && cargo bench --bench bigblob -- --sizes 1,4,8`.
 //! Options after `--`: `--sizes 1,4` (GiB, default 4), `--variants default,chunk256,one-put`
-//! (engine settings: defaults; `chunk_size: 256MiB`, any `chunk<MiB>`; `monolithic_limit` above the layer, one
+//! (engine settings: defaults, 64 MiB PATCHes; `chunk_size: 256MiB`, any `chunk<MiB>`; `monolithic_limit` above the layer, one
 //! PUT), `--runs N` (ferry runs per variant, default 1). `FERRY_BIN` names the ferry binary
 //! (default: the one cargo built with this bench). Storage goes where `TMPDIR` points; a size is
 //! skipped, with a note, when the disk has less than twice the layer plus 8 GiB free.
@@ -60,7 +60,7 @@ impl Variant {
 
     fn name(self) -> String {
         match self {
-            Variant::Default => "default (64 MiB PATCHes)".into(),
+            Variant::Default => "default chunk_size (64 MiB)".into(),
             Variant::Chunk(mib) => format!("chunk_size {mib}MiB"),
             Variant::OnePut => "one PUT (monolithic_limit above the layer)".into(),
         }
@@ -497,27 +497,26 @@ async fn bench_size(options: &Options, gib: u64, workdir: &Path) -> Result<(), S
         started.elapsed().as_secs_f64()
     );
     let get = curl_get(&source, &digest, size)?;
-    let put = curl_put(&stored_file(&source, &digest), &digest).await?;
-    let floor = rate(size, get).min(rate(size, put));
     println!(
-        "bigblob: {gib} GiB: (a) curl GET {:.2}s {:.0} MiB/s; (b) curl POST + PUT -T {:.2}s {:.0} MiB/s",
-        get,
-        rate(size, get),
-        put,
-        rate(size, put)
+        "bigblob: {gib} GiB: (a) curl GET {get:.2}s {:.0} MiB/s",
+        rate(size, get)
     );
+    // Each ferry run is paired with a curl PUT just before it: the machine's load moves the
+    // registry's rate by a fifth between minutes, so a ratio compares neighbours.
     for variant in &options.variants {
         for run in 0..options.runs {
+            let put = curl_put(&stored_file(&source, &digest), &digest).await?;
+            let floor = rate(size, get).min(rate(size, put));
             let label = format!("{gib}g-{variant:?}-{run}");
             let r = ferry_copy(&source, &digest, size, *variant, workdir, &label).await?;
             let ferry_rate = rate(size, r.secs);
             println!(
-                "bigblob: {gib} GiB: (c) ferry sync, {}: {:.2}s {:.0} MiB/s, ratio {:.2} of min(a, b) {:.0} MiB/s; peak RSS {:.1} MiB; CPU {:.1}s ({:.2} s/GiB); {} PATCH, {} PUT to the target",
+                "bigblob: {gib} GiB: (b) curl POST + PUT -T {put:.2}s {:.0} MiB/s; (c) ferry sync, {}: {:.2}s {:.0} MiB/s, ratio {:.2} of min(a, b) {floor:.0} MiB/s; peak RSS {:.1} MiB; CPU {:.1}s ({:.2} s/GiB); {} PATCH, {} PUT to the target",
+                rate(size, put),
                 variant.name(),
                 r.secs,
                 ferry_rate,
                 ferry_rate / floor,
-                floor,
                 r.rss_kib as f64 / 1024.0,
                 r.cpu,
                 r.cpu / gib as f64,
