@@ -1,5 +1,6 @@
 //! Progress on stderr: indicatif bars on a terminal (prepare: mappings resolved; sync: images
-//! and bytes), a plain grep-friendly line every 5 s elsewhere, or nothing; `--progress` decides.
+//! and bytes, a bar per large blob), a plain grep-friendly line every 5 s elsewhere (and a log
+//! line per 10% of a large blob), or nothing; `--progress` decides.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::Arc;
@@ -21,6 +22,9 @@ use crate::cli::ProgressMode;
 const BAR_TICK: Duration = Duration::from_millis(200);
 /// How often a plain progress line is written.
 const PLAIN_EVERY: Duration = Duration::from_secs(5);
+/// Overrides the large-blob threshold (bytes; default 64 MiB): blobs at least this large get a
+/// bar, or in plain mode a log line per 10%. For tests and for watching smaller blobs.
+pub const LARGE_BLOB_ENV: &str = "FERRY_LARGE_BLOB_BYTES";
 
 #[derive(Clone)]
 enum Display {
@@ -156,6 +160,24 @@ impl Progress {
     /// carry names and error texts from registries and layouts).
     pub fn eprint(&self, text: &str) {
         self.suspend(|| write_stderr(text, self.json));
+    }
+
+    /// The copy phase's counters for this display: in plain mode a large blob logs a line per
+    /// 10% read (`ferry::blob`, info); the large-blob threshold is `FERRY_LARGE_BLOB_BYTES`
+    /// when it holds a positive number of bytes.
+    pub fn sync_counters(&self) -> SyncProgress {
+        let counters = SyncProgress::default();
+        counters.log_large_blobs(matches!(self.display, Display::Plain));
+        if let Ok(text) = std::env::var(LARGE_BLOB_ENV) {
+            match text.trim().parse::<u64>() {
+                Ok(n) if n > 0 => counters.set_large_blob(n),
+                _ => tracing::warn!(
+                    value = %text,
+                    "{LARGE_BLOB_ENV} is not a positive number of bytes: ignored"
+                ),
+            }
+        }
+        counters
     }
 
     /// Shows the prepare phase until the returned watch is finished.

@@ -275,7 +275,7 @@ async fn sync(
     progress: &Progress,
     verify: bool,
 ) -> Exit {
-    let counters = Arc::new(SyncProgress::default());
+    let counters = Arc::new(progress.sync_counters());
     let _ = known.sync.set(Arc::clone(&counters));
     let mut engine_options = EngineOptions::from_settings(&config.engine);
     engine_options.progress = Arc::clone(&counters);

@@ -75,7 +75,7 @@ async fn read_once(
         return;
     }
     let name = blob.digest.to_string();
-    progress.blob_started(&name, blob.size);
+    progress.blob_started(&source.name(), &name, blob.size);
     // Ends the blob's progress whichever way the read ends.
     struct Finished<'a>(&'a crate::progress::SyncProgress, &'a str);
     impl Drop for Finished<'_> {
