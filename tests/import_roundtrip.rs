@@ -119,6 +119,25 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
     assert_eq!(tags(&dst, "mirror/one").await.len(), 3);
+
+    // What export -> file -> import left is what a direct sync leaves: a deep verify of the
+    // config (every tag, manifest and blob on the target, read and checked) finds nothing, and a
+    // direct sync of the same mapping into another registry holds the same tags and digests.
+    let out = run(&["verify", "--deep", "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    let direct = format!(
+        "  - source: {}/apps/one\n    targets: [{}/direct/one]\n    tags: {{ include: [\"*\"] }}\n",
+        source.host(),
+        empty.host()
+    );
+    let direct_dir = tempfile::tempdir().unwrap();
+    let direct = write_config(direct_dir.path(), &registries, &direct);
+    let out = run(&["sync", "-c", s(&direct)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        tags(&dst, "mirror/one").await,
+        tags(&other, "direct/one").await
+    );
     for r in [source, target, empty] {
         r.stop().await.unwrap();
     }

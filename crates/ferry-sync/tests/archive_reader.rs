@@ -470,6 +470,7 @@ fn empty_config() -> Config {
         mappings: Vec::new(),
         events: None,
         listener_tls: None,
+        state_dir: None,
     }
 }
 
