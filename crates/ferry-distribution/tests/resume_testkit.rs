@@ -80,6 +80,22 @@ fn client_with(reg: &TestRegistry, journal: std::sync::Arc<Journal>) -> Registry
     RegistryClient::new(options).unwrap()
 }
 
+/// Pushes `bytes` to `lib/app` with no session given: the journal decides whether a recorded
+/// one is resumed.
+async fn push_fresh(c: &RegistryClient, bytes: &Bytes) -> Result<(), ferry_distribution::Error> {
+    let digest = sha256(bytes);
+    let push = BlobPush {
+        repository: "lib/app",
+        digest: &digest,
+        size: bytes.len() as u64,
+        shape: shape(),
+        session: None,
+    };
+    c.push_blob(push, None, &InMemory(bytes.clone()))
+        .await
+        .map(|_| ())
+}
+
 /// A session that already holds the first chunk (a reply lost after its bytes landed, seen
 /// by ferry as holding nothing) answers ferry's PATCH from 0 with 416: the session's status
 /// is the resume point, and the blob goes on from there in the same session, the bytes sent
@@ -141,16 +157,7 @@ async fn a_recorded_session_is_asked_and_only_the_rest_is_sent() {
     });
     let c = client_with(&reg, journal.clone());
     let before = reg.requests().len();
-    let push = BlobPush {
-        repository: "lib/app",
-        digest: &digest,
-        size: bytes.len() as u64,
-        shape: shape(),
-        session: None,
-    };
-    c.push_blob(push, None, &InMemory(bytes.clone()))
-        .await
-        .unwrap();
+    push_fresh(&c, &bytes).await.unwrap();
     assert_eq!(reg.blob(&digest.to_string()).as_deref(), Some(&bytes[..]));
     let after: Vec<_> = reg.requests().into_iter().skip(before).collect();
     assert!(
@@ -179,16 +186,7 @@ async fn a_recorded_session_that_is_gone_starts_over() {
         offset: CHUNK,
     });
     let c = client_with(&reg, journal.clone());
-    let push = BlobPush {
-        repository: "lib/app",
-        digest: &digest,
-        size: bytes.len() as u64,
-        shape: shape(),
-        session: None,
-    };
-    c.push_blob(push, None, &InMemory(bytes.clone()))
-        .await
-        .unwrap();
+    push_fresh(&c, &bytes).await.unwrap();
     assert_eq!(reg.blob(&digest.to_string()).as_deref(), Some(&bytes[..]));
     assert_eq!(reg.stats().op(OpKind::UploadStart), 1, "one new session");
     assert_eq!(patched_bytes(&reg), bytes.len() as u64);
@@ -209,16 +207,7 @@ async fn a_recorded_location_elsewhere_is_never_followed() {
         offset: CHUNK,
     });
     let c = client_with(&reg, journal.clone());
-    let push = BlobPush {
-        repository: "lib/app",
-        digest: &digest,
-        size: bytes.len() as u64,
-        shape: shape(),
-        session: None,
-    };
-    c.push_blob(push, None, &InMemory(bytes.clone()))
-        .await
-        .unwrap();
+    push_fresh(&c, &bytes).await.unwrap();
     assert_eq!(reg.blob(&digest.to_string()).as_deref(), Some(&bytes[..]));
     assert!(elsewhere.requests().is_empty(), "nothing sent elsewhere");
 }
@@ -229,21 +218,10 @@ async fn a_recorded_location_elsewhere_is_never_followed() {
 async fn a_stop_ends_the_upload_at_a_chunk_boundary_and_keeps_the_record() {
     let reg = TestRegistry::builder().start().await.unwrap();
     let bytes = Bytes::from(layer(4 * CHUNK as usize));
-    let digest = sha256(&bytes);
     let journal = std::sync::Arc::new(Journal::default());
     *journal.stop_after.lock().unwrap() = Some(2);
     let c = client_with(&reg, journal.clone());
-    let push = BlobPush {
-        repository: "lib/app",
-        digest: &digest,
-        size: bytes.len() as u64,
-        shape: shape(),
-        session: None,
-    };
-    let err = c
-        .push_blob(push, None, &InMemory(bytes.clone()))
-        .await
-        .unwrap_err();
+    let err = push_fresh(&c, &bytes).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Cancelled);
     assert_eq!(reg.stats().op(OpKind::UploadPatch), 2);
     assert_eq!(reg.stats().op(OpKind::UploadPut), 0);
