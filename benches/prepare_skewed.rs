@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_sync::config;
+use ferry_config as config;
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{OCI_MANIFEST, TestRegistry};

@@ -25,8 +25,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferry_config as config;
 use ferry_distribution::{RegistryClient, RegistryOptions};
-use ferry_sync::config;
 use ferry_sync::engine::{EngineOptions, StopSignal};
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::registries::Registries;

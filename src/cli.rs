@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ferry_sync::shard::Shard;
+use ferry_config::shard::Shard;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -214,14 +214,14 @@ pub struct WatchArgs {
 }
 
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
-    match ferry_sync::config::parse_duration(text)? {
+    match ferry_config::parse_duration(text)? {
         d if d.is_zero() => Err("the interval must be longer than 0".into()),
         d => Ok(d),
     }
 }
 
 fn parse_run_timeout(text: &str) -> Result<std::time::Duration, String> {
-    match ferry_sync::config::parse_duration(text)? {
+    match ferry_config::parse_duration(text)? {
         d if d.is_zero() => Err("the run timeout must be longer than 0".into()),
         d => Ok(d),
     }

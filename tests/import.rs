@@ -225,7 +225,7 @@ impl Bundle {
                 "mappings": [], "images": [],
                 "bases": [{"digest": format!("sha256:{}", "b".repeat(64)), "name": base}],
                 "content": content, "carried": carried.clone(),
-                "digest": ferry_sync::bundle::bundle_digest(&carried, &index),
+                "digest": ferry_store::bundle::bundle_digest(&carried, &index),
             });
             put("ferry-bundle.json", &serde_json::to_vec(&record).unwrap());
         }

@@ -130,7 +130,7 @@ async fn credentials_and_tokens_appear_in_no_log_error_report_or_plan() {
     assert_absent("the --report file", &written, &secrets);
 
     // Debug output of the loaded config redacts the secrets too.
-    let loaded = ferry_sync::config::load(Path::new(config)).unwrap();
+    let loaded = ferry_config::load(Path::new(config)).unwrap();
     assert_absent("Debug of the config", &format!("{loaded:?}"), &secrets);
 }
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use ferry_config::{Config, Origin, Target};
 use ferry_distribution::auth::discover::CredentialFiles;
-use ferry_sync::config::{Config, Origin, Target};
 use ferry_sync::registries::{Registries, resolve_credentials};
 
 use crate::cli::ConfigArg;

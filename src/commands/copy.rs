@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
+use ferry_config::filter::{TagFilter, TagFilterSpec, TagGlobs};
+use ferry_config::platform::Platform;
+use ferry_config::{Mapping, Origin, Target};
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Reference};
-use ferry_sync::config::{Mapping, Origin, Target};
-use ferry_sync::filter::{TagFilter, TagFilterSpec, TagGlobs};
-use ferry_sync::platform::Platform;
 
 use crate::cli::CopyArgs;
 use crate::exit::Exit;
@@ -220,7 +220,7 @@ pub(super) fn parse_source(
             ));
         };
         let docker = matches!(origin, Origin::DockerArchive { .. });
-        let tag = ferry_sync::archive::reader::tag_of_reference(reference)
+        let tag = ferry_store::archive::reader::tag_of_reference(reference)
             .or_else(|| docker.then(|| "latest".to_owned()));
         if tag.is_none() {
             return Err(format!(

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use ferry_sync::archive::writer::{ArchiveWriter, Archives, Naming, Output};
-use ferry_sync::bundle::BundleRecord;
+use ferry_store::archive::writer::{ArchiveWriter, Archives, Naming, Output};
+use ferry_store::bundle::BundleRecord;
 
 use crate::exit::Exit;
 use crate::progress::Progress;
@@ -76,7 +76,7 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
     };
     let created = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let spec = ferry_sync::bundle::export::spec(&config, &records, created);
+    let spec = ferry_store::bundle::export::spec(&config, &records, created);
     let output = match to_stdout {
         true => Output::Stdout,
         false => Output::File(args.output.clone()),
@@ -110,7 +110,7 @@ async fn read_bases(paths: &[PathBuf]) -> Result<Vec<(String, BundleRecord)>, St
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| p.display().to_string());
-                ferry_sync::bundle::export::read_since(p).map(|r| (name, r))
+                ferry_store::bundle::export::read_since(p).map(|r| (name, r))
             })
             .collect()
     })

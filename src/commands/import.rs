@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_sync::archive::reader::ArchiveReader;
-use ferry_sync::bundle::import;
-use ferry_sync::config::Origin;
+use ferry_config::Origin;
+use ferry_store::archive::reader::ArchiveReader;
+use ferry_sync::import;
 use ferry_sync::registries::Registries;
 
 use crate::cli::RegistryAccess;

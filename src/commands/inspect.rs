@@ -4,9 +4,9 @@
 use std::io::Write as _;
 
 use clap::Args;
+use ferry_config::Origin;
 use ferry_distribution::ops::{Manifest, Referrer};
 use ferry_distribution::{Digest, Error, Operation, media};
-use ferry_sync::config::Origin;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::human_bytes;
 use ferry_sync::source::Source;

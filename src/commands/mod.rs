@@ -16,7 +16,7 @@ pub mod watch;
 
 use std::path::Path;
 
-use ferry_sync::config::{self, Config, ConfigError};
+use ferry_config::{self as config, Config, ConfigError};
 
 use crate::exit::Exit;
 use crate::progress::Progress;

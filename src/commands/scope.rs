@@ -9,8 +9,8 @@ use std::ffi::OsString;
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
-use ferry_sync::config::Config;
-use ferry_sync::shard::{self, Shard};
+use ferry_config::Config;
+use ferry_config::shard::{self, Shard};
 
 use crate::cli::RunScope;
 use crate::exit::Exit;
@@ -103,7 +103,7 @@ pub fn state_dir(
 /// never through a symbolic link planted at its name (which would have a run create or lock a
 /// file of the link's choosing): the layout locks' opener.
 fn open_run_lock(path: &Path) -> std::io::Result<File> {
-    ferry_sync::layout::lock::open_lock_file(path)
+    ferry_store::layout::lock::open_lock_file(path)
 }
 
 /// An exclusive lock held until dropped (or the process ends).

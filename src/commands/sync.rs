@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::engine::{EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
@@ -122,7 +122,7 @@ pub async fn run_config_into(
     config: &Config,
     options: &RunOptions,
     progress: &Progress,
-    archives: ferry_sync::archive::writer::Archives,
+    archives: ferry_store::archive::writer::Archives,
 ) -> Exit {
     run_config_then(config, options, progress, false, archives).await
 }
@@ -134,7 +134,7 @@ async fn run_config_then(
     options: &RunOptions,
     progress: &Progress,
     verify: bool,
-    archives: ferry_sync::archive::writer::Archives,
+    archives: ferry_store::archive::writer::Archives,
 ) -> Exit {
     let stop = options.stop.clone().unwrap_or_default();
     let mut registries = match &options.breakers {
@@ -199,7 +199,7 @@ fn state_dir(
     progress: &Progress,
 ) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
     let dir = options.state_dir.as_deref().filter(|_| !options.dry_run)?;
-    match ferry_sync::resume::StateDir::open(dir, stop.clone()) {
+    match ferry_store::resume::StateDir::open(dir, stop.clone()) {
         Ok(state) => Some(Arc::new(state)),
         // The default beside a read-only config (a ConfigMap) is not worth a warning per run.
         Err(e) if !options.state_dir_named => {

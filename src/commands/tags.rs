@@ -1,9 +1,9 @@
 //! `ferry tags`: lists a repository's tags and runs a tag filter over them, showing what it
 //! selects, what it leaves out and why, and which exact tags are missing.
 
+use ferry_config::Origin;
+use ferry_config::filter::{TagFilter, TagFilterSpec, TagSort};
 use ferry_distribution::Reference;
-use ferry_sync::config::Origin;
-use ferry_sync::filter::{TagFilter, TagFilterSpec, TagSort};
 use ferry_sync::plan::RejectedName;
 use ferry_sync::registries::Registries;
 use ferry_sync::source::Source;

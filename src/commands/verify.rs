@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use clap::Args;
+use ferry_config::shard::Shard;
 use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::registries::Registries;
-use ferry_sync::shard::Shard;
 use ferry_sync::verify::{self, VerifyOptions, VerifyReport, VerifyVerdict};
 
 use crate::cli::ConfigArg;

@@ -105,7 +105,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let queue = current
         .events
         .as_ref()
-        .map_or(ferry_sync::config::DEFAULT_EVENTS_QUEUE, |e| e.queue);
+        .map_or(ferry_config::DEFAULT_EVENTS_QUEUE, |e| e.queue);
     let (intake, queued) = intake::Intake::new(queue);
     intake.set_config(&current);
     let server = tokio::spawn(listener::serve_all(
@@ -303,7 +303,7 @@ async fn event_syncs(
 }
 
 /// A deep verify of `config` (`--verify-every`), its findings recorded in `metrics`.
-async fn deep_verify(config: &ferry_sync::config::Config, metrics: &WatchMetrics) -> Exit {
+async fn deep_verify(config: &ferry_config::Config, metrics: &WatchMetrics) -> Exit {
     let registries = ferry_sync::registries::Registries::new(config);
     let tracker = Arc::new(ferry_sync::prepare::PrepareTracker::new(
         config.mappings.len(),

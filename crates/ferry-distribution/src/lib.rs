@@ -36,6 +36,7 @@ pub mod quirks;
 pub mod reference;
 pub mod retry;
 pub mod stats;
+pub mod stop;
 pub mod text;
 
 pub mod link;
@@ -51,3 +52,4 @@ pub use error::{Error, ErrorKind};
 pub use operation::Operation;
 pub use reference::Reference;
 pub use secret::Secret;
+pub use stop::StopSignal;

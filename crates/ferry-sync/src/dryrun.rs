@@ -13,14 +13,14 @@ use serde::Serialize;
 
 use ferry_distribution::Digest;
 
-use crate::config::Origin;
 use crate::engine::destination::{Destination, repository_to_create};
 use crate::engine::graph::{BlobRef, fetch_graph};
 use crate::plan::{ImagePlan, Plan, TargetState};
-use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::human_bytes;
 use crate::source::Source;
+use ferry_config::Origin;
+use ferry_config::platform::Platform;
 
 /// Stale images measured at once.
 const IMAGES_AT_ONCE: usize = 8;

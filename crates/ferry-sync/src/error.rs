@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ferry_distribution::error::Error;
 
-use crate::layout::lock::LockError;
+use ferry_store::StoreError;
+use ferry_store::layout::lock::LockError;
 
 /// What failed one image on one target.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -37,15 +38,8 @@ pub enum SyncError {
     #[error("interrupted before it started")]
     Interrupted,
     /// A layout target could not be written.
-    #[error("oci:{}: {message}", path.display())]
-    LayoutWrite {
-        /// The layout directory.
-        path: PathBuf,
-        /// What was being written: `manifest`, `index.json`.
-        what: &'static str,
-        /// What went wrong, naming the file.
-        message: String,
-    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl SyncError {
@@ -57,26 +51,13 @@ impl SyncError {
         }
     }
 
-    /// A failed write of `what` into the layout at `path`.
-    pub(crate) fn layout_write(
-        path: PathBuf,
-        what: &'static str,
-        e: impl std::fmt::Display,
-    ) -> Self {
-        SyncError::LayoutWrite {
-            path,
-            what,
-            message: e.to_string(),
-        }
-    }
-
     /// Where it failed as reports name it: the registry, or `oci:<dir>`.
     pub fn place(&self) -> String {
         match self {
             SyncError::Registry(e) => e.registry.clone(),
             SyncError::Interrupted => String::new(),
             SyncError::Unplanned { destination, .. } => destination.clone(),
-            SyncError::LayoutLock { path, .. } | SyncError::LayoutWrite { path, .. } => {
+            SyncError::LayoutLock { path, .. } | SyncError::Store(StoreError { path, .. }) => {
                 format!("oci:{}", path.display())
             }
         }
@@ -89,7 +70,7 @@ impl SyncError {
             SyncError::Interrupted => String::new(),
             SyncError::Unplanned { .. } => "plan".to_owned(),
             SyncError::LayoutLock { .. } => "layout lock".to_owned(),
-            SyncError::LayoutWrite { what, .. } => format!("layout write ({what})"),
+            SyncError::Store(StoreError { what, .. }) => format!("layout write ({what})"),
         }
     }
 }

@@ -47,33 +47,26 @@
 //! - [`prune`] deletes what the source no longer has; [`run`] puts the steps together.
 //! - [`verify`] proves the targets hold what a sync would leave there (`ferry verify`).
 
-pub mod archive;
-pub mod bundle;
-pub mod config;
 pub mod dryrun;
 pub mod ecr;
 pub mod engine;
 pub mod error;
-pub mod filter;
+pub mod import;
 pub(crate) mod in_window;
-pub mod layout;
 pub mod plan;
-pub mod platform;
 pub mod prepare;
 pub mod progress;
 pub mod prune;
 pub mod registries;
 pub mod report;
-pub mod resume;
 pub mod run;
-pub mod shard;
 pub mod source;
 pub mod verify;
 
-pub use config::{Config, ConfigError, load};
 pub use dryrun::DryRun;
 pub use engine::{EngineOptions, StopSignal};
 pub use error::SyncError;
+pub use ferry_config::{Config, ConfigError, load};
 pub use plan::Plan;
 pub use prepare::{PrepareOptions, PrepareTracker};
 pub use progress::SyncProgress;

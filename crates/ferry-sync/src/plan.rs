@@ -7,9 +7,9 @@ use ferry_distribution::Digest;
 use ferry_distribution::error::Error;
 use ferry_distribution::reference::Tag;
 
-use crate::config::Target;
-use crate::filter::Reason;
-use crate::platform::Platform;
+use ferry_config::Target;
+use ferry_config::filter::Reason;
+use ferry_config::platform::Platform;
 
 /// Everything the prepare phase learned, in config order.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct MappingPlan {
 #[derive(Debug, Clone)]
 pub struct ResolvedMapping {
     /// Where the source is read from.
-    pub origin: crate::config::Origin,
+    pub origin: ferry_config::Origin,
     /// The mapping's targets, in config order.
     pub targets: Vec<Target>,
     /// The images to consider: selected tags, pinned digests and referrers, each with its targets'

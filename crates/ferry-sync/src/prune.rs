@@ -5,7 +5,7 @@
 //! kept for pruning mappings), so `--dry-run` shows them without a request. A tag is deleted
 //! with a tag DELETE, never by digest: deleting the manifest would remove every tag pointing at
 //! it. In a layout target the tag leaves `index.json`, then the blobs nothing else reaches are
-//! deleted (see `crate::layout::prune`). A registry that cannot delete tags (distribution 2.x
+//! deleted (see `ferry_store::layout::prune`). A registry that cannot delete tags (distribution 2.x
 //! answers 405 UNSUPPORTED, or 400 DIGEST_INVALID with deletes enabled; see
 //! docs/registries.md) is reported as such once, and is sent no further deletes in the run.
 
@@ -17,11 +17,11 @@ use serde::Serialize;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::reference::Tag;
 
-use crate::config::{Config, Mapping, Target};
 use crate::engine::StopSignal;
 use crate::plan::{Plan, ResolvedMapping};
 use crate::registries::Registries;
 use crate::report::{ImageStatus, SyncReport};
+use ferry_config::{Config, Mapping, Target};
 
 /// One target tag that pruning would delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,7 +381,7 @@ pub async fn execute(
                 repository,
             } => (registry, repository),
             Target::OciLayout { path } => {
-                let status = match crate::layout::prune::remove_tag(path, &c.tag).await {
+                let status = match ferry_store::layout::prune::remove_tag(path, &c.tag).await {
                     Ok(_) => {
                         pruned_layouts.insert(path.clone());
                         PruneStatus::Deleted
@@ -430,8 +430,8 @@ pub async fn execute(
     }
     // Blobs only the pruned tags reached go once every tag of the layout is out of its index.
     for dir in pruned_layouts {
-        let wait = crate::layout::lock::LOCK_WAIT;
-        match crate::layout::prune::collect_garbage(&dir, wait).await {
+        let wait = ferry_store::layout::lock::LOCK_WAIT;
+        match ferry_store::layout::prune::collect_garbage(&dir, wait).await {
             Ok(collected) => {
                 report.layout_blobs_removed += collected.blobs;
                 report.layout_bytes_freed += collected.bytes;

@@ -15,9 +15,9 @@ use ferry_distribution::gate::GateSettings;
 use ferry_distribution::operation::Operation;
 use ferry_distribution::retry::RetryPolicy;
 
-use crate::config::{AuthSettings, Config, RegistrySettings};
 use crate::ecr::repositories::Created;
 use crate::ecr::{EcrAuth, EcrTokens};
+use ferry_config::{AuthSettings, Config, RegistrySettings};
 
 /// How long a docker credential helper may take before ferry gives up on it.
 const HELPER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,7 +38,7 @@ pub struct Registries {
     /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
     breakers: Breakers,
     /// The `oci-archive:` files this run writes, and `ferry export`'s bundle.
-    archives: crate::archive::writer::Archives,
+    archives: ferry_store::archive::writer::Archives,
     /// Where every client records its uploads in flight (the state directory), if anywhere.
     journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
 }
@@ -90,13 +90,13 @@ impl Registries {
 
     /// Writes every target of the run into `archives`' bundle (`ferry export`): a registry
     /// target is neither listed nor written, its images go into the bundle under its name.
-    pub fn with_archives(mut self, archives: crate::archive::writer::Archives) -> Self {
+    pub fn with_archives(mut self, archives: ferry_store::archive::writer::Archives) -> Self {
         self.archives = archives;
         self
     }
 
     /// The archives this run writes.
-    pub fn archives(&self) -> &crate::archive::writer::Archives {
+    pub fn archives(&self) -> &ferry_store::archive::writer::Archives {
         &self.archives
     }
 

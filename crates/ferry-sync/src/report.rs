@@ -155,28 +155,7 @@ pub struct ExpansionReport {
     pub repositories: Vec<String>,
 }
 
-/// An `oci-archive:` target or `ferry export` bundle the run wrote (issue 25).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ArchiveReport {
-    /// The file written (`-` for standard output).
-    pub archive: String,
-    /// The tar's size in bytes.
-    pub bytes: u64,
-    /// Blobs and manifests whose bytes are in the tar.
-    pub entries_carried: u64,
-    /// Images `index.json` names.
-    pub images_indexed: u64,
-    /// Images whose root manifest a base bundle carries (in the record, not in `index.json`).
-    pub images_in_base: u64,
-    /// Digests the images need that a base bundle carries: left out of the tar.
-    pub digests_left_out: u64,
-    /// A bundle's digest (`ferry-bundle.json`'s `digest`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bundle_digest: Option<String>,
-    /// The base bundles (`--since`), by the file name they were read from.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub bases: Vec<String>,
-}
+pub use ferry_store::archive::writer::ArchiveReport;
 
 /// Sums over the run: the one counters value of a run. The report's totals, the progress
 /// display and `ferry watch`'s metrics all read these fields, each with the one meaning its doc

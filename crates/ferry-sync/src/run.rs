@@ -8,7 +8,6 @@ use futures::StreamExt;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::config::Config;
 use crate::dryrun::DryRun;
 use crate::engine::{EngineOptions, StopSignal, sync_as_resolved};
 use crate::plan::Plan;
@@ -16,6 +15,7 @@ use crate::prepare::{PrepareOptions, PrepareTracker, resolve_all, resolve_each};
 use crate::prune::{self, PruneReport};
 use crate::registries::Registries;
 use crate::report::{SyncReport, Verdict};
+use ferry_config::Config;
 
 /// Everything a run did: the plan it resolved, the sync report (with every registry's
 /// capabilities as the run ended, pruning included) and, when a mapping prunes, the prune

@@ -6,12 +6,12 @@ use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::retry::{Call, Failure};
 use ferry_distribution::{Digest, Operation, RegistryClient};
 
-use crate::archive::reader::ArchiveReader;
-use crate::config::Origin;
-use crate::layout::LayoutReader;
 use crate::registries::Registries;
+use ferry_config::Origin;
+use ferry_store::archive::reader::ArchiveReader;
+use ferry_store::layout::LayoutReader;
 
-pub(crate) use crate::layout::reader::ByteStream;
+pub(crate) use ferry_store::layout::reader::ByteStream;
 
 /// An opened source repository.
 #[derive(Debug, Clone)]

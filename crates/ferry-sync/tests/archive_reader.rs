@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use ferry_config::{self as config, Config, Origin};
 use ferry_distribution::{Algorithm, Digest, media};
-use ferry_sync::archive::reader::ArchiveReader;
-use ferry_sync::config::{self, Config, Origin};
+use ferry_store::archive::reader::ArchiveReader;
 use ferry_sync::registries::Registries;
 use ferry_sync::source::Source;
 use futures::StreamExt;
@@ -302,7 +302,7 @@ async fn an_index_or_bundle_record_past_its_limit_is_refused_before_it_is_read()
 
     let (mut entries, _, _) = oci_image("registry.example/app:v1", b"layer");
     let mut record = b"{}".to_vec();
-    record.resize(ferry_sync::bundle::BUNDLE_ENTRY_LIMIT as usize + 1, b' ');
+    record.resize(ferry_store::bundle::BUNDLE_ENTRY_LIMIT as usize + 1, b' ');
     entries.push(file("ferry-bundle.json", &record));
     let path = write(dir.path(), "big-record.tar", &tar_bytes(&entries));
     let error = refusal(&oci(&path)).await;
@@ -326,10 +326,10 @@ fn record_for(entries: &[Entry]) -> serde_json::Value {
         .unwrap()
         .body;
     json!({
-        "format": ferry_sync::bundle::BUNDLE_FORMAT, "created": "2026-12-01T00:00:00Z",
+        "format": ferry_store::bundle::BUNDLE_FORMAT, "created": "2026-12-01T00:00:00Z",
         "mappings": [], "images": [], "bases": [{"digest": "sha256:00", "name": "week-47.tar"}],
         "content": carried.clone(), "carried": carried.clone(),
-        "digest": ferry_sync::bundle::bundle_digest(&carried, index),
+        "digest": ferry_store::bundle::bundle_digest(&carried, index),
     })
 }
 

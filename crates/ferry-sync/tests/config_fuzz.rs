@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use ferry_config as config;
 use ferry_distribution::Digest;
 use ferry_distribution::client::{RegistryClient, RegistryOptions};
-use ferry_sync::config;
 use ferry_sync::engine::graph::fetch_graph;
 use ferry_sync::source::Source;
 use ferry_testkit::registry::{OCI_INDEX, OCI_MANIFEST, TestRegistry};

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use common::{QUICK_RETRY, RunOptions, parse, run_sync_with};
+use ferry_config::{self as config, Config};
 use ferry_distribution::Secret;
-use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::ecr::EcrTokens;
 use ferry_sync::registries::Registries;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{ALL_TAGS, RunOptions, run_sync, run_sync_with};
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::engine::StopSignal;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{FaultAction, FaultRule, OCI_MANIFEST, OpKind, TestRegistry};

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{ALL_TAGS, RunOptions, run_sync_with};
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 use tokio::time::Instant;

@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::run_sync;
+use ferry_config::Config;
 use ferry_distribution::capabilities::{CapabilitiesSnapshot, Support};
-use ferry_sync::config::Config;
 use ferry_sync::report::{ImageStatus, SyncReport, Verdict};
 use ferry_testkit::registry::{
     FaultAction, FaultRule, OpKind, Personality, RequestRecord, RetryAfter, TestRegistry,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::run_sync;
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::report::Verdict;
 use ferry_testkit::registry::{Personality, TestRegistry};
 

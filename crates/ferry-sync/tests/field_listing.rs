@@ -7,8 +7,8 @@
 mod common;
 
 use common::run_sync;
+use ferry_config::Config;
 use ferry_distribution::ops::{ListingSnapshot, Paging};
-use ferry_sync::config::Config;
 use ferry_sync::report::{SyncReport, Verdict};
 use ferry_testkit::registry::{
     FaultAction, FaultRule, HostileRule, Hostility, MalformedListing, OpKind, Personality,

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{ALL_TAGS, run_sync};
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::report::{ImageStatus, Verdict};
 use ferry_testkit::registry::{HostileRule, Hostility, OpKind, TestRegistry};

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{QUICK_RETRY, run_sync};
-use ferry_sync::config::{self, Config};
+use ferry_config::{self as config, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::{Plan, TargetState};
 use ferry_sync::report::SyncReport;

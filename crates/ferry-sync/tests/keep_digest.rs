@@ -8,7 +8,7 @@ mod common;
 use common::{QUICK_RETRY, run_sync};
 use std::path::Path;
 
-use ferry_sync::config::{self, Config};
+use ferry_config::{self as config, Config};
 use ferry_sync::report::ImageStatus;
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry, sha256_digest};

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use common::layout::{HandLayout, digest_of, layout_tags, read_blob};
 use common::{ALL_TAGS, QUICK_RETRY, parse, prepare_only, run_sync};
+use ferry_config::Config;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config::Config;
 use ferry_sync::plan::TargetState;
 use ferry_sync::prune::{PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
@@ -302,13 +302,13 @@ async fn a_layout_whose_manifest_cannot_be_read_is_not_garbage_collected() {
     let b_digest = Digest::parse(&digest_of(&b)).unwrap();
     std::fs::remove_file(dir.join("blobs/sha256").join(b_digest.hex())).unwrap();
     assert!(
-        ferry_sync::layout::prune::remove_tag(&dir, "a")
+        ferry_store::layout::prune::remove_tag(&dir, "a")
             .await
             .unwrap()
     );
     let before = std::fs::read_dir(dir.join("blobs/sha256")).unwrap().count();
     let error =
-        ferry_sync::layout::prune::collect_garbage(&dir, ferry_sync::layout::lock::LOCK_WAIT)
+        ferry_store::layout::prune::collect_garbage(&dir, ferry_store::layout::lock::LOCK_WAIT)
             .await
             .unwrap_err();
     assert!(error.contains(&b_digest.to_string()), "{error}");
@@ -471,8 +471,8 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
 
 #[tokio::test(start_paused = true)]
 async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_digest() {
+    use ferry_store::layout::writer::LayoutWriter;
     use ferry_sync::engine::graph::BlobRef;
-    use ferry_sync::layout::writer::LayoutWriter;
     use futures::StreamExt as _;
     let tmp = tempfile::tempdir().unwrap();
     let bytes = noise(11, 200_000);

@@ -8,8 +8,8 @@
 mod common;
 
 use common::run_sync;
+use ferry_config::Config;
 use ferry_distribution::capabilities::{CapabilitiesSnapshot, Support, UploadFlow};
-use ferry_sync::config::Config;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::ALL_TAGS;
-use ferry_sync::config::Config;
+use ferry_config::Config;
 use ferry_sync::plan::TargetState;
 use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::registries::Registries;

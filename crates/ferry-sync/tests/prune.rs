@@ -6,10 +6,10 @@ mod common;
 
 use bytes::Bytes;
 use common::{QUICK_RETRY, prepare_only, run_sync};
+use ferry_config::Config;
 use ferry_distribution::capabilities::{Feature, Support};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::config::Config;
 use ferry_sync::engine::StopSignal;
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;

@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::{QUICK_RETRY, run_sync};
+use ferry_config::{self as config, Config};
 use ferry_distribution::{RegistryClient, RegistryOptions};
-use ferry_sync::config::{self, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::report::ImageStatus;
 use ferry_testkit::registry::{OCI_MANIFEST, OpKind, TestRegistry, sha256_digest};

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{RunOptions, run_sync_with};
-use ferry_sync::config::{self, Config};
+use ferry_config::{self as config, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::{ListedIn, Plan};
 use ferry_sync::prepare::PrepareTracker;

@@ -11,8 +11,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use ferry_sync::config::{Config, Mapping, Origin};
-use ferry_sync::filter::{TagFilter, TagFilterSpec};
+use ferry_config::filter::{TagFilter, TagFilterSpec};
+use ferry_config::{Config, Mapping, Origin};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use ferry_sync::config::{Config, Schedule};
+use ferry_config::{Config, Schedule};
 
 /// When each mapping (by its position in the config) is due next.
 #[derive(Debug)]
@@ -88,7 +88,7 @@ mod tests {
         if extra.is_empty() {
             yaml.push_str("  - source: src.example/app\n    targets: [dst.example/app]\n");
         }
-        let mut config = ferry_sync::config::parse(&yaml, Path::new("watch.yaml"), &|_| None)
+        let mut config = ferry_config::parse(&yaml, Path::new("watch.yaml"), &|_| None)
             .expect("the test config parses");
         if extra.is_empty() {
             config.mappings.clear();

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ferry_sync::config::ListenerTls;
+use ferry_config::ListenerTls;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;

@@ -9,7 +9,7 @@ use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
 use super::{EcrHost, EcrTokens, sdk_error_message};
-use crate::config::{AuthSettings, RegistrySettings, RepositoryCreation};
+use ferry_config::{AuthSettings, RegistrySettings, RepositoryCreation};
 
 /// What creating a repository came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

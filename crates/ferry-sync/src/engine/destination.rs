@@ -13,13 +13,13 @@ use ferry_distribution::{Digest, Operation, RegistryClient};
 use super::graph::ImageGraph;
 use super::manifests::ManifestPusher;
 use super::transfer::{Feed, primed};
-use crate::archive::writer::{ArchiveWriter, ImageIn, Naming};
-use crate::config::Target;
 use crate::error::SyncError;
-use crate::layout::writer::LayoutWriter;
 use crate::plan::TargetState;
 use crate::registries::Registries;
 use crate::report::KeptDigestRefused;
+use ferry_config::Target;
+use ferry_store::archive::writer::{ArchiveWriter, ImageIn, Naming};
+use ferry_store::layout::writer::LayoutWriter;
 
 /// An opened target.
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ pub(crate) fn repository_to_create<'a>(
 enum Key<'a> {
     Registry(&'a str, &'a str),
     Layout(&'a Path),
-    Archive(&'a crate::archive::writer::Output),
+    Archive(&'a ferry_store::archive::writer::Output),
 }
 
 impl Destination {

@@ -6,8 +6,8 @@ use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, Operation, media};
 use oci_spec::image::{ImageIndex, ImageManifest};
 
-use crate::platform::Platform;
 use crate::source::Source;
+use ferry_config::platform::Platform;
 
 /// Deeper than this, an index of indexes is refused (a loop or an attack).
 const MAX_DEPTH: usize = 4;
@@ -46,7 +46,7 @@ impl ImageGraph {
 
 /// Fetches the manifest named by `digest` (unless `fetched` already holds it) and everything
 /// under it. With `platforms`, an index root keeps only those platforms' children (and becomes
-/// a new index, see [`crate::platform`]); with `keep_original` too, the source's index is kept
+/// a new index, see [`ferry_config::platform`]); with `keep_original` too, the source's index is kept
 /// beside it as [`ImageGraph::original_root`].
 pub async fn fetch_graph(
     source: &Source,
@@ -66,7 +66,7 @@ pub async fn fetch_graph(
         Some(m) if m.digest == *digest => m.clone(),
         _ => source.get_manifest(&digest.to_string()).await?,
     };
-    let root = crate::platform::target_root(root, platforms, keep_original)
+    let root = ferry_config::platform::target_root(root, platforms, keep_original)
         .map_err(|message| invalid(source, message))?;
     graph.original_root = root.kept;
     let root = root.filtered;

@@ -12,8 +12,8 @@ use ferry_distribution::ops::Manifest;
 
 use super::graph::ImageGraph;
 use crate::error::SyncError;
-use crate::layout::writer::LayoutWriter;
 use crate::report::KeptDigestRefused;
+use ferry_store::layout::writer::LayoutWriter;
 
 /// Remembers which manifests this run already put where, so shared children go once.
 type PushKey = (String, String, String);
@@ -150,6 +150,6 @@ impl ManifestPusher {
             let written = layout.write_manifest(m).await?;
             self.progress.layout_written(written);
         }
-        layout.point_index(root, tag).await
+        Ok(layout.point_index(root, tag).await?)
     }
 }

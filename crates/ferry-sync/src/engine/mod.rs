@@ -10,7 +10,7 @@ pub mod transfer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -18,16 +18,16 @@ use tokio::time::Instant;
 use ferry_distribution::Digest;
 use ferry_distribution::error::Error;
 
-use crate::config::{EngineSettings, Target};
 use crate::error::SyncError;
 use crate::plan::{ImagePlan, MappingPlan, Plan, TargetState};
-use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::report::{
     ImageReport, ImageStatus, MappingFailure, RegistryReport, RejectedNameReport, SyncReport,
     Totals,
 };
 use crate::source::Source;
+use ferry_config::platform::Platform;
+use ferry_config::{EngineSettings, Target};
 
 use blobs::BlobScheduler;
 use destination::{Destination, Put};
@@ -63,20 +63,7 @@ impl EngineOptions {
     }
 }
 
-/// Set to stop starting new work (SIGINT/SIGTERM); work in flight finishes.
-#[derive(Debug, Clone, Default)]
-pub struct StopSignal(Arc<AtomicBool>);
-
-impl StopSignal {
-    /// Stops new work from starting; work in flight finishes.
-    pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    /// Whether [`StopSignal::stop`] was called.
-    pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
+pub use ferry_distribution::StopSignal;
 
 /// One image to bring to its stale targets, with everything resolved that its run needs.
 struct Work {
@@ -113,7 +100,7 @@ type GraphResult = Result<ImageGraph, Error>;
 
 #[derive(Default)]
 struct LayoutHolds {
-    held: Vec<crate::layout::lock::LayoutLock>,
+    held: Vec<ferry_store::layout::lock::LayoutLock>,
     taken: std::collections::HashSet<std::path::PathBuf>,
     refused: HashMap<std::path::PathBuf, SyncError>,
 }
@@ -262,7 +249,7 @@ where
 /// rename); an archive that fails there fails every image report `rows` names for it.
 async fn finish_archives(
     registries: &Registries,
-    rows: &[(crate::archive::writer::Output, usize)],
+    rows: &[(ferry_store::archive::writer::Output, usize)],
     images: &mut [ImageReport],
 ) -> Vec<crate::report::ArchiveReport> {
     let mut done = Vec::new();
@@ -596,7 +583,7 @@ async fn hold_layouts(
     images: &[(ImagePlan, Vec<(Target, TargetState)>)],
     holds: &tokio::sync::Mutex<LayoutHolds>,
 ) -> HashMap<std::path::PathBuf, SyncError> {
-    use crate::layout::lock::{self, LockKind};
+    use ferry_store::layout::lock::{self, LockKind};
     let mut holds = holds.lock().await;
     for (_, targets) in images {
         for (t, _) in targets {

@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::operation::Operation;
 
-use crate::config::glob::Match;
-use crate::config::overlap::Writers;
-use crate::config::{Config, Mapping, Origin, RepositoryGlob};
 use crate::in_window::in_window;
 use crate::plan::{MappingPlan, RejectedName, ResolvedMapping};
 use crate::prepare::{PrepareOptions, PrepareTracker};
 use crate::registries::Registries;
+use ferry_config::glob::Match;
+use ferry_config::overlap::Writers;
+use ferry_config::{Config, Mapping, Origin, RepositoryGlob};
 
 /// No catalog is believed to list more repositories than this (the pager's bound).
 pub(crate) const MAX_CATALOG: usize = 100_000;

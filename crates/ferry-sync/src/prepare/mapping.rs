@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use ferry_distribution::error::Error;
 use ferry_distribution::reference::Tag;
 
-use crate::config::Mapping;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
 use crate::prepare::PrepareOptions;
 use crate::prepare::referrers::{self, Listing};
@@ -15,6 +14,7 @@ use crate::prepare::source::{Wanted, resolve_images};
 use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
 use crate::source::Source;
+use ferry_config::Mapping;
 
 /// Resolves `mapping` against its source and targets.
 pub(crate) async fn resolve_mapping(
@@ -49,7 +49,7 @@ pub(crate) async fn resolve_mapping(
     for target in &mapping.targets {
         waiting_on(&target.to_string());
         // An archive is not read back by a verify: it fails the mapping, saying so.
-        if options.audit && matches!(target, crate::config::Target::OciArchive { .. }) {
+        if options.audit && matches!(target, ferry_config::Target::OciArchive { .. }) {
             return Err(Error::new(
                 target.to_string(),
                 None,

@@ -14,9 +14,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use crate::config::Config;
 use crate::plan::{MappingPlan, Plan};
 use crate::registries::Registries;
+use ferry_config::Config;
 
 pub use tracker::PrepareTracker;
 

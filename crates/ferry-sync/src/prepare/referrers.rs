@@ -13,17 +13,12 @@ use ferry_distribution::ops::Referrer;
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Operation, media};
 
-use crate::config::{Mapping, ReferrerFilter};
 use crate::plan::ImagePlan;
 use crate::prepare::source::Wanted;
 use crate::source::Source;
+use ferry_config::Mapping;
 
-/// cosign's legacy referrer tags: the suffix after `<alg>-<hex>` and the name filters use.
-pub(crate) const COSIGN_TAGS: [(&str, &str); 3] = [
-    (".sig", "cosign:sig"),
-    (".att", "cosign:att"),
-    (".sbom", "cosign:sbom"),
-];
+pub(crate) use ferry_config::COSIGN_TAGS;
 
 /// What the lookup found for a mapping's images.
 #[derive(Debug, Default)]
@@ -210,44 +205,4 @@ async fn index_entries(source: &Source, tag: &str) -> Result<Vec<Referrer>, Erro
                 )),
             )
         })
-}
-
-impl ReferrerFilter {
-    /// Whether a referrer of `kind` travels: listed in `include` (or `include` empty) and not
-    /// in `exclude`. A referrer without a kind travels only when `include` is empty.
-    pub(crate) fn admits(&self, kind: Option<&str>) -> bool {
-        let included =
-            self.include.is_empty() || kind.is_some_and(|k| self.include.iter().any(|i| i == k));
-        let excluded = kind.is_some_and(|k| self.exclude.iter().any(|e| e == k));
-        included && !excluded
-    }
-
-    /// Whether every referrer travels (no include, no exclude).
-    pub(crate) fn is_all(&self) -> bool {
-        self.include.is_empty() && self.exclude.is_empty()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn include_and_exclude_decide_by_kind() {
-        let all = ReferrerFilter::default();
-        assert!(all.is_all() && all.admits(None) && all.admits(Some("x")));
-        let only_sbom = ReferrerFilter {
-            include: vec!["application/spdx+json".into()],
-            exclude: vec![],
-        };
-        assert!(only_sbom.admits(Some("application/spdx+json")));
-        assert!(!only_sbom.admits(Some("application/vnd.dev.sigstore.bundle.v0.3+json")));
-        assert!(!only_sbom.admits(None), "no kind: not what include names");
-        let no_sig = ReferrerFilter {
-            include: vec![],
-            exclude: vec!["cosign:sig".into()],
-        };
-        assert!(!no_sig.admits(Some("cosign:sig")));
-        assert!(no_sig.admits(Some("cosign:att")) && no_sig.admits(None));
-    }
 }

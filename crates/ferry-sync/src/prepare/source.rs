@@ -9,9 +9,9 @@ use ferry_distribution::{Operation, media};
 
 use crate::in_window::in_window;
 use crate::plan::ImagePlan;
-use crate::platform::Platform;
 use crate::prepare::PrepareOptions;
 use crate::source::Source;
+use ferry_config::platform::Platform;
 
 /// A tag (or digest pin) to resolve, and whether its digest only is needed.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ fn target_root(
     index: &Manifest,
     platforms: &[Platform],
     keep_digest: bool,
-) -> Result<crate::platform::TargetRoot, Error> {
-    crate::platform::target_root(index.clone(), platforms, keep_digest)
+) -> Result<ferry_config::platform::TargetRoot, Error> {
+    ferry_config::platform::target_root(index.clone(), platforms, keep_digest)
         .map_err(|e| source.error(Operation::ManifestGet, ErrorKind::InvalidResponse(e)))
 }

@@ -2,15 +2,16 @@
 //! layout's `index.json`), then a HEAD only for a tag the target has (and is not immutable).
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use ferry_distribution::RegistryClient;
 use ferry_distribution::error::Error;
 use ferry_distribution::reference::Tag;
 
-use crate::config::Target;
 use crate::plan::{ImagePlan, TargetState};
 use crate::prepare::PrepareOptions;
 use crate::registries::Registries;
+use ferry_config::Target;
 
 /// One target's listing, taken once and used for every image of the mapping.
 #[derive(Debug)]
@@ -115,7 +116,7 @@ impl TargetListing {
             // Not known: the source's manifest is fetched whole (the engine reads it anyway
             // if the target turns out to lack it).
             TargetListing::Unlisted { .. } | TargetListing::Archive => false,
-            TargetListing::Layout { path } => crate::layout::read_tags(path)
+            TargetListing::Layout { path } => ferry_store::layout::read_tags(path)
                 .iter()
                 .any(|(t, _)| t.as_deref() == Some(tag)),
         }
@@ -128,7 +129,7 @@ impl TargetListing {
             TargetListing::Registry { tags, .. } => tags.clone().unwrap_or_default(),
             TargetListing::Unlisted { .. } | TargetListing::Archive => Vec::new(),
             TargetListing::Layout { path } => {
-                let mut tags: Vec<String> = crate::layout::read_tags(path)
+                let mut tags: Vec<String> = ferry_store::layout::read_tags(path)
                     .into_iter()
                     .filter_map(|(t, _)| t)
                     .collect();
@@ -157,7 +158,7 @@ impl TargetListing {
                         immutable.contains(t) && listed.iter().any(|l| l == t.as_str())
                     })
                 };
-                let states = crate::layout::target_states(path, images);
+                let states = layout_target_states(path, images);
                 return Ok(images
                     .iter()
                     .zip(states)
@@ -221,4 +222,31 @@ pub(crate) fn compare(
         Some(i) if image.fallback_digest.as_ref() == Some(&i.digest) => TargetState::UpToDate,
         Some(i) => TargetState::Stale { current: i.digest },
     }
+}
+
+/// The state of each image in the layout at `dir`.
+pub(crate) fn layout_target_states(dir: &Path, images: &[ImagePlan]) -> Vec<TargetState> {
+    if !dir.join("index.json").exists() {
+        return vec![TargetState::NewRepository; images.len()];
+    }
+    let held = ferry_store::layout::read_tags(dir);
+    images
+        .iter()
+        .map(|image| {
+            let found = held.iter().find(|(tag, digest)| match &image.tag {
+                Some(t) => tag.as_deref() == Some(t.as_str()),
+                None => *digest == image.digest,
+            });
+            match found {
+                None => TargetState::Missing,
+                Some((_, d))
+                    if *d == image.digest && ferry_store::layout::writer::holds_blob(dir, d) =>
+                {
+                    TargetState::UpToDate
+                }
+                Some((_, d)) if *d == image.digest => TargetState::Missing,
+                Some((_, d)) => TargetState::Stale { current: d.clone() },
+            }
+        })
+        .collect()
 }

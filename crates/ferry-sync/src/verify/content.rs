@@ -12,13 +12,13 @@ use ferry_distribution::error::Error;
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, media};
 
-use crate::config::Target;
 use crate::engine::graph::{BlobRef, Refs, references};
 use crate::plan::ImagePlan;
-use crate::platform::Platform;
 use crate::registries::Registries;
 use crate::source::Source;
 use crate::verify::report::{Finding, Missing};
+use ferry_config::Target;
+use ferry_config::platform::Platform;
 
 /// Deeper than this, an index of indexes is not followed (as the engine refuses it).
 const MAX_DEPTH: usize = 4;
@@ -83,7 +83,7 @@ impl<'a> ContentChecker<'a> {
         };
         let root = match &image.root {
             Some(root) => {
-                match crate::platform::target_root(root.clone(), platforms, keep_digest) {
+                match ferry_config::platform::target_root(root.clone(), platforms, keep_digest) {
                     Ok(r) => r.filtered,
                     Err(e) => {
                         return vec![Finding::Unreadable {
@@ -214,7 +214,7 @@ impl<'a> ContentChecker<'a> {
                 }
             }
             (Source::Layout(reader), Target::OciLayout { path }) => {
-                if !crate::layout::writer::holds_blob(path, &blob.digest) {
+                if !ferry_store::layout::writer::holds_blob(path, &blob.digest) {
                     return Some(missing(Missing::Blob, &blob.digest, of));
                 }
                 let mut stream = match reader.open_blob(&blob.digest, blob.size, 0).await {

@@ -4,7 +4,7 @@
 //! The source side is the prepare phase itself ([`crate::prepare`] with `audit` on): one tag
 //! listing per repository per side, one HEAD per tag per side (a manifest GET only where a
 //! platform filter must compute the digest), the same pacing, retry and breaker as a sync, and
-//! the target digest from the one function the engine uses ([`crate::platform`]'s
+//! the target digest from the one function the engine uses ([`ferry_config::platform`]'s
 //! `target_root`). Below a tag a target holds, an index's children are HEADed on the target,
 //! and with `--deep` every manifest is read from the target and each unique (repository, blob)
 //! HEADed once ([`content`]). Nothing here writes.
@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 use ferry_distribution::reference::Tag;
 
-use crate::config::{Config, Target};
 use crate::plan::{ImagePlan, Plan, ResolvedMapping, TargetState};
 use crate::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use crate::registries::Registries;
 use content::ContentChecker;
+use ferry_config::{Config, Target};
 
 pub use report::{
     Finding, MappingVerify, Missing, TargetVerify, VerifyReport, VerifyTotals, VerifyVerdict,

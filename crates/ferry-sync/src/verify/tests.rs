@@ -98,7 +98,7 @@ fn text_groups_by_mapping_and_target_and_ends_in_one_verdict_line_json_has_every
 }
 
 fn config(text: &str) -> Config {
-    crate::config::parse(text, Path::new("mirror.yaml"), &|_| None).unwrap()
+    ferry_config::parse(text, Path::new("mirror.yaml"), &|_| None).unwrap()
 }
 
 async fn sync(config: &Config) {

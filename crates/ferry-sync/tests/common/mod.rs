@@ -8,7 +8,7 @@ use std::fmt::Display;
 use std::path::Path;
 use std::sync::Arc;
 
-use ferry_sync::config::{self, Config};
+use ferry_config::{self as config, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;

@@ -169,7 +169,7 @@ async fn a_layout_targets_images_are_each_new_up_to_date_missing_or_stale() {
 
 #[tokio::test(start_paused = true)]
 async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_operation() {
-    use ferry_sync::layout::lock::{self, LockKind};
+    use ferry_store::layout::lock::{self, LockKind};
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     let dst = tmp.path().join("dst");

@@ -6,7 +6,7 @@ use super::*;
 
 fn config() -> Config {
     let yaml = "version: 1\nmappings:\n  - source: src.example/team/app\n    targets: [dst.example/team/app]\n    tags: { include: [\"v*\"] }\n  - source: src.example/team/newest\n    targets: [dst.example/team/newest]\n    tags: { latest: 2 }\n  - source: src.example/all/*\n    target_group: mirror\ntarget_groups:\n  mirror: [dst.example/m]\n";
-    ferry_sync::config::parse(yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
+    ferry_config::parse(yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
 }
 
 fn push(host: Option<&str>, repository: &str, tag: &str, digest: &str) -> Notice {
@@ -194,7 +194,7 @@ async fn the_oldest_event_counts_until_it_is_on_every_target() {
 
 fn pruning_config() -> Config {
     let yaml = "version: 1\nmappings:\n  - source: src.example/team/app\n    targets: [dst.example/team/app]\n    tags: { include: [\"v*\"] }\n    prune: true\n  - source: src.example/team/app\n    targets: [dst.example/keep/app]\n";
-    ferry_sync::config::parse(yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
+    ferry_config::parse(yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
 }
 
 fn delete(tag: &str) -> Notice {

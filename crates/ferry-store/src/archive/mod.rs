@@ -1,0 +1,9 @@
+//! Tar archives of images: an OCI image layout packed as one tar (`oci-archive:`, skopeo's
+//! format; `ferry export`'s bundle), written streaming; read back, and `docker save` output,
+//! by seeking, never extracted.
+
+pub mod docker;
+pub mod reader;
+pub mod reader_tar;
+pub mod writer;
+mod writer_tar;

@@ -1,0 +1,581 @@
+//! An `oci-archive:` or `docker-archive:` tar as a source: indexed once per file per run, then
+//! read like a layout (tags, manifests, referrers), every blob streamed from its offset, checked.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use tokio::sync::OnceCell;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
+use ferry_distribution::{Digest, Operation};
+
+use super::docker::DockerImage;
+use super::reader_tar::{self, Links, TarEntry, TarIndex};
+use crate::bundle::{BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, bundle_digest};
+use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, Subjected, media_type_of};
+use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
+use ferry_config::Origin;
+
+/// The tag a `ref.name` or `RepoTags` reference carries (`3.20` of
+/// `registry.internal/mirror/alpine:3.20`, or the whole of a bare tag), for a copy's source.
+pub fn tag_of_reference(reference: &str) -> Option<String> {
+    tag_of_ref_name(reference)
+}
+
+/// What an indexed archive holds.
+#[derive(Debug)]
+pub enum Content {
+    /// An OCI image layout: its `index.json`'s entries, and a ferry bundle's record.
+    Oci {
+        index: Vec<IndexEntry>,
+        record: Option<BundleRecord>,
+    },
+    /// `docker save` output: each image with the manifest ferry builds for it.
+    Docker(Vec<DockerImage>),
+}
+
+/// An archive after its one indexing pass, shared by every mapping that reads it.
+#[derive(Debug)]
+pub struct Indexed {
+    pub tar: TarIndex,
+    pub content: Content,
+    referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
+    /// Images refused before the run (`ferry import`'s base check), by `ref.name`: opening
+    /// one as a `:REF` source fails with its error, so its mapping fails and nothing is pushed.
+    refused: Mutex<HashMap<String, Error>>,
+    /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
+    /// base check (each checked against its digest when supplied).
+    supplied: Mutex<HashMap<Digest, Manifest>>,
+}
+
+/// An archive opened for reading, with the image a `:REF` selects.
+#[derive(Debug, Clone)]
+pub struct ArchiveReader {
+    inner: Arc<Indexed>,
+    /// `oci-archive:PATH[:REF]`, as errors and reports name it.
+    name: String,
+    /// The `:REF`, when the origin names one image.
+    reference: Option<String>,
+}
+
+type Cache = Mutex<HashMap<(PathBuf, bool), Arc<OnceCell<Result<Arc<Indexed>, String>>>>>;
+
+/// Archives indexed in this process, by path and kind: a bundle of a thousand images is
+/// indexed once, not once per image.
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(Cache::default)
+}
+
+impl ArchiveReader {
+    /// Opens the archive `origin` names (indexing it, once per process), checking a ferry
+    /// bundle's record and that a `:REF` names an image in it.
+    pub async fn open(origin: &Origin) -> Result<ArchiveReader, Error> {
+        let (path, reference, oci) = match origin {
+            Origin::OciArchive { path, reference } => (path, reference, true),
+            Origin::DockerArchive { path, reference } => (path, reference, false),
+            _ => {
+                return Err(Error::new(
+                    origin.to_string(),
+                    None,
+                    Operation::TagList,
+                    ErrorKind::Local("not an archive".into()),
+                ));
+            }
+        };
+        let name = origin.to_string();
+        let fail = |m: String| Error::new(&name, None, Operation::TagList, ErrorKind::Local(m));
+        let key = (
+            std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            oci,
+        );
+        let cell = cache()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        let indexed = cell
+            .get_or_init(|| index_archive(path.clone(), oci))
+            .await
+            .clone()
+            .map_err(fail)?;
+        let reader = ArchiveReader {
+            inner: indexed,
+            name: name.clone(),
+            reference: reference.clone(),
+        };
+        if let Some(r) = &reference {
+            let refused = reader
+                .inner
+                .refused
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = refused.get(r) {
+                return Err(e.clone());
+            }
+            drop(refused);
+            if reader.selected().is_empty() {
+                return Err(fail(format!("the archive holds no image named {r:?}")));
+            }
+        }
+        Ok(reader)
+    }
+
+    /// Indexes the archive at `path` now, without the process's cache: what tests of hostile
+    /// archives call.
+    pub async fn open_uncached(origin: &Origin) -> Result<ArchiveReader, Error> {
+        let (path, oci) = match origin {
+            Origin::OciArchive { path, .. } => (path, true),
+            Origin::DockerArchive { path, .. } => (path, false),
+            _ => {
+                return Err(Error::new(
+                    origin.to_string(),
+                    None,
+                    Operation::TagList,
+                    ErrorKind::Local("not an archive".into()),
+                ));
+            }
+        };
+        cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&(
+            std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            oci,
+        ));
+        Self::open(origin).await
+    }
+
+    /// Refuses the image `ref_name` for the rest of the process: a later open of it as a
+    /// `:REF` source answers `error` (how `ferry import` fails an image before the run).
+    pub fn refuse(&self, ref_name: &str, error: Error) {
+        self.inner
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ref_name.to_owned(), error);
+    }
+
+    /// Supplies a manifest the archive leaves out (read from where a base bundle put it), so
+    /// an image over it can be read; refused unless its bytes hash to its digest.
+    pub fn supply(&self, manifest: Manifest) -> bool {
+        let actual = Digest::of_bytes(manifest.digest.algorithm(), &manifest.bytes);
+        if actual != manifest.digest {
+            return false;
+        }
+        self.inner
+            .supplied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(actual, manifest);
+        true
+    }
+
+    /// `oci-archive:PATH[:REF]`, as reports name it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The ferry bundle record, for an OCI archive that holds one (its digest checked).
+    pub fn record(&self) -> Option<&BundleRecord> {
+        match &self.inner.content {
+            Content::Oci { record, .. } => record.as_ref(),
+            Content::Docker(_) => None,
+        }
+    }
+
+    /// Every image of an OCI archive's `index.json`: its `ref.name` (if any) and digest.
+    pub fn images(&self) -> Vec<(Option<String>, Digest)> {
+        match &self.inner.content {
+            Content::Oci { index, .. } => index
+                .iter()
+                .map(|e| (e.ref_name.clone(), e.digest.clone()))
+                .collect(),
+            Content::Docker(images) => images
+                .iter()
+                .flat_map(|i| {
+                    i.repo_tags
+                        .iter()
+                        .map(|t| (Some(t.clone()), i.manifest.digest.clone()))
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the archive carries the blob (or manifest) `digest`.
+    pub fn carries(&self, digest: &Digest) -> bool {
+        self.blob_entry(digest).is_some()
+    }
+
+    fn error(&self, operation: Operation, message: impl Into<String>) -> Error {
+        Error::new(
+            &self.name,
+            None,
+            operation,
+            ErrorKind::Local(message.into()),
+        )
+    }
+
+    /// The (tag, digest, media type) of each image this reader serves: the one `:REF` names,
+    /// or every one the archive tags.
+    fn selected(&self) -> Vec<(Option<String>, Digest, Option<String>)> {
+        let wanted = |ref_name: Option<&str>| match &self.reference {
+            Some(r) => ref_name.is_some_and(|n| same_reference(n, r)),
+            None => true,
+        };
+        match &self.inner.content {
+            Content::Oci { index, .. } => index
+                .iter()
+                .filter(|e| wanted(e.ref_name.as_deref()))
+                .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
+                .collect(),
+            Content::Docker(images) => images
+                .iter()
+                .flat_map(|i| i.repo_tags.iter().map(move |t| (i, t)))
+                .filter(|(_, t)| wanted(Some(t)))
+                .map(|(i, t)| {
+                    let tag = tag_of_ref_name(t).unwrap_or_else(|| "latest".to_owned());
+                    (
+                        Some(tag),
+                        i.manifest.digest.clone(),
+                        Some(i.manifest.media_type.clone()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Every tag of the images served, sorted, each once.
+    pub fn list_tags(&self) -> Result<Vec<String>, Error> {
+        let mut tags: Vec<String> = self.selected().into_iter().filter_map(|s| s.0).collect();
+        tags.sort();
+        tags.dedup();
+        Ok(tags)
+    }
+
+    /// What `reference` (a tag or a digest) names here, or `None`.
+    pub async fn head_manifest(&self, reference: &str) -> Result<Option<ManifestInfo>, Error> {
+        Ok(self.find_manifest(reference).await?.map(|m| ManifestInfo {
+            digest: m.digest,
+            media_type: m.media_type,
+            size: m.bytes.len() as u64,
+        }))
+    }
+
+    /// The manifest `reference` names, its bytes verified, or `None`. A tag two images of the
+    /// served set carry with different digests is refused: name one with `:REF`.
+    pub async fn find_manifest(&self, reference: &str) -> Result<Option<Manifest>, Error> {
+        let op = Operation::ManifestGet;
+        let (digest, declared) = match Digest::parse(reference) {
+            Ok(d) => (d, None),
+            Err(_) => {
+                let mut found = self
+                    .selected()
+                    .into_iter()
+                    .filter(|(tag, _, _)| tag.as_deref() == Some(reference));
+                let Some((_, digest, media_type)) = found.next() else {
+                    return Ok(None);
+                };
+                if found.any(|(_, d, _)| d != digest) {
+                    return Err(self.error(
+                        op,
+                        format!(
+                            "tag {reference} names several images in the archive: name one \
+                             as {}:REF",
+                            self.name
+                        ),
+                    ));
+                }
+                (digest, media_type)
+            }
+        };
+        if let Content::Docker(images) = &self.inner.content {
+            return Ok(images
+                .iter()
+                .find(|i| i.manifest.digest == digest)
+                .map(|i| i.manifest.clone()));
+        }
+        let Some(entry) = self.blob_entry(&digest) else {
+            let supplied = self
+                .inner
+                .supplied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            return Ok(supplied.get(&digest).cloned());
+        };
+        if entry.size > MANIFEST_LIMIT {
+            return Err(Error::new(
+                &self.name,
+                None,
+                op,
+                ErrorKind::TooLarge {
+                    what: "manifest",
+                    limit: MANIFEST_LIMIT,
+                },
+            ));
+        }
+        let bytes = reader_tar::read_entry(&self.inner.tar.path, entry)
+            .await
+            .map_err(|e| self.error(op, format!("reading manifest {digest}: {e}")))?;
+        let actual = Digest::of_bytes(digest.algorithm(), &bytes);
+        if actual != digest {
+            return Err(Error::new(
+                &self.name,
+                None,
+                op,
+                ErrorKind::DigestMismatch {
+                    expected: digest.to_string(),
+                    actual: actual.to_string(),
+                },
+            ));
+        }
+        let Some(media_type) = declared.or_else(|| media_type_of(&bytes)) else {
+            return Err(self.error(
+                op,
+                format!("{digest} is not a manifest or index this archive can name"),
+            ));
+        };
+        Ok(Some(Manifest {
+            bytes: Bytes::from(bytes),
+            media_type,
+            digest,
+        }))
+    }
+
+    /// Where the blob `digest` is in the tar.
+    fn blob_entry(&self, digest: &Digest) -> Option<TarEntry> {
+        match &self.inner.content {
+            Content::Oci { .. } => {
+                let name = blob_path(digest);
+                self.inner.tar.get(&name.to_string_lossy())
+            }
+            Content::Docker(images) => images
+                .iter()
+                .find_map(|i| i.blobs.get(digest).and_then(|n| self.inner.tar.get(n))),
+        }
+    }
+
+    /// The blob's bytes from `offset` on, streamed from its place in the tar and checked: an
+    /// entry of another size than `size` is refused before a byte is read, and bytes that do
+    /// not hash to `digest` end the stream in `DigestMismatch` before its last chunk.
+    pub async fn open_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+        offset: u64,
+    ) -> Result<ByteStream, Error> {
+        self.open_entry(digest, size, offset, true).await
+    }
+
+    /// [`Self::open_blob`] from the start without the reader's own hash, for a caller that
+    /// hashes every byte and checks the digest before passing the last chunk on (the
+    /// engine's tee): the size is still checked, and a short entry ends the stream short.
+    pub async fn open_blob_hashed_by_caller(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<ByteStream, Error> {
+        self.open_entry(digest, size, 0, false).await
+    }
+
+    async fn open_entry(
+        &self,
+        digest: &Digest,
+        size: u64,
+        offset: u64,
+        hash: bool,
+    ) -> Result<ByteStream, Error> {
+        let op = Operation::BlobGet;
+        let Some(entry) = self.blob_entry(digest) else {
+            return Err(Error::new(
+                &self.name,
+                None,
+                op,
+                ErrorKind::Status {
+                    status: 404,
+                    code: Some("BLOB_UNKNOWN".into()),
+                    message: Some(format!("the archive does not carry blob {digest}")),
+                },
+            ));
+        };
+        if entry.size != size {
+            return Err(self.error(
+                op,
+                format!(
+                    "blob {digest} is {} bytes in the archive, its descriptor declares {size}",
+                    entry.size
+                ),
+            ));
+        }
+        let what = format!("{}: blob {digest}", self.name);
+        let stream = reader_tar::verified_stream(
+            &self.inner.tar.path,
+            entry,
+            digest,
+            offset,
+            READ_CHUNK,
+            what,
+            hash,
+        )
+        .await
+        .map_err(|e| self.error(op, format!("blob {digest}: {e}")))?;
+        Ok(Box::pin(stream))
+    }
+
+    /// Manifests in an OCI archive's index whose `subject` is `digest`.
+    pub async fn list_referrers(&self, digest: &Digest) -> Result<Vec<Referrer>, Error> {
+        let map = self
+            .inner
+            .referrers
+            .get_or_try_init(|| self.read_referrers())
+            .await?;
+        Ok(map.get(digest).cloned().unwrap_or_default())
+    }
+
+    async fn read_referrers(&self) -> Result<HashMap<Digest, Vec<Referrer>>, Error> {
+        let mut map: HashMap<Digest, Vec<Referrer>> = HashMap::new();
+        let Content::Oci { index, .. } = &self.inner.content else {
+            return Ok(map);
+        };
+        for entry in index {
+            let Some(m) = self.find_manifest(&entry.digest.to_string()).await? else {
+                continue;
+            };
+            let Ok(parsed) = serde_json::from_slice::<Subjected>(&m.bytes) else {
+                continue;
+            };
+            let Some(subject) = parsed.subject.and_then(|s| Digest::parse(&s.digest).ok()) else {
+                continue;
+            };
+            let list = map.entry(subject).or_default();
+            if !list.iter().any(|r| r.digest == m.digest) {
+                list.push(Referrer {
+                    media_type: m.media_type,
+                    size: m.bytes.len() as u64,
+                    digest: m.digest,
+                    artifact_type: parsed.artifact_type,
+                });
+            }
+        }
+        Ok(map)
+    }
+}
+
+/// Whether a `ref.name` (or `RepoTags` entry) is the `:REF` asked for: the same text, or the
+/// same reference once both are normalised (`myrepo/app:v1` is `docker.io/myrepo/app:v1`).
+fn same_reference(written: &str, asked: &str) -> bool {
+    if written == asked {
+        return true;
+    }
+    match (
+        ferry_distribution::Reference::parse(written),
+        ferry_distribution::Reference::parse(asked),
+    ) {
+        (Ok(a), Ok(b)) => {
+            a.registry == b.registry
+                && a.repository == b.repository
+                && a.tag.as_deref().unwrap_or("latest") == b.tag.as_deref().unwrap_or("latest")
+                && a.digest == b.digest
+        }
+        _ => false,
+    }
+}
+
+/// The one indexing pass (on a blocking thread), then what the archive holds.
+async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String> {
+    let links = if oci {
+        Links::Refuse
+    } else {
+        Links::WithinArchive
+    };
+    let p = path.clone();
+    let tar = tokio::task::spawn_blocking(move || reader_tar::index(&p, links))
+        .await
+        .map_err(|e| format!("indexing the archive: {e}"))??;
+    let content = if oci {
+        oci_content(&tar).await?
+    } else {
+        Content::Docker(super::docker::images(&tar).await?)
+    };
+    Ok(Arc::new(Indexed {
+        tar,
+        content,
+        referrers: OnceCell::new(),
+        refused: Mutex::default(),
+        supplied: Mutex::default(),
+    }))
+}
+
+/// An OCI archive's `index.json` (parsed by the layout's parser) and a bundle's record,
+/// checked against what the tar holds.
+async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
+    if tar.get("oci-layout").is_none() {
+        return Err("not an OCI archive: entry \"oci-layout\" is missing".into());
+    }
+    let index_entry = tar
+        .get("index.json")
+        .ok_or("not an OCI archive: entry \"index.json\" is missing")?;
+    if index_entry.size > INDEX_LIMIT {
+        return Err(format!(
+            "entry \"index.json\" is {} bytes, larger than its limit of {INDEX_LIMIT}",
+            index_entry.size
+        ));
+    }
+    let index_json = reader_tar::read_entry(&tar.path, index_entry)
+        .await
+        .map_err(|e| format!("entry \"index.json\": {e}"))?;
+    let index = parse_index(&index_json, "entry \"index.json\"")?;
+    let record = match tar.get(BUNDLE_ENTRY) {
+        None => None,
+        Some(e) if e.size > BUNDLE_ENTRY_LIMIT => {
+            return Err(format!(
+                "entry {BUNDLE_ENTRY:?} is {} bytes, larger than its limit of {BUNDLE_ENTRY_LIMIT}",
+                e.size
+            ));
+        }
+        Some(e) => {
+            let bytes = reader_tar::read_entry(&tar.path, e)
+                .await
+                .map_err(|err| format!("entry {BUNDLE_ENTRY:?}: {err}"))?;
+            Some(check_record(tar, &bytes, &index_json)?)
+        }
+    };
+    Ok(Content::Oci { index, record })
+}
+
+/// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
+/// `index.json`'s bytes.
+fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<BundleRecord, String> {
+    let record: BundleRecord = serde_json::from_slice(bytes)
+        .map_err(|e| format!("entry {BUNDLE_ENTRY:?} does not parse: {e}"))?;
+    if record.format != BUNDLE_FORMAT {
+        return Err(format!(
+            "entry {BUNDLE_ENTRY:?} is format {:?}; this ferry reads {BUNDLE_FORMAT}",
+            record.format
+        ));
+    }
+    let carried: Vec<String> = tar
+        .names()
+        .filter_map(|n| n.strip_prefix("blobs/"))
+        .filter_map(|n| n.split_once('/'))
+        .map(|(alg, hex)| format!("{alg}:{hex}"))
+        .collect();
+    let digest = bundle_digest(&carried, index_json);
+    if digest != record.digest {
+        return Err(format!(
+            "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
+             the bundle was altered or is not the one its record describes",
+            record.digest
+        ));
+    }
+    Ok(record)
+}
+
+/// The tar file an archive origin names (for messages).
+pub fn archive_path(origin: &Origin) -> Option<&Path> {
+    match origin {
+        Origin::OciArchive { path, .. } | Origin::DockerArchive { path, .. } => Some(path),
+        _ => None,
+    }
+}

@@ -1,0 +1,507 @@
+//! One pass over a tar file's headers (each entry's name, offset and size; hostile entries
+//! refused naming the entry), then reads that seek to an entry and stream its bytes, hashed.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::Stream;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use ferry_distribution::error::ErrorKind;
+use ferry_distribution::retry::Failure;
+use ferry_distribution::{Digest, digest::Digester};
+
+/// A GNU long name or a PAX extended header larger than this is refused.
+const META_LIMIT: u64 = 1024 * 1024;
+/// At most this many links are followed from one name (`a -> b -> c` is two).
+pub const MAX_LINKS: usize = 4;
+
+/// Where an entry's bytes are in the tar file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TarEntry {
+    /// The offset of its first byte.
+    pub offset: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// Whether links are entries to refuse (an OCI archive) or to follow inside the archive
+/// (skopeo's docker-archive links `<id>/layer.tar -> ../<hex>.tar`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    Refuse,
+    WithinArchive,
+}
+
+/// Every regular file of a tar, by its cleaned name; a followed link is listed under its own
+/// name with its target's bytes.
+#[derive(Debug)]
+pub struct TarIndex {
+    pub path: PathBuf,
+    entries: HashMap<String, TarEntry>,
+}
+
+impl TarIndex {
+    /// The entry named `name`, if the tar holds one.
+    pub fn get(&self, name: &str) -> Option<TarEntry> {
+        self.entries.get(name).copied()
+    }
+
+    /// Every entry's name.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+}
+
+/// A link met in the pass, resolved once every file is known.
+struct Link {
+    name: String,
+    /// The target as an archive path (a symlink's resolved against its directory).
+    target: String,
+}
+
+/// Reads the headers of the tar at `path` (a blocking call: run it on a blocking thread),
+/// seeking past every body. Any entry that is not a plain file, a directory or (with
+/// [`Links::WithinArchive`]) a link inside the archive is refused, as are unsafe or duplicate
+/// names, a size past the end of the file and a tar without its end blocks.
+pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
+    let mut file = std::fs::File::open(path).map_err(|e| format!("opening the file: {e}"))?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("reading the file's size: {e}"))?
+        .len();
+    let mut entries: HashMap<String, TarEntry> = HashMap::new();
+    let mut dirs: std::collections::HashSet<String> = Default::default();
+    let mut found_links: Vec<Link> = Vec::new();
+    let mut pos = 0u64;
+    // What GNU long-name entries and PAX headers say of the next entry.
+    let mut long_name: Option<String> = None;
+    let mut long_link: Option<String> = None;
+    let mut pax_size: Option<u64> = None;
+    let mut block = [0u8; 512];
+    loop {
+        if pos + 512 > len {
+            return Err(format!(
+                "the archive ends at byte {len} without its end-of-archive blocks: it is \
+                 truncated (a copy cut off?)"
+            ));
+        }
+        file.seek(SeekFrom::Start(pos))
+            .and_then(|_| file.read_exact(&mut block))
+            .map_err(|e| format!("reading the header at byte {pos}: {e}"))?;
+        if block.iter().all(|b| *b == 0) {
+            break;
+        }
+        let header = tar::Header::from_byte_slice(&block);
+        check_sum(&block).map_err(|e| format!("the header at byte {pos}: {e}"))?;
+        let raw_name = match long_name.take() {
+            Some(n) => n,
+            None => utf8(&header.path_bytes(), pos)?,
+        };
+        let size = match pax_size.take() {
+            Some(s) => s,
+            None => header
+                .entry_size()
+                .map_err(|e| format!("entry {raw_name:?}: its size does not parse: {e}"))?,
+        };
+        let body = pos + 512;
+        let end = body.checked_add(size).filter(|end| *end <= len);
+        let Some(end) = end else {
+            return Err(format!(
+                "entry {raw_name:?} declares {size} bytes at byte {body}, past the end of the \
+                 file ({len} bytes): the archive is truncated"
+            ));
+        };
+        let kind = header.entry_type();
+        let next = body + size.div_ceil(512) * 512;
+        match kind {
+            tar::EntryType::GNULongName | tar::EntryType::GNULongLink => {
+                let text = read_meta(&mut file, body, size, &raw_name)?;
+                let text = text.trim_end_matches('\0').to_owned();
+                if kind == tar::EntryType::GNULongName {
+                    long_name = Some(text);
+                } else {
+                    long_link = Some(text);
+                }
+            }
+            tar::EntryType::XHeader => {
+                let text = read_meta(&mut file, body, size, &raw_name)?;
+                for (key, value) in pax_records(&text)
+                    .map_err(|e| format!("entry {raw_name:?}: a PAX header {e}"))?
+                {
+                    match key {
+                        "path" => long_name = Some(value.to_owned()),
+                        "linkpath" => long_link = Some(value.to_owned()),
+                        "size" => {
+                            pax_size = Some(value.parse().map_err(|_| {
+                                format!("entry {raw_name:?}: a PAX size {value:?} does not parse")
+                            })?)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            tar::EntryType::XGlobalHeader => {}
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let name = clean_name(&raw_name)?;
+                if dirs.contains(&name)
+                    || entries
+                        .insert(name.clone(), TarEntry { offset: body, size })
+                        .is_some()
+                    || found_links.iter().any(|l| l.name == name)
+                {
+                    return Err(format!("entry {name:?} appears twice in the archive"));
+                }
+            }
+            tar::EntryType::Directory => {
+                let name = clean_name(&raw_name)?;
+                if entries.contains_key(&name) || found_links.iter().any(|l| l.name == name) {
+                    return Err(format!("entry {name:?} appears twice in the archive"));
+                }
+                dirs.insert(name);
+            }
+            tar::EntryType::Symlink | tar::EntryType::Link => {
+                let name = clean_name(&raw_name)?;
+                let what = if kind == tar::EntryType::Symlink {
+                    "a symbolic link"
+                } else {
+                    "a hard link"
+                };
+                if links == Links::Refuse {
+                    return Err(format!(
+                        "entry {name:?} is {what}: an OCI archive holds only files"
+                    ));
+                }
+                let target = match long_link.take() {
+                    Some(t) => t,
+                    None => utf8(&header.link_name_bytes().unwrap_or_default(), pos)?,
+                };
+                let target = link_target(&name, &target, kind == tar::EntryType::Symlink)
+                    .map_err(|e| format!("entry {name:?} is {what} {e}"))?;
+                if entries.contains_key(&name)
+                    || dirs.contains(&name)
+                    || found_links.iter().any(|l| l.name == name)
+                {
+                    return Err(format!("entry {name:?} appears twice in the archive"));
+                }
+                found_links.push(Link { name, target });
+            }
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
+                return Err(format!(
+                    "entry {raw_name:?} is a device file or FIFO: an archive holds only files"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "entry {raw_name:?} has entry type {:?}, which ferry does not read",
+                    other.as_byte() as char
+                ));
+            }
+        }
+        let _ = end;
+        pos = next;
+    }
+    for link in &found_links {
+        let entry = follow(&link.name, &link.target, &entries, &found_links)?;
+        entries.insert(link.name.clone(), entry);
+    }
+    Ok(TarIndex {
+        path: path.to_path_buf(),
+        entries,
+    })
+}
+
+/// The entry `target` (a link's) names, through at most [`MAX_LINKS`] links.
+fn follow(
+    name: &str,
+    target: &str,
+    files: &HashMap<String, TarEntry>,
+    links: &[Link],
+) -> Result<TarEntry, String> {
+    let mut at = target.to_owned();
+    for _ in 0..MAX_LINKS {
+        if let Some(e) = files.get(&at) {
+            return Ok(*e);
+        }
+        match links.iter().find(|l| l.name == at) {
+            Some(next) => at = next.target.clone(),
+            None => {
+                return Err(format!(
+                    "entry {name:?} links to {at:?}, which the archive does not hold"
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "entry {name:?} is a chain of more than {MAX_LINKS} links"
+    ))
+}
+
+/// A link's target as an archive path: a symlink's relative to its own directory, a hard
+/// link's from the archive's root; never absolute, never above the root.
+fn link_target(name: &str, target: &str, symbolic: bool) -> Result<String, String> {
+    if target.starts_with('/') {
+        return Err(format!(
+            "to the absolute path {target:?}, outside the archive"
+        ));
+    }
+    if target.chars().any(char::is_control) || target.to_ascii_lowercase().contains("%2f") {
+        return Err(format!(
+            "to {target:?}, a name with control characters or %2f"
+        ));
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    if symbolic {
+        parts.extend(name.split('/'));
+        parts.pop();
+    }
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("to {target:?}, outside the archive"));
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("to {target:?}, the archive's root"));
+    }
+    Ok(parts.join("/"))
+}
+
+/// An entry's name as the archive's own path: `./` and empty components dropped; absolute
+/// paths, `..` components, control characters and `%2f` refused.
+pub fn clean_name(raw: &str) -> Result<String, String> {
+    if raw.chars().any(char::is_control) {
+        return Err(format!("entry {raw:?} has a control character in its name"));
+    }
+    if raw.to_ascii_lowercase().contains("%2f") {
+        return Err(format!(
+            "entry {raw:?} has an encoded slash (%2f) in its name"
+        ));
+    }
+    if raw.starts_with('/') {
+        return Err(format!("entry {raw:?} is an absolute path"));
+    }
+    let mut parts = Vec::new();
+    for part in raw.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(format!("entry {raw:?} has a .. component")),
+            p => parts.push(p),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("entry {raw:?} names nothing"));
+    }
+    Ok(parts.join("/"))
+}
+
+fn utf8(bytes: &[u8], pos: u64) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| {
+        format!(
+            "the entry at byte {pos} has a name that is not UTF-8 ({:?})",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// A header's checksum: the sum of its bytes with the checksum field read as spaces.
+fn check_sum(block: &[u8; 512]) -> Result<(), String> {
+    let field = &block[148..156];
+    let text = String::from_utf8_lossy(field);
+    let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
+    let declared = u32::from_str_radix(text, 8)
+        .map_err(|_| format!("its checksum {text:?} does not parse"))?;
+    let sum: u32 = block
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u32::from(*b)
+            }
+        })
+        .sum();
+    if sum != declared {
+        return Err(format!(
+            "its checksum is {declared}, its bytes sum to {sum}: not a tar header"
+        ));
+    }
+    Ok(())
+}
+
+fn read_meta(file: &mut std::fs::File, at: u64, size: u64, name: &str) -> Result<String, String> {
+    if size > META_LIMIT {
+        return Err(format!(
+            "entry {name:?}: a long name or PAX header of {size} bytes, over {META_LIMIT}"
+        ));
+    }
+    let mut bytes = vec![0u8; size as usize];
+    file.seek(SeekFrom::Start(at))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| format!("entry {name:?}: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| format!("entry {name:?}: not UTF-8"))
+}
+
+/// PAX records: `<len> <key>=<value>\n`, each `len` counting the whole record.
+fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (len, _) = rest
+            .split_once(' ')
+            .ok_or_else(|| "record has no length".to_owned())?;
+        let n: usize = len.parse().map_err(|_| format!("length {len:?}"))?;
+        let record = rest
+            .get(..n)
+            .ok_or_else(|| format!("record of {n} bytes runs past the header"))?;
+        rest = &rest[n..];
+        let body = record[len.len() + 1..].trim_end_matches('\n');
+        let (k, v) = body
+            .split_once('=')
+            .ok_or_else(|| format!("record {body:?} has no ="))?;
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// Reads a whole (small) entry.
+pub async fn read_entry(path: &Path, entry: TarEntry) -> std::io::Result<Vec<u8>> {
+    let mut file = tokio::fs::File::open(path).await?;
+    file.seek(SeekFrom::Start(entry.offset)).await?;
+    let mut bytes = vec![0u8; entry.size as usize];
+    file.read_exact(&mut bytes).await?;
+    Ok(bytes)
+}
+
+/// The bytes of `entry` from `offset` on in chunks of `chunk`, hashed as they are read (the
+/// first `offset` bytes too, read and not sent): when the hash of all of them is not `digest`,
+/// the stream ends in a `DigestMismatch` in place of its last chunk, so no reader ever gets
+/// the whole of a blob that does not match its name. `what` names the entry in errors.
+pub async fn verified_stream(
+    path: &Path,
+    entry: TarEntry,
+    digest: &Digest,
+    offset: u64,
+    chunk: usize,
+    what: String,
+    hash: bool,
+) -> std::io::Result<impl Stream<Item = Result<Bytes, Failure>> + Send + use<>> {
+    let mut file = tokio::fs::File::open(path).await?;
+    file.seek(SeekFrom::Start(entry.offset)).await?;
+    let state = State {
+        file: file.take(entry.size),
+        digester: Some(digest.digester()),
+        expected: digest.clone(),
+        left: entry.size,
+        skip: offset.min(entry.size),
+        buf: vec![0u8; chunk.max(1)],
+        what,
+        hash,
+    };
+    Ok(futures::stream::unfold(state, |mut s| async move {
+        loop {
+            let digester = s.digester.as_mut()?;
+            if s.left == 0 {
+                return None;
+            }
+            let want = (s.buf.len() as u64).min(s.left) as usize;
+            if let Err(e) = s.file.read_exact(&mut s.buf[..want]).await {
+                s.digester = None;
+                let message = format!("{}: reading it: {e}", s.what);
+                return Some((Err(Failure::Final(ErrorKind::Local(message))), s));
+            }
+            if s.hash {
+                digester.update(&s.buf[..want]);
+            }
+            s.left -= want as u64;
+            let skipped = (s.skip.min(want as u64)) as usize;
+            s.skip -= skipped as u64;
+            if s.left == 0 {
+                let actual = s.digester.take()?.finish();
+                if s.hash && actual != s.expected {
+                    let kind = ErrorKind::DigestMismatch {
+                        expected: s.expected.to_string(),
+                        actual: actual.to_string(),
+                    };
+                    return Some((Err(Failure::Final(kind)), s));
+                }
+                if skipped < want {
+                    let bytes = Bytes::copy_from_slice(&s.buf[skipped..want]);
+                    s.digester = Some(Digester::new(s.expected.algorithm()));
+                    return Some((Ok(bytes), s));
+                }
+                return None;
+            }
+            if skipped < want {
+                let bytes = Bytes::copy_from_slice(&s.buf[skipped..want]);
+                return Some((Ok(bytes), s));
+            }
+        }
+    }))
+}
+
+struct State {
+    file: tokio::io::Take<tokio::fs::File>,
+    /// `None` once the stream has ended (in an error, or after its check).
+    digester: Option<Digester>,
+    expected: Digest,
+    left: u64,
+    skip: u64,
+    buf: Vec<u8>,
+    what: String,
+    /// Whether the bytes are hashed here: false only for a reader that hashes them itself
+    /// (the engine's tee), so a blob is hashed once.
+    hash: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_cleaned_and_unsafe_ones_refused() {
+        assert_eq!(clean_name("./blobs//sha256/ab").unwrap(), "blobs/sha256/ab");
+        for bad in [
+            "/etc/passwd",
+            "a/../b",
+            "..",
+            "a\u{7}b",
+            "blobs%2Fsha256",
+            ".",
+        ] {
+            assert!(clean_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_symlink_resolves_against_its_directory_and_never_above_the_root() {
+        assert_eq!(
+            link_target("id/layer.tar", "../ab.tar", true).unwrap(),
+            "ab.tar"
+        );
+        assert_eq!(
+            link_target("id/layer.tar", "ab.tar", false).unwrap(),
+            "ab.tar"
+        );
+        assert!(link_target("id/layer.tar", "../../ab.tar", true).is_err());
+        assert!(link_target("layer.tar", "/etc/passwd", true).is_err());
+    }
+
+    #[test]
+    fn pax_records_are_split_by_their_lengths() {
+        let text = "30 path=blobs/sha256/abcdefgh\n12 size=100\n";
+        assert_eq!(
+            pax_records(text).unwrap(),
+            [("path", "blobs/sha256/abcdefgh"), ("size", "100")]
+        );
+        assert!(pax_records("99 path=x\n").is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! ferry's images on disk: OCI image-layout directories, `oci-archive:` and `docker-archive:`
+//! tars, the bundle record `ferry export` writes, the layout lock and the state directory.
+//!
+//! Nothing here sends a request or knows a mapping: the run (`ferry-sync`) opens a store place
+//! a config names and reads or writes images through it.
+//!
+//! - [`layout`]: an OCI image-layout directory, read and written, with its lock and pruning.
+//! - [`archive`]: a tar holding a layout (or `docker save` output), read by seeking and
+//!   written as one stream.
+//! - [`bundle`]: the `ferry-bundle.json` record of an export, and the bases `--since` reads.
+//! - [`resume`]: the state directory, where uploads in flight are recorded for the next process.
+//! - [`StoreError`]: what failed on which path.
+
+pub mod archive;
+pub mod bundle;
+mod error;
+pub mod layout;
+pub mod resume;
+
+pub use error::StoreError;

@@ -1,9 +1,0 @@
-//! Tar archives of images: an OCI image layout packed as one tar (`oci-archive:`, skopeo's
-//! format; `ferry export`'s bundle), written streaming; read back, and `docker save` output,
-//! by seeking, never extracted.
-
-pub(crate) mod docker;
-pub mod reader;
-pub(crate) mod reader_tar;
-pub mod writer;
-mod writer_tar;

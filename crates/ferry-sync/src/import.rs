@@ -1,0 +1,409 @@
+//! `ferry import`'s plan: each image of an OCI archive (a ferry bundle or skopeo's) as a
+//! one-image mapping to the registry its `ref.name` names, and the base check before any push.
+//!
+//! Where an image goes: its `ref.name` parsed as a reference (`registry.internal/mirror/alpine:3.20`
+//! → that registry, repository and tag). With a target prefix `HOST/PATH`, the registry is
+//! `HOST` and the repository is `PATH/` followed by the reference's repository without its
+//! registry (`registry.internal/mirror/alpine:3.20` under `site.local:5000/dc1` →
+//! `site.local:5000/dc1/mirror/alpine:3.20`; `alpine:3.20` → `…/dc1/library/alpine:3.20`); a
+//! `ref.name` that is a bare tag (`v1`, as `skopeo copy … oci-archive:x.tar:v1` writes) goes
+//! to the prefix itself (`site.local:5000/dc1:v1`) and needs one.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use ferry_distribution::error::{Error, ErrorKind};
+use ferry_distribution::ops::MountOutcome;
+use ferry_distribution::reference::Tag;
+use ferry_distribution::{Digest, Operation, Reference, RegistryClient, media};
+
+use crate::registries::Registries;
+use ferry_config::filter::{TagFilter, TagFilterSpec, TagGlobs};
+use ferry_config::{Mapping, Origin, Target};
+use ferry_store::archive::reader::ArchiveReader;
+
+/// At most this many missing digests are named in an image's refusal.
+const NAMED_MISSING: usize = 3;
+
+/// One image of the archive and where it goes.
+#[derive(Debug, Clone)]
+pub struct ImportImage {
+    /// Its `ref.name` in `index.json`, as written.
+    pub ref_name: String,
+    /// Its manifest (or index) digest.
+    pub digest: Digest,
+    /// The registry and repository it is pushed to.
+    pub registry: String,
+    /// The repository on it.
+    pub repository: String,
+    /// The tag it is pushed under (`None`: by digest only).
+    pub tag: Option<Tag>,
+}
+
+impl ImportImage {
+    /// `registry/repository:tag` (or `@digest`), as messages name the target.
+    pub fn target(&self) -> String {
+        match &self.tag {
+            Some(t) => format!("{}/{}:{}", self.registry, self.repository, t.as_str()),
+            None => format!("{}/{}@{}", self.registry, self.repository, self.digest),
+        }
+    }
+}
+
+/// The archive's images with their targets, and the entries that cannot be imported (with
+/// why): no `ref.name`, a bare tag without a prefix, or a name that is not a reference.
+pub fn images(
+    reader: &ArchiveReader,
+    prefix: Option<&str>,
+) -> Result<(Vec<ImportImage>, Vec<String>), String> {
+    let prefix = match prefix {
+        Some(p) => Some(split_prefix(p)?),
+        None => None,
+    };
+    let mut out = Vec::new();
+    let mut refused = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (ref_name, digest) in reader.images() {
+        let Some(ref_name) = ref_name.filter(|r| !r.is_empty()) else {
+            refused.push(format!(
+                "index.json entry {digest} has no org.opencontainers.image.ref.name: not imported"
+            ));
+            continue;
+        };
+        match place(&ref_name, &digest, prefix.as_ref()) {
+            Ok(image) => {
+                if seen.insert(image.target()) {
+                    out.push(image);
+                } else {
+                    refused.push(format!(
+                        "{ref_name}: another image of the archive goes to {} too: not imported",
+                        image.target()
+                    ));
+                }
+            }
+            Err(reason) => refused.push(format!("{ref_name}: {reason}")),
+        }
+    }
+    Ok((out, refused))
+}
+
+/// `HOST/PATH` → (`HOST`, `PATH`), checked as a repository reference (`PATH` may be empty).
+fn split_prefix(prefix: &str) -> Result<(String, String), String> {
+    let prefix = prefix.trim_end_matches('/');
+    let (host, path) = prefix.split_once('/').unwrap_or((prefix, ""));
+    if host.is_empty() || !(host.contains(['.', ':']) || host == "localhost") {
+        return Err(format!(
+            "--target-prefix {prefix:?} must start with a registry host (registry.local:5000/mirror)"
+        ));
+    }
+    let check = format!("{prefix}/x");
+    Reference::parse(&check).map_err(|e| format!("--target-prefix {prefix:?}: {e}"))?;
+    Ok((host.to_owned(), path.to_owned()))
+}
+
+fn place(
+    ref_name: &str,
+    digest: &Digest,
+    prefix: Option<&(String, String)>,
+) -> Result<ImportImage, String> {
+    let bare = !ref_name.contains(['/', ':', '@']);
+    let (registry, repository, tag) = match (bare, prefix) {
+        (true, None) => {
+            return Err(
+                "the name is a tag without a repository: give --target-prefix HOST/PATH to say \
+                 where it goes"
+                    .into(),
+            );
+        }
+        (true, Some((host, path))) if path.is_empty() => {
+            return Err(format!(
+                "the name is a tag without a repository, and --target-prefix {host} names no \
+                 repository path"
+            ));
+        }
+        (true, Some((host, path))) => (host.clone(), path.clone(), Some(ref_name.to_owned())),
+        (false, _) => {
+            let r = Reference::parse(ref_name).map_err(|e| format!("not a reference: {e}"))?;
+            if r.digest.as_ref().is_some_and(|d| d != digest) {
+                return Err(format!(
+                    "the name pins {:?}, the entry is {digest}",
+                    r.digest
+                ));
+            }
+            match prefix {
+                None => (r.registry, r.repository, r.tag),
+                Some((host, path)) if path.is_empty() => (host.clone(), r.repository, r.tag),
+                Some((host, path)) => (host.clone(), format!("{path}/{}", r.repository), r.tag),
+            }
+        }
+    };
+    let tag = tag
+        .map(|t| Tag::parse(&t).map_err(|e| format!("tag {t:?}: {e}")))
+        .transpose()?;
+    let shown = format!("{registry}/{repository}");
+    Reference::parse(&shown).map_err(|e| format!("target {shown:?}: {e}"))?;
+    Ok(ImportImage {
+        ref_name: ref_name.to_owned(),
+        digest: digest.clone(),
+        registry,
+        repository,
+        tag,
+    })
+}
+
+/// The one-image mapping (index `index`) that pushes `image` from the archive at `path`.
+pub fn mapping(path: &Path, image: &ImportImage, index: usize) -> Mapping {
+    let origin = Origin::OciArchive {
+        path: path.to_path_buf(),
+        reference: Some(image.ref_name.clone()),
+    };
+    let (tags, digests) = match &image.tag {
+        Some(tag) => {
+            let spec = TagFilterSpec {
+                exact: vec![tag.as_str().to_owned()],
+                ..TagFilterSpec::default()
+            };
+            (
+                TagFilter::compile(&spec).unwrap_or_else(|_| TagFilter::none()),
+                Vec::new(),
+            )
+        }
+        None => (TagFilter::none(), vec![image.digest.clone()]),
+    };
+    Mapping {
+        index,
+        source: origin.to_string(),
+        origin,
+        targets: vec![Target::Registry {
+            registry: image.registry.clone(),
+            repository: image.repository.clone(),
+        }],
+        tags,
+        digests,
+        platforms: Vec::new(),
+        referrers: false,
+        referrer_filter: Default::default(),
+        require_referrers: Vec::new(),
+        immutable: TagGlobs::default(),
+        prune: false,
+        // The source's tag is the one the reference names; the target keeps it.
+        retag: None,
+        platforms_keep_digest: false,
+        schedule: None,
+        line: 0,
+        repositories: None,
+    }
+}
+
+/// What the base check did.
+#[derive(Debug, Default)]
+pub struct BaseCheck {
+    /// Blobs mounted into an image's repository from another repository of its registry.
+    pub mounted: u64,
+    /// Images refused before anything of them was pushed: (ref.name, why).
+    pub refused: Vec<(String, Error)>,
+}
+
+/// For every image whose content the archive leaves out (an incremental bundle's), checks the
+/// target holds it: a manifest by a GET in the image's repository (handed to the reader, so
+/// the run can walk an index over it), a blob by a HEAD there or
+/// in another repository of the archive's images on the same registry, mounted from there
+/// (not in a dry run) once every digest of the image is found. An image with a digest found
+/// nowhere is refused before anything of it is pushed (the run then fails its mapping),
+/// naming the bundle's bases and the first missing digests.
+pub async fn check_base(
+    reader: &ArchiveReader,
+    images: &[ImportImage],
+    registries: &Registries,
+    dry_run: bool,
+) -> BaseCheck {
+    let mut check = BaseCheck::default();
+    for image in images {
+        let needed = match needed(reader, &image.digest).await {
+            Ok(n) => n,
+            Err(e) => {
+                check.refused.push((image.ref_name.clone(), e));
+                continue;
+            }
+        };
+        if needed.is_empty() {
+            continue;
+        }
+        let client = match registries.client(&image.registry).await {
+            Ok(c) => c,
+            Err(e) => {
+                check.refused.push((image.ref_name.clone(), e));
+                continue;
+            }
+        };
+        match find(reader, &client, image, images, &needed).await {
+            Ok((missing, mounts)) if missing.is_empty() => {
+                if dry_run {
+                    continue;
+                }
+                match mount_all(&client, image, &mounts).await {
+                    Ok(n) => check.mounted += n,
+                    Err(e) => check.refused.push((image.ref_name.clone(), e)),
+                }
+            }
+            Ok((missing, _)) => {
+                let e = missing_error(reader, image, &missing);
+                check.refused.push((image.ref_name.clone(), e));
+            }
+            Err(e) => check.refused.push((image.ref_name.clone(), e)),
+        }
+    }
+    check
+}
+
+/// A digest the image needs that the archive does not carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Needed {
+    Manifest(Digest),
+    Blob(Digest),
+}
+
+/// The image's digests that the archive leaves out, walking the manifests it carries.
+async fn needed(reader: &ArchiveReader, root: &Digest) -> Result<Vec<Needed>, Error> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    let mut seen = BTreeSet::new();
+    while let Some(digest) = stack.pop() {
+        if !seen.insert(digest.to_string()) || seen.len() > 1024 {
+            continue;
+        }
+        let Some(m) = reader.find_manifest(&digest.to_string()).await? else {
+            out.push(Needed::Manifest(digest));
+            continue;
+        };
+        let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap_or_default();
+        let digests = |field: &str| -> Vec<Digest> {
+            let list = match field {
+                "config" => vec![doc["config"].clone()],
+                f => doc[f].as_array().cloned().unwrap_or_default(),
+            };
+            list.iter()
+                .filter_map(|d| d["digest"].as_str().and_then(|s| Digest::parse(s).ok()))
+                .collect()
+        };
+        if media::is_index(&m.media_type) {
+            stack.extend(digests("manifests"));
+        } else {
+            for d in digests("config").into_iter().chain(digests("layers")) {
+                if !reader.carries(&d) {
+                    out.push(Needed::Blob(d));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The digests found nowhere, and for each blob found in another repository, where.
+async fn find(
+    reader: &ArchiveReader,
+    client: &RegistryClient,
+    image: &ImportImage,
+    images: &[ImportImage],
+    needed: &[Needed],
+) -> Result<(Vec<Digest>, Vec<(Digest, String)>), Error> {
+    let mut missing = Vec::new();
+    let mut mounts = Vec::new();
+    let others: BTreeSet<&str> = images
+        .iter()
+        .filter(|i| i.registry == image.registry && i.repository != image.repository)
+        .map(|i| i.repository.as_str())
+        .collect();
+    for n in needed {
+        match n {
+            // Read from the target, so the run can walk an index over it.
+            Needed::Manifest(d) => {
+                match client.get_manifest(&image.repository, &d.to_string()).await {
+                    Ok(m) if m.digest == *d && reader.supply(m.clone()) => {}
+                    Ok(_) => missing.push(d.clone()),
+                    Err(e) if e.is_not_found() => missing.push(d.clone()),
+                    Err(e) => return Err(e),
+                }
+            }
+            Needed::Blob(d) => {
+                if client.head_blob(&image.repository, d).await?.is_some() {
+                    continue;
+                }
+                let mut from = None;
+                for other in &others {
+                    if client.head_blob(other, d).await?.is_some() {
+                        from = Some((*other).to_owned());
+                        break;
+                    }
+                }
+                match from {
+                    Some(repo) => mounts.push((d.clone(), repo)),
+                    None => missing.push(d.clone()),
+                }
+            }
+        }
+    }
+    Ok((missing, mounts))
+}
+
+async fn mount_all(
+    client: &RegistryClient,
+    image: &ImportImage,
+    mounts: &[(Digest, String)],
+) -> Result<u64, Error> {
+    let mut n = 0;
+    for (digest, from) in mounts {
+        match client.mount_blob(&image.repository, digest, from).await? {
+            MountOutcome::Mounted => n += 1,
+            MountOutcome::Session(s) => {
+                let _ = client.cancel_upload_once(&s).await;
+                return Err(Error::new(
+                    client.host(),
+                    Some(&image.repository),
+                    Operation::Mount,
+                    ErrorKind::Refused(format!(
+                        "the bundle leaves out blob {digest}, held by {from} on this registry, \
+                         but the registry did not mount it"
+                    )),
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
+fn missing_error(reader: &ArchiveReader, image: &ImportImage, missing: &[Digest]) -> Error {
+    let bases = match reader.record() {
+        Some(r) if !r.bases.is_empty() => r
+            .bases
+            .iter()
+            .map(|b| format!("{} ({})", b.name, b.digest))
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "no base bundle (the archive does not say which bundle carried them)".to_owned(),
+    };
+    let first: Vec<String> = missing
+        .iter()
+        .take(NAMED_MISSING)
+        .map(ToString::to_string)
+        .collect();
+    let more = missing.len().saturating_sub(NAMED_MISSING);
+    Error::new(
+        &image.registry,
+        Some(&image.repository),
+        Operation::BlobHead,
+        ErrorKind::Refused(format!(
+            "{} needs {} digest{} that the bundle leaves out and the target does not hold \
+             (import its base first: {bases}): {}{}; nothing of it was pushed",
+            image.target(),
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            first.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )),
+    )
+}
