@@ -33,6 +33,9 @@ pub struct RawConfig {
     #[serde(default)]
     pub target_groups: BTreeMap<String, Vec<String>>,
     /// What to mirror: each mapping copies one source repository to one or more targets.
+    /// Absent in a site config that only says how to reach registries (`ferry import`, `copy`,
+    /// `tags`, `inspect`, `doctor`); the commands that mirror refuse it empty.
+    #[serde(default)]
     pub mappings: Vec<RawMapping>,
     /// Push notifications `ferry watch` takes on `POST /v1/events` (default: none accepted).
     #[serde(default)]

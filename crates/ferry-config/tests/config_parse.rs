@@ -565,3 +565,26 @@ fn a_mapping_s_own_watch_schedule_is_an_interval_or_a_cron_expression_not_both()
         "{e}"
     );
 }
+
+/// A site config holding only `registries:` (docs/airgap.md, commands.md, getting-started.md)
+/// is what `ferry import`, `copy`, `tags`, `inspect` and `doctor` read; `sync` still refuses it,
+/// naming the field, because it would mirror nothing.
+#[test]
+fn a_registries_only_config_is_read_for_the_registries_and_refused_for_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("site.yaml");
+    std::fs::write(
+        &path,
+        "version: 1\nregistries:\n  - host: registry.internal:5000\n    insecure: true\n",
+    )
+    .unwrap();
+    let site = ferry_config::load_registries(&path).expect("a registries-only config loads");
+    assert!(site.mappings.is_empty());
+    assert_eq!(site.registries.len(), 1);
+    assert_eq!(site.registries[0].host, "registry.internal:5000");
+    let refused = ferry_config::load(&path).unwrap_err().to_string();
+    assert!(
+        refused.contains("no mappings: nothing to mirror") && !refused.contains("missing field"),
+        "{refused}"
+    );
+}

@@ -1,5 +1,5 @@
 //! docs/config.schema.json stays generated from the raw config types, and config.example.yaml
-//! parses; regenerate the schema with `FERRY_BLESS=1 cargo test -p ferry-sync --test config_schema`.
+//! parses; regenerate the schema with `FERRY_BLESS=1 cargo test -p ferry-config --test config_schema`.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +22,7 @@ fn schema_is_current() {
     assert!(
         checked_in == generated,
         "docs/config.schema.json is stale or missing; regenerate it with \
-         `FERRY_BLESS=1 cargo test -p ferry-sync --test config_schema`"
+         `FERRY_BLESS=1 cargo test -p ferry-config --test config_schema`"
     );
 }
 
