@@ -55,13 +55,6 @@ impl TarIndex {
     }
 }
 
-/// A link met in the pass, resolved once every file is known.
-struct Link {
-    name: String,
-    /// The target as an archive path (a symlink's resolved against its directory).
-    target: String,
-}
-
 /// Reads the headers of the tar at `path` (a blocking call: run it on a blocking thread),
 /// seeking past every body. Any entry that is not a plain file, a directory or (with
 /// [`Links::WithinArchive`]) a link inside the archive is refused, as are unsafe or duplicate
@@ -74,7 +67,10 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
         .len();
     let mut entries: HashMap<String, TarEntry> = HashMap::new();
     let mut dirs: std::collections::HashSet<String> = Default::default();
-    let mut found_links: Vec<Link> = Vec::new();
+    // name -> target, so a duplicate check and each step of a chain is one lookup.
+    let mut found_links: HashMap<String, String> = HashMap::new();
+    // The links in archive order, so an error names the first broken one.
+    let mut link_order: Vec<String> = Vec::new();
     let mut pos = 0u64;
     // What GNU long-name entries and PAX headers say of the next entry.
     let mut long_name: Option<String> = None;
@@ -150,14 +146,14 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
                     || entries
                         .insert(name.clone(), TarEntry { offset: body, size })
                         .is_some()
-                    || found_links.iter().any(|l| l.name == name)
+                    || found_links.contains_key(&name)
                 {
                     return Err(format!("entry {name:?} appears twice in the archive"));
                 }
             }
             tar::EntryType::Directory => {
                 let name = clean_name(&raw_name)?;
-                if entries.contains_key(&name) || found_links.iter().any(|l| l.name == name) {
+                if entries.contains_key(&name) || found_links.contains_key(&name) {
                     return Err(format!("entry {name:?} appears twice in the archive"));
                 }
                 dirs.insert(name);
@@ -182,11 +178,12 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
                     .map_err(|e| format!("entry {name:?} is {what} {e}"))?;
                 if entries.contains_key(&name)
                     || dirs.contains(&name)
-                    || found_links.iter().any(|l| l.name == name)
+                    || found_links.contains_key(&name)
                 {
                     return Err(format!("entry {name:?} appears twice in the archive"));
                 }
-                found_links.push(Link { name, target });
+                link_order.push(name.clone());
+                found_links.insert(name, target);
             }
             tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
                 return Err(format!(
@@ -203,10 +200,12 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
         let _ = end;
         pos = next;
     }
-    for link in &found_links {
-        let entry = follow(&link.name, &link.target, &entries, &found_links)?;
-        entries.insert(link.name.clone(), entry);
+    let mut resolved = Vec::with_capacity(found_links.len());
+    for name in link_order {
+        let entry = follow(&name, &found_links[&name], &entries, &found_links)?;
+        resolved.push((name, entry));
     }
+    entries.extend(resolved);
     Ok(TarIndex {
         path: path.to_path_buf(),
         entries,
@@ -218,15 +217,15 @@ fn follow(
     name: &str,
     target: &str,
     files: &HashMap<String, TarEntry>,
-    links: &[Link],
+    links: &HashMap<String, String>,
 ) -> Result<TarEntry, String> {
     let mut at = target.to_owned();
     for _ in 0..MAX_LINKS {
         if let Some(e) = files.get(&at) {
             return Ok(*e);
         }
-        match links.iter().find(|l| l.name == at) {
-            Some(next) => at = next.target.clone(),
+        match links.get(&at) {
+            Some(next) => at = next.clone(),
             None => {
                 return Err(format!(
                     "entry {name:?} links to {at:?}, which the archive does not hold"
@@ -359,11 +358,18 @@ fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
             .split_once(' ')
             .ok_or_else(|| "record has no length".to_owned())?;
         let n: usize = len.parse().map_err(|_| format!("length {len:?}"))?;
+        // A record holds at least its length, a space, `k=` and a newline: a shorter length
+        // (`1 x`, `0 …`) would slice inside itself or never move on.
+        if n < len.len() + 4 {
+            return Err(format!("record length {n} is shorter than the record"));
+        }
         let record = rest
             .get(..n)
             .ok_or_else(|| format!("record of {n} bytes runs past the header"))?;
         rest = &rest[n..];
-        let body = record[len.len() + 1..].trim_end_matches('\n');
+        let body = record[len.len() + 1..]
+            .strip_suffix('\n')
+            .ok_or_else(|| format!("record {record:?} does not end in a newline"))?;
         let (k, v) = body
             .split_once('=')
             .ok_or_else(|| format!("record {body:?} has no ="))?;
@@ -503,5 +509,114 @@ mod tests {
             [("path", "blobs/sha256/abcdefgh"), ("size", "100")]
         );
         assert!(pax_records("99 path=x\n").is_err());
+    }
+
+    /// Records an attacker writes: a length too short for its own digits (`1 x` sliced inside
+    /// itself and panicked), a zero length (never moved on), no newline, no `=`.
+    #[test]
+    fn pax_records_that_lie_about_their_length_are_refused_not_a_panic() {
+        for bad in [
+            "1 x", "0 x=y\n", "2 x", "4 x=\n", "7 k=vvv", "6 kvv\n", "3 a\n",
+        ] {
+            assert!(pax_records(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(pax_records("6 k=v\n").unwrap(), [("k", "v")]);
+    }
+
+    /// A tar of `headers` (name, type, body) followed by the end blocks.
+    fn tar_of(entries: &[(&str, tar::EntryType, Vec<u8>)]) -> tempfile::NamedTempFile {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        {
+            let mut builder = tar::Builder::new(file.as_file_mut());
+            for (name, kind, body) in entries {
+                let mut header = tar::Header::new_ustar();
+                header.set_entry_type(*kind);
+                header.set_size(body.len() as u64);
+                header.set_path(name).unwrap();
+                header.set_cksum();
+                builder.append(&header, body.as_slice()).unwrap();
+            }
+            builder.finish().unwrap();
+        }
+        file
+    }
+
+    #[test]
+    fn a_pax_header_with_a_record_of_length_one_is_refused_naming_the_entry() {
+        let file = tar_of(&[
+            ("pax", tar::EntryType::XHeader, b"1 x".to_vec()),
+            ("index.json", tar::EntryType::Regular, b"{}".to_vec()),
+        ]);
+        let e = index(file.path(), Links::Refuse).unwrap_err();
+        assert!(e.contains("\"pax\"") && e.contains("PAX header"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Any PAX body, however long or broken, is split or refused: never a panic.
+        #[test]
+        fn pax_records_never_panic(text in ".{0,64}") {
+            let _ = pax_records(&text);
+        }
+
+        /// Any bytes as a PAX header's body in a well-formed tar: indexed or refused.
+        #[test]
+        fn the_indexer_never_panics_on_a_pax_body(body in proptest::collection::vec(proptest::num::u8::ANY, 0..96)) {
+            let file = tar_of(&[
+                ("pax", tar::EntryType::XHeader, body),
+                ("index.json", tar::EntryType::Regular, b"{}".to_vec()),
+            ]);
+            let _ = index(file.path(), Links::WithinArchive);
+        }
+
+        /// Any bytes as the whole file: refused (they are no tar), never a panic.
+        #[test]
+        fn the_indexer_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)) {
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            std::io::Write::write_all(&mut file, &bytes).unwrap();
+            let _ = index(file.path(), Links::WithinArchive);
+        }
+    }
+
+    #[test]
+    fn links_resolve_through_a_chain_and_a_duplicate_link_is_refused() {
+        let link = |name: &str, target: &str| {
+            let mut header = tar::Header::new_ustar();
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_size(0);
+            header.set_path(name).unwrap();
+            header.set_link_name(target).unwrap();
+            header.set_cksum();
+            header
+        };
+        let build = |links: &[(&str, &str)]| {
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            {
+                let mut builder = tar::Builder::new(file.as_file_mut());
+                let mut header = tar::Header::new_ustar();
+                header.set_size(3);
+                header.set_path("ab.tar").unwrap();
+                header.set_cksum();
+                builder.append(&header, &b"abc"[..]).unwrap();
+                for (name, target) in links {
+                    builder.append(&link(name, target), &b""[..]).unwrap();
+                }
+                builder.finish().unwrap();
+            }
+            file
+        };
+        let file = build(&[("c", "b"), ("b", "ab.tar"), ("x/layer.tar", "../c")]);
+        let tar = index(file.path(), Links::WithinArchive).unwrap();
+        let target = tar.get("ab.tar").unwrap();
+        assert_eq!(tar.get("x/layer.tar"), Some(target));
+        assert_eq!(tar.get("c"), Some(target));
+        let file = build(&[("b", "ab.tar"), ("b", "ab.tar")]);
+        let e = index(file.path(), Links::WithinArchive).unwrap_err();
+        assert!(e.contains("\"b\" appears twice"), "{e}");
+        let file = build(&[("b", "gone"), ("c", "also-gone")]);
+        let e = index(file.path(), Links::WithinArchive).unwrap_err();
+        assert!(
+            e.contains("\"b\" links to \"gone\""),
+            "the first broken link: {e}"
+        );
     }
 }
