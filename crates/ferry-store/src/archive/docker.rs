@@ -62,6 +62,13 @@ struct Descriptor<'a> {
 
 /// Every image of the docker-archive indexed as `tar`.
 pub async fn images(tar: &TarIndex) -> Result<Vec<DockerImage>, String> {
+    Ok(images_and_files_read(tar).await?.0)
+}
+
+/// Every image, and how many layer files were read to learn their digests: each distinct file
+/// once, however many images or layers name it (an archive listing one layer 20,000 times
+/// is hashed once, not 20,000 times).
+async fn images_and_files_read(tar: &TarIndex) -> Result<(Vec<DockerImage>, usize), String> {
     let entry = tar
         .get("manifest.json")
         .ok_or("not a docker-archive: entry \"manifest.json\" is missing")?;
@@ -76,14 +83,27 @@ pub async fn images(tar: &TarIndex) -> Result<Vec<DockerImage>, String> {
         .map_err(|e| format!("entry \"manifest.json\": {e}"))?;
     let raw: Vec<RawImage> = serde_json::from_slice(&bytes)
         .map_err(|e| format!("entry \"manifest.json\" does not parse: {e}"))?;
+    let mut sniffed = Sniffed::default();
     let mut out = Vec::new();
     for image in raw {
-        out.push(one(tar, image).await?);
+        out.push(one(tar, image, &mut sniffed).await?);
     }
-    Ok(out)
+    Ok((out, sniffed.reads))
 }
 
-async fn one(tar: &TarIndex, image: RawImage) -> Result<DockerImage, String> {
+/// What reading a layer file found (its digest and first bytes), by where its bytes are and
+/// the digest its name claims; and how many files were read.
+#[derive(Default)]
+struct Sniffed {
+    found: HashMap<(u64, Option<Digest>), (Digest, [u8; 4])>,
+    reads: usize,
+}
+
+async fn one(
+    tar: &TarIndex,
+    image: RawImage,
+    sniffed: &mut Sniffed,
+) -> Result<DockerImage, String> {
     let mut blobs = HashMap::new();
     let find = |name: &str| -> Result<(String, TarEntry), String> {
         let clean = reader_tar::clean_name(name)
@@ -108,14 +128,23 @@ async fn one(tar: &TarIndex, image: RawImage) -> Result<DockerImage, String> {
     let mut layers = Vec::new();
     for layer in &image.layers {
         let (name, entry) = find(layer)?;
-        let path = tar.path.clone();
         let named = digest_in_name(&name);
-        let n = name.clone();
-        // A layer named by its digest is checked as it streams; another is hashed now.
-        let (digest, magic) = tokio::task::spawn_blocking(move || sniff(&path, entry, named))
-            .await
-            .map_err(|e| format!("entry {n:?}: {e}"))?
-            .map_err(|e| format!("entry {n:?}: {e}"))?;
+        let key = (entry.offset, named.clone());
+        let (digest, magic) = match sniffed.found.get(&key) {
+            Some(found) => found.clone(),
+            None => {
+                let path = tar.path.clone();
+                let n = name.clone();
+                // A layer named by its digest is checked as it streams; another is hashed now.
+                let found = tokio::task::spawn_blocking(move || sniff(&path, entry, named))
+                    .await
+                    .map_err(|e| format!("entry {n:?}: {e}"))?
+                    .map_err(|e| format!("entry {n:?}: {e}"))?;
+                sniffed.reads += 1;
+                sniffed.found.insert(key, found.clone());
+                found
+            }
+        };
         layers.push(Descriptor {
             media_type: layer_type(&magic),
             size: entry.size,
@@ -217,5 +246,38 @@ mod tests {
             );
         }
         assert_eq!(digest_in_name("0123abcd/layer.tar"), None);
+    }
+
+    /// A docker-archive whose two images name one unnamed layer file four times between them
+    /// (and once more through a link): the file is read once.
+    #[tokio::test]
+    async fn a_layer_file_named_many_times_is_read_once() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        {
+            let mut builder = tar::Builder::new(file.as_file_mut());
+            let mut add = |name: &str, body: &[u8]| {
+                let mut header = tar::Header::new_ustar();
+                header.set_size(body.len() as u64);
+                header.set_path(name).unwrap();
+                header.set_cksum();
+                builder.append(&header, body).unwrap();
+            };
+            add("config.json", br#"{"architecture":"amd64","os":"linux"}"#);
+            add("id/layer.tar", b"layer bytes");
+            add(
+                "manifest.json",
+                br#"[{"Config":"config.json","RepoTags":["a:1"],"Layers":["id/layer.tar","id/layer.tar","id/layer.tar"]},
+                    {"Config":"config.json","RepoTags":["b:1"],"Layers":["./id/layer.tar"]}]"#,
+            );
+            builder.finish().unwrap();
+        }
+        let tar = reader_tar::index(file.path(), reader_tar::Links::WithinArchive).unwrap();
+        let (images, read) = images_and_files_read(&tar).await.unwrap();
+        assert_eq!(images.len(), 2);
+        assert_eq!(read, 1, "one layer file, read once");
+        let layer = Digest::of_bytes(Algorithm::Sha256, b"layer bytes");
+        for image in &images {
+            assert!(image.blobs.contains_key(&layer), "{:?}", image.repo_tags);
+        }
     }
 }
