@@ -13,7 +13,9 @@ use ferry_testkit::registry::{OpKind, TestRegistry, TokenAuthConfig};
 /// Runs ferry with `args` (stdout and stderr piped, so not a terminal).
 /// mirror.yaml naming `reg` (two quick attempts, then each of `fields`).
 fn with_registry(reg: &TestRegistry, fields: &[&str]) -> MirrorYaml {
-    let fields: Vec<&str> = std::iter::once(QUICK_RETRY).chain(fields.iter().copied()).collect();
+    let fields: Vec<&str> = std::iter::once(QUICK_RETRY)
+        .chain(fields.iter().copied())
+        .collect();
     mirror_yaml().registry(reg, &fields)
 }
 

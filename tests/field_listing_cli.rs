@@ -84,7 +84,11 @@ async fn ferry_sync_mirrors_through_quay_and_artifactory_with_exit_0_and_reports
     let (q, a, d) = (quay.host(), art.host(), dst.host());
     let config = mirror_yaml()
         .registries(&[&quay, &art, &dst], &[])
-        .mapping(format!("{q}/lib/app"), &[format!("{d}/quay/app")], &[ALL_TAGS])
+        .mapping(
+            format!("{q}/lib/app"),
+            &[format!("{d}/quay/app")],
+            &[ALL_TAGS],
+        )
         .mapping(
             format!("{a}/docker/lib/app"),
             &[format!("{d}/art/app")],

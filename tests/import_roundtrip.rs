@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{code, ferry, push_one_layer, text};
-use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 
 async fn run(args: &[&str]) -> std::process::Output {
     let mut all = vec!["--progress", "none"];

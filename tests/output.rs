@@ -104,7 +104,12 @@ async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_noth
     let h = reg.host();
     const NOTHING: &str = r#"tags: { include: ["nomatch*"] }"#;
     let config = with_registry(&reg)
-        .within(&h, "src/app", "dst/app", &[r#"tags: { exact: ["v1", "v9"] }"#])
+        .within(
+            &h,
+            "src/app",
+            "dst/app",
+            &[r#"tags: { exact: ["v1", "v9"] }"#],
+        )
         .within(&h, "src/other", "dst/other", &[NOTHING])
         .write(dir.path());
     let config = config.to_str().unwrap();

@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::{code, ferry, text};
-use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 use ferry_testkit::noise;
 use ferry_testkit::registry::FaultProxy;
 use serde_json::{Value, json};
@@ -421,7 +421,11 @@ async fn nothing_checkable_exits_2_a_bad_config_3_and_a_bad_shard_64() {
     let h = format!("127.0.0.1:{port}");
     let config = mirror_yaml()
         .entry(&h, &format!("http://{h}"), &["retry: { attempts: 1 }"])
-        .mapping(format!("{h}/src/app"), &[format!("{h}/dst/app")], &[ALL_TAGS])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[ALL_TAGS],
+        )
         .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&["--progress", "none", "verify", "-c", config, "--json"]).await;
@@ -459,7 +463,11 @@ async fn refused_credentials_exit_4_and_the_password_appears_nowhere() {
     let auth = format!(r#"auth: {{ type: basic, username: alice, password: "{password}" }}"#);
     let config = mirror_yaml()
         .registry(&reg, &[&auth])
-        .mapping(format!("{h}/src/app"), &[format!("{h}/dst/app")], &[ALL_TAGS])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[ALL_TAGS],
+        )
         .write(dir.path());
     let out = ferry(&["verify", "-c", config.to_str().unwrap(), "--json", "-vv"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

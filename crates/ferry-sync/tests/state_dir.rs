@@ -26,11 +26,16 @@ async fn an_upload_cut_off_after_its_first_chunk_is_resumed_by_the_next_run_from
         )
         .build();
     // The first chunk lands; every later PATCH loses its connection part way.
-    dst.faults()
-        .push(FaultRule::on(OpKind::UploadPatch, FaultAction::Delay(Default::default())));
+    dst.faults().push(FaultRule::on(
+        OpKind::UploadPatch,
+        FaultAction::Delay(Default::default()),
+    ));
     dst.faults().push(
-        FaultRule::on(OpKind::UploadPatch, FaultAction::ResetBody { after_bytes: 1000 })
-            .forever(),
+        FaultRule::on(
+            OpKind::UploadPatch,
+            FaultAction::ResetBody { after_bytes: 1000 },
+        )
+        .forever(),
     );
     let state = tempfile::tempdir().unwrap();
     let options = || RunOptions {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ferry_config::{self as config, Config};
+use ferry_store::resume::StateDir;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
@@ -17,7 +18,6 @@ use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::PruneReport;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
-use ferry_store::resume::StateDir;
 use ferry_testkit::fixtures::{MirrorYaml, Served};
 use ferry_testkit::registry::TestRegistry;
 
