@@ -3,26 +3,25 @@
 
 mod common;
 
-use common::{FERRY, code, ferry, text, write_config};
+use common::{FERRY, code, ferry, text};
+use ferry_testkit::fixtures::{ALL_TAGS, MirrorYaml, QUICK_RETRY, mirror_yaml};
 
 use std::time::Duration;
 
 use ferry_testkit::registry::{OpKind, TestRegistry, TokenAuthConfig};
 
 /// Runs ferry with `args` (stdout and stderr piped, so not a terminal).
-fn registry_entry(reg: &TestRegistry, auth: &str) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n{auth}",
-        reg.host(),
-        reg.url()
-    )
+/// mirror.yaml naming `reg` (two quick attempts, then each of `fields`).
+fn with_registry(reg: &TestRegistry, fields: &[&str]) -> MirrorYaml {
+    let fields: Vec<&str> = std::iter::once(QUICK_RETRY)
+        .chain(fields.iter().copied())
+        .collect();
+    mirror_yaml().registry(reg, &fields)
 }
 
-fn mapping(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> String {
-    format!(
-        "  - source: \"{h}/{source}\"\n    targets: [\"{h}/{target}\"]\n    tags: {tags}\n",
-        h = reg.host()
-    )
+/// mirror.yaml naming `reg` with one mapping between two of its repositories with `tags`.
+fn within(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> MirrorYaml {
+    with_registry(reg, &[]).within(&reg.host(), source, target, &[&format!("tags: {tags}")])
 }
 
 /// Writes a config for `reg` and returns its path (inside `dir`).
@@ -61,11 +60,7 @@ async fn sync_copies_exits_0_and_a_rerun_is_up_to_date() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer one"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let config = within(&reg, "src/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
     let report = dir.path().join("report.json");
     let out = ferry(&[
         "sync",
@@ -97,9 +92,9 @@ async fn json_report_on_stdout_parses_and_partial_failure_exits_1() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer one"]);
     let dir = tempfile::tempdir().unwrap();
-    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
-        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
-    let config = write_config(dir.path(), &registry_entry(&reg, ""), &mappings);
+    let config = within(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
+        .within(&reg.host(), "src/absent", "dst/absent", &[ALL_TAGS])
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--json"]).await;
     assert_eq!(code(&out), 1, "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
@@ -108,11 +103,7 @@ async fn json_report_on_stdout_parses_and_partial_failure_exits_1() {
     assert_eq!(json["failed_mappings"][0]["http_status"], 404);
 
     // Every mapping failing (and not on auth) is exit 2.
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }"),
-    );
+    let config = within(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }").write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
     assert_eq!(code(&out), 2, "{}", text(&out.stderr));
 }
@@ -128,10 +119,12 @@ async fn dry_run_shows_tags_reasons_and_bytes_and_sends_no_write() {
     // The existing target already holds layer_a (through its own v0).
     reg.seed_image("old/app", "v0", &[&layer_a]);
     let dir = tempfile::tempdir().unwrap();
-    let auth = "    auth: { type: basic, username: alice, password: \"plan-secret-91\" }\n";
-    let mappings = mapping(&reg, "src/app", "new/app", "{ exclude: [\"*-rc\"] }")
-        + &mapping(&reg, "src/app", "old/app", "{ exclude: [\"*-rc\"] }");
-    let config = write_config(dir.path(), &registry_entry(&reg, auth), &mappings);
+    let auth = "auth: { type: basic, username: alice, password: \"plan-secret-91\" }";
+    let no_rc = "tags: { exclude: [\"*-rc\"] }";
+    let config = with_registry(&reg, &[auth])
+        .within(&reg.host(), "src/app", "new/app", &[no_rc])
+        .within(&reg.host(), "src/app", "old/app", &[no_rc])
+        .write(dir.path());
     reg.reset_stats();
 
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--dry-run", "-vv"]).await;
@@ -199,12 +192,10 @@ async fn refused_basic_credentials_exit_4_and_the_password_appears_nowhere() {
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
     let password = "wrong-Pa55word-7731";
-    let auth = format!("    auth: {{ type: basic, username: alice, password: \"{password}\" }}\n");
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, &auth),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let auth = format!("auth: {{ type: basic, username: alice, password: \"{password}\" }}");
+    let config = with_registry(&reg, &[&auth])
+        .within(&reg.host(), "src/app", "dst/app", &[ALL_TAGS])
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "-vv", "--json"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(code(&out), 4, "{stderr}");
@@ -224,11 +215,7 @@ async fn without_a_terminal_progress_is_plain_lines_with_no_escape_codes() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let config = within(&reg, "src/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "-v"]).await;
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");
@@ -268,11 +255,7 @@ async fn on_a_terminal_progress_draws_bars() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let config = within(&reg, "src/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
     let command = format!("{FERRY} sync -c {} --progress auto", config.display());
     let child = tokio::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
@@ -504,11 +487,7 @@ async fn a_second_signal_exits_at_once_with_code_2_and_says_what_is_known() {
         .unwrap();
     reg.seed_image("slow/app", "v1", &[b"one"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "slow/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let config = within(&reg, "slow/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
     let mut child = tokio::process::Command::new(FERRY)
         .args([
             "sync",
@@ -617,12 +596,13 @@ async fn a_layout_is_a_source_for_copy_tags_and_sync() {
     );
 
     // A sync from the layout: the dry run says what would go, the run copies it.
-    let mappings = format!(
-        "  - source: \"oci:{}\"\n    targets: [\"{}/synced/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        first.display(),
-        reg.host()
-    );
-    let config = write_config(dir.path(), &registry_entry(&reg, ""), &mappings);
+    let config = with_registry(&reg, &[])
+        .mapping(
+            format!("oci:{}", first.display()),
+            &[format!("{}/synced/app", reg.host())],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&["sync", "-c", config, "--dry-run"]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
@@ -709,14 +689,15 @@ async fn requests_in_the_report_and_the_progress_line_are_what_the_registries_sa
         .unwrap();
     src.seed_image("src/app", "v1", &[b"layer one", b"layer two"]);
     let dir = tempfile::tempdir().unwrap();
-    let mapping = format!(
-        "  - source: \"{}/src/app\"\n    targets: [\"{}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        src.host(),
-        dst.host()
-    );
-    let auth = "    auth: { type: basic, username: alice, password: \"right-password\" }\n";
-    let registries = registry_entry(&src, "") + &registry_entry(&dst, auth);
-    let config = write_config(dir.path(), &registries, &mapping);
+    let auth = "auth: { type: basic, username: alice, password: \"right-password\" }";
+    let config = with_registry(&src, &[])
+        .registry(&dst, &[QUICK_RETRY, auth])
+        .mapping(
+            format!("{}/src/app", src.host()),
+            &[format!("{}/dst/app", dst.host())],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&["sync", "-c", config, "--json", "--progress", "plain"]).await;
     let err = text(&out.stderr);
@@ -763,11 +744,7 @@ async fn the_last_progress_line_is_the_engines_even_when_pruning_follows() {
     reg.seed_image("src/app", "v1", &[b"one"]);
     reg.seed_image("dst/app", "v0", &[b"zero"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg, ""),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"v*\"] }"),
-    );
+    let config = within(&reg, "src/app", "dst/app", "{ include: [\"v*\"] }").write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&[
         "sync",

@@ -4,17 +4,10 @@
 
 mod common;
 
-use common::{code, ferry, text, write_config};
+use common::{code, ferry, text};
+use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 
 use ferry_testkit::registry::{Personality, TestRegistry};
-
-fn registry_entry(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        reg.host(),
-        reg.url()
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ferry_tags_leaves_artifactory_digest_entries_out_and_reads_every_quay_page() {
@@ -88,14 +81,20 @@ async fn ferry_sync_mirrors_through_quay_and_artifactory_with_exit_0_and_reports
     }
     let dst = TestRegistry::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mappings = format!(
-        "  - source: \"{q}/lib/app\"\n    targets: [\"{d}/quay/app\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"{a}/docker/lib/app\"\n    targets: [\"{d}/art/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        q = quay.host(),
-        a = art.host(),
-        d = dst.host()
-    );
-    let registries = [&quay, &art, &dst].map(registry_entry).concat();
-    let config = write_config(dir.path(), &registries, &mappings);
+    let (q, a, d) = (quay.host(), art.host(), dst.host());
+    let config = mirror_yaml()
+        .registries(&[&quay, &art, &dst], &[])
+        .mapping(
+            format!("{q}/lib/app"),
+            &[format!("{d}/quay/app")],
+            &[ALL_TAGS],
+        )
+        .mapping(
+            format!("{a}/docker/lib/app"),
+            &[format!("{d}/art/app")],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--json"]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -4,21 +4,14 @@
 
 mod common;
 
-use common::{code, ferry, text, write_config};
+use common::{code, ferry, text};
+use ferry_testkit::fixtures::mirror_yaml;
 
 use ferry_testkit::registry::{HostileRule, Hostility, OpKind, TestRegistry};
 
 /// A name of 100 KiB that is neither a tag nor a repository name.
 fn huge_name(i: usize) -> String {
     format!("B{i}{}", "B".repeat(100 * 1024))
-}
-
-fn registry_entry(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        reg.host(),
-        reg.url()
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,14 +98,11 @@ async fn a_catalog_dry_run_reports_a_bounded_number_of_cut_rejected_names() {
         skip: 0,
     });
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg),
-        &format!(
-            "  - source: \"{h}/team/*\"\n    targets: [\"{h}/mirror\"]\n",
-            h = reg.host()
-        ),
-    );
+    let h = reg.host();
+    let config = mirror_yaml()
+        .registry(&reg, &[])
+        .mapping(format!("{h}/team/*"), &[format!("{h}/mirror")], &[])
+        .write(dir.path());
     let config = config.to_str().unwrap();
 
     let out = ferry(&["sync", "-c", config, "--dry-run", "--json"]).await;
@@ -162,14 +152,11 @@ async fn a_long_error_code_with_a_newline_cannot_forge_a_report_line() {
         }],
     ));
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg),
-        &format!(
-            "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n",
-            h = reg.host()
-        ),
-    );
+    let h = reg.host();
+    let config = mirror_yaml()
+        .registry(&reg, &[])
+        .mapping(format!("{h}/src/app"), &[format!("{h}/dst/app")], &[])
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
     assert_ne!(code(&out), 0);
     for stream in [text(&out.stdout), text(&out.stderr)] {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{code, ferry, push_one_layer, text};
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::fixtures::images::{self, ArchiveEntry, Images, write_tar};
 use serde_json::{Value, json};
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -149,77 +150,50 @@ async fn archives_skopeo_wrote_are_imported_and_copied_with_their_digests() {
     registry.stop().await.unwrap();
 }
 
-/// A bundle written by hand: blobs, the index over `images` (ref.name, manifest), and
-/// optionally a ferry-bundle.json whose `carried` leaves out `omit`.
+/// A bundle from the test kit's image builder: its oci-archive entries, with blobs left out or
+/// damaged and a ferry-bundle.json added as a test asks.
 struct Bundle {
-    blobs: Vec<(Digest, Vec<u8>)>,
-    index: Vec<Value>,
+    images: Images,
 }
 
 impl Bundle {
     fn new() -> Self {
         Bundle {
-            blobs: Vec::new(),
-            index: Vec::new(),
+            images: Images::new(),
         }
-    }
-
-    fn blob(&mut self, bytes: &[u8]) -> Value {
-        let d = sha(bytes);
-        if !self.blobs.iter().any(|(b, _)| *b == d) {
-            self.blobs.push((d.clone(), bytes.to_vec()));
-        }
-        json!({"digest": d.to_string(), "size": bytes.len()})
     }
 
     /// An image of a config and one layer, named `ref_name`; its config and layer digests.
     fn image(&mut self, ref_name: &str, seed: u64) -> (Digest, Digest) {
         let config = format!(r#"{{"os":"linux","architecture":"amd64","seed":{seed}}}"#);
-        let mut c = self.blob(config.as_bytes());
-        c["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
-        let mut l = self.blob(&ferry_testkit::noise(seed, 50_000));
-        l["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-        let m = serde_json::to_vec(
-            &json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": c, "layers": [l]}),
-        )
-        .unwrap();
-        let mut d = self.blob(&m);
-        d["mediaType"] = OCI_MANIFEST.into();
-        d["annotations"] = json!({"org.opencontainers.image.ref.name": ref_name});
-        self.index.push(d);
-        let digest = |v: &Value| Digest::parse(v["digest"].as_str().unwrap()).unwrap();
-        (digest(&c), digest(&l))
+        let layer = ferry_testkit::noise(seed, 50_000);
+        let m = self.images.image(config.as_bytes(), &[&layer]);
+        self.images.tag(&m, Some(ref_name));
+        (sha(config.as_bytes()), sha(&layer))
     }
 
     /// Writes the tar; blobs in `omit` are left out, and with `bases` a ferry-bundle.json
     /// records them as content carried by a base. `damage` edits the bytes of one blob.
     fn write(&self, path: &Path, omit: &[Digest], bases: Option<&str>, damage: Option<&Digest>) {
-        let mut b = tar::Builder::new(std::fs::File::create(path).unwrap());
-        let mut put = |name: &str, bytes: &[u8]| {
-            let mut h = tar::Header::new_ustar();
-            h.set_size(bytes.len() as u64);
-            h.set_mode(0o644);
-            b.append_data(&mut h, name, bytes).unwrap();
-        };
-        put("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
+        let mut entries = Vec::new();
         let mut carried = Vec::new();
-        for (d, bytes) in &self.blobs {
-            if omit.contains(d) {
-                continue;
+        for mut entry in self.images.oci_entries() {
+            if let Some(hex) = entry.name.strip_prefix("blobs/sha256/") {
+                let d = Digest::parse(&format!("sha256:{hex}")).unwrap();
+                if omit.contains(&d) {
+                    continue;
+                }
+                if damage == Some(&d) {
+                    let last = entry.body.len() - 1;
+                    entry.body[last] ^= 1;
+                }
+                carried.push(d.to_string());
             }
-            let mut bytes = bytes.clone();
-            if damage == Some(d) {
-                let last = bytes.len() - 1;
-                bytes[last] ^= 1;
-            }
-            put(&format!("blobs/sha256/{}", d.hex()), &bytes);
-            carried.push(d.to_string());
+            entries.push(entry);
         }
-        let index =
-            serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": self.index})).unwrap();
-        put("index.json", &index);
         if let Some(base) = bases {
-            let content: Vec<String> = self.blobs.iter().map(|(d, _)| d.to_string()).collect();
+            let content: Vec<String> = self.images.blobs().map(|(d, _)| d.to_owned()).collect();
+            let index = self.images.index_json();
             let record = json!({
                 "format": "ferry-bundle/v1", "created": "2026-12-01T00:00:00Z",
                 "mappings": [], "images": [],
@@ -227,9 +201,12 @@ impl Bundle {
                 "content": content, "carried": carried.clone(),
                 "digest": ferry_store::bundle::bundle_digest(&carried, &index),
             });
-            put("ferry-bundle.json", &serde_json::to_vec(&record).unwrap());
+            entries.push(ArchiveEntry::file(
+                "ferry-bundle.json",
+                &serde_json::to_vec(&record).unwrap(),
+            ));
         }
-        b.into_inner().unwrap();
+        write_tar(path, &entries);
     }
 }
 
@@ -256,19 +233,18 @@ async fn an_incremental_bundle_mounts_what_the_target_holds_and_fails_first_what
     )
     .await;
     // shared/app: its own config, held/app's layer.
-    let mut c = bundle.blob(shared_config.as_bytes());
-    c["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+    let c = bundle
+        .images
+        .typed_blob(images::OCI_CONFIG, shared_config.as_bytes());
     let mut l = json!({"digest": held_layer.to_string(), "size": held_bytes.len()});
     l["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-    let m = serde_json::to_vec(
+    let d = bundle.images.manifest(
+        OCI_MANIFEST,
         &json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": c, "layers": [l]}),
-    )
-    .unwrap();
-    let mut d = bundle.blob(&m);
-    d["mediaType"] = OCI_MANIFEST.into();
-    d["annotations"] =
-        json!({"org.opencontainers.image.ref.name": format!("{host}/shared/app:v1")});
-    bundle.index.push(d);
+    );
+    bundle
+        .images
+        .tag(&d, Some(&format!("{host}/shared/app:v1")));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weekly-48.tar");
     bundle.write(
@@ -413,10 +389,8 @@ async fn an_index_over_a_child_the_bundle_leaves_out_is_imported_over_the_target
             "size": child.bytes.len(), "platform": {"os": "linux", "architecture": "amd64"}}],
     }))
     .unwrap();
-    let mut d = bundle.blob(&index);
-    d["mediaType"] = "application/vnd.oci.image.index.v1+json".into();
-    d["annotations"] = json!({"org.opencontainers.image.ref.name": format!("{host}/idx/app:v2")});
-    bundle.index.push(d);
+    let d = bundle.images.typed_blob(images::OCI_INDEX, &index);
+    bundle.images.tag(&d, Some(&format!("{host}/idx/app:v2")));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weekly-48.tar");
     bundle.write(&path, &[], Some("weekly-47.tar"), None);

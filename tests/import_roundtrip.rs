@@ -7,9 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{code, ferry, push_one_layer, text, write_config};
+use common::{code, ferry, push_one_layer, text};
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 
 async fn run(args: &[&str]) -> std::process::Output {
     let mut all = vec!["--progress", "none"];
@@ -47,21 +48,15 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
         push_one_layer(&src, "apps/one", tag, &config, &base_layer).await;
     }
     let dir = tempfile::tempdir().unwrap();
-    let registries = format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        source.host(),
-        source.url(),
-        target.host(),
-        target.url(),
-        empty.host(),
-        empty.url()
-    );
-    let mappings = format!(
-        "  - source: {}/apps/one\n    targets: [{}/mirror/one]\n    tags: {{ include: [\"*\"] }}\n",
-        source.host(),
-        target.host()
-    );
-    let config = write_config(dir.path(), &registries, &mappings);
+    let registries = mirror_yaml().registries(&[&source, &target, &empty], &[]);
+    let config = registries
+        .clone()
+        .mapping(
+            format!("{}/apps/one", source.host()),
+            &[format!("{}/mirror/one", target.host())],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let full = dir.path().join("full.tar");
     let out = run(&["export", "-c", s(&config), "-o", s(&full)]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
@@ -125,13 +120,14 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
     // direct sync of the same mapping into another registry holds the same tags and digests.
     let out = run(&["verify", "--deep", "-c", s(&config)]).await;
     assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
-    let direct = format!(
-        "  - source: {}/apps/one\n    targets: [{}/direct/one]\n    tags: {{ include: [\"*\"] }}\n",
-        source.host(),
-        empty.host()
-    );
     let direct_dir = tempfile::tempdir().unwrap();
-    let direct = write_config(direct_dir.path(), &registries, &direct);
+    let direct = registries
+        .mapping(
+            format!("{}/apps/one", source.host()),
+            &[format!("{}/direct/one", empty.host())],
+            &[ALL_TAGS],
+        )
+        .write(direct_dir.path());
     let out = run(&["sync", "-c", s(&direct)]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(

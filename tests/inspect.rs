@@ -288,17 +288,10 @@ async fn inspect_refuses_hostile_references_content_and_a_manifest_over_the_limi
     );
     assert!(out.stdout.is_empty());
     let dir = tempfile::tempdir().unwrap();
-    let d = Digest::of_bytes(Algorithm::Sha256, &big);
-    std::fs::create_dir_all(dir.path().join("blobs/sha256")).unwrap();
-    std::fs::write(dir.path().join("blobs/sha256").join(d.hex()), &big).unwrap();
-    std::fs::write(
-        dir.path().join("oci-layout"),
-        r#"{"imageLayoutVersion":"1.0.0"}"#,
-    )
-    .unwrap();
-    let index = json!({"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, "digest": d.to_string(),
-        "size": big.len(), "annotations": {"org.opencontainers.image.ref.name": "1"}}]});
-    std::fs::write(dir.path().join("index.json"), index.to_string()).unwrap();
+    let mut layout = ferry_testkit::fixtures::Images::new();
+    let d = layout.typed_blob(OCI_MANIFEST, &big);
+    layout.tag(&d, Some("1"));
+    layout.write_layout(dir.path());
     let out = ferry(&["inspect", &format!("oci:{}:1", dir.path().display())]).await;
     let err = text(&out.stderr);
     assert_eq!(code(&out), 2, "{err}");

@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{code, command, ferry, text, write_config};
+use common::{code, command, ferry, text};
+use ferry_testkit::fixtures::{ALL_TAGS, MirrorYaml, QUICK_RETRY, mirror_yaml};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,12 +70,9 @@ fn every_blob_matches_its_name(dir: &Path) -> usize {
     checked
 }
 
-fn registry_entry(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n",
-        reg.host(),
-        reg.url()
-    )
+/// mirror.yaml naming `reg` with two quick attempts.
+fn with_registry(reg: &TestRegistry) -> MirrorYaml {
+    mirror_yaml().registry(reg, &[QUICK_RETRY])
 }
 
 /// Images sharing a base layer (so the writers race on the same blobs too) with one own layer.
@@ -135,13 +133,15 @@ async fn syncs_of_several_configs_and_copies_at_once_into_one_layout_keep_every_
         expected.extend(tags);
         let own = tmp.path().join(format!("config{i}"));
         std::fs::create_dir(&own).unwrap();
-        let mappings = format!(
-            "  - source: \"{h}/src/app{i}\"\n    targets: [\"oci:{d}\"]\n    tags: {{ include: [\"*\"] }}\n  - source: \"{h}/src/app{i}\"\n    targets: [\"oci:{o}\"]\n    tags: {{ include: [\"*\"] }}\n",
-            h = reg.host(),
-            d = dir.display(),
-            o = own.join("elsewhere").display(),
-        );
-        let config = write_config(&own, &registry_entry(&reg), &mappings);
+        let source = format!("{}/src/app{i}", reg.host());
+        let config = with_registry(&reg)
+            .mapping(&source, &[format!("oci:{}", dir.display())], &[ALL_TAGS])
+            .mapping(
+                &source,
+                &[format!("oci:{}", own.join("elsewhere").display())],
+                &[ALL_TAGS],
+            )
+            .write(&own);
         configs.push(config.to_str().unwrap().to_owned());
     }
     let copies = ["c0", "c1"].map(String::from);
@@ -244,12 +244,14 @@ async fn a_copy_killed_during_a_layout_write_leaves_nothing_half_written_and_a_r
 /// A prune mapping from `src/app` into a layout, its config path, and the layout.
 fn prune_setup(reg: &TestRegistry, tmp: &Path) -> (PathBuf, PathBuf) {
     let dir = tmp.join("layout");
-    let mapping = format!(
-        "  - source: \"{}/src/app\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n    prune: true\n",
-        reg.host(),
-        dir.display()
-    );
-    (write_config(tmp, &registry_entry(reg), &mapping), dir)
+    let config = with_registry(reg)
+        .mapping(
+            format!("{}/src/app", reg.host()),
+            &[format!("oci:{}", dir.display())],
+            &[ALL_TAGS, "prune: true"],
+        )
+        .write(tmp);
+    (config, dir)
 }
 
 async fn sync_json(config: &Path, extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -432,20 +434,19 @@ async fn a_catalog_cannot_put_a_layout_inside_or_onto_another_mappings_layout() 
         hostile.seed_image(repo, "v0", &[format!("hostile {repo}").as_bytes()]);
     }
     let tmp = tempfile::tempdir().unwrap();
-    let config = tmp.path().join("mirror.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 1\nregistries:\n{}{}target_groups:\n  local: [\"oci:./mirror\"]\n\
-             mappings:\n  - source: \"{}/repo-0000\"\n    targets: [\"oci:mirror/repo-0000\"]\n\
-             \x20 - source: \"{}/**\"\n    target_group: local\n",
-            registry_entry(&trusted),
-            registry_entry(&hostile),
-            trusted.host(),
-            hostile.host(),
-        ),
-    )
-    .unwrap();
+    let config = with_registry(&trusted)
+        .registry(&hostile, &[QUICK_RETRY])
+        .setting("target_groups:\n  local: [\"oci:./mirror\"]")
+        .mapping(
+            format!("{}/repo-0000", trusted.host()),
+            &["oci:mirror/repo-0000".to_owned()],
+            &[],
+        )
+        .mappings(&format!(
+            "  - source: \"{}/**\"\n    target_group: local\n",
+            hostile.host()
+        ))
+        .write(tmp.path());
     let layout = tmp.path().join("mirror/repo-0000");
     for run in 0..2 {
         let mut c = command(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]);
@@ -478,17 +479,19 @@ async fn a_catalog_cannot_put_a_layout_inside_or_onto_another_mappings_layout() 
         );
     }
     // Written as a static mapping, the same nesting is refused when the config is checked.
-    std::fs::write(
-        &config,
-        format!(
-            "version: 1\nregistries:\n{}mappings:\n  - source: \"{h}/repo-0000\"\n    \
-             targets: [\"oci:mirror/repo-0000\"]\n  - source: \"{h}/x\"\n    \
-             targets: [\"oci:./mirror/repo-0000/blobs/sha256/{hex}\"]\n",
-            registry_entry(&trusted),
-            h = trusted.host(),
-        ),
-    )
-    .unwrap();
+    let h = trusted.host();
+    with_registry(&trusted)
+        .mapping(
+            format!("{h}/repo-0000"),
+            &["oci:mirror/repo-0000".to_owned()],
+            &[],
+        )
+        .mapping(
+            format!("{h}/x"),
+            &[format!("oci:./mirror/repo-0000/blobs/sha256/{hex}")],
+            &[],
+        )
+        .write(tmp.path());
     let mut c = command(&["validate", "-c", config.to_str().unwrap()]);
     c.current_dir(tmp.path());
     let out = c.output().await.expect("ferry ran");
@@ -536,15 +539,13 @@ async fn a_symlink_at_the_run_lock_is_not_followed() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let tmp = tempfile::tempdir().unwrap();
-    let config = write_config(
-        tmp.path(),
-        &registry_entry(&reg),
-        &format!(
-            "  - source: \"{}/src/app\"\n    targets: [\"oci:{}\"]\n",
-            reg.host(),
-            tmp.path().join("out").display()
-        ),
-    );
+    let config = with_registry(&reg)
+        .mapping(
+            format!("{}/src/app", reg.host()),
+            &[format!("oci:{}", tmp.path().join("out").display())],
+            &[],
+        )
+        .write(tmp.path());
     let victim = tmp.path().join("victim");
     let lock = tmp.path().join("mirror.yaml.lock");
     std::os::unix::fs::symlink(&victim, &lock).unwrap();
@@ -638,13 +639,11 @@ async fn the_report_and_the_progress_line_count_bytes_into_and_from_a_layout_ali
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let into = |from: String, dir: &Path, name: &str| {
-        let mapping = format!(
-            "  - source: \"{from}\"\n    targets: [\"oci:{}\"]\n    tags: {{ include: [\"*\"] }}\n",
-            dir.display()
-        );
         let cfg = tmp.path().join(name);
         std::fs::create_dir_all(&cfg).unwrap();
-        write_config(&cfg, &registry_entry(&reg), &mapping)
+        with_registry(&reg)
+            .mapping(from, &[format!("oci:{}", dir.display())], &[ALL_TAGS])
+            .write(&cfg)
     };
     let sync = |config: PathBuf| async move {
         let config = config.to_str().unwrap().to_owned();

@@ -3,25 +3,16 @@
 
 mod common;
 
-use common::{FERRY, code, ferry, text, write_config};
+use common::{FERRY, code, ferry, text};
+use ferry_testkit::fixtures::{ALL_TAGS, MirrorYaml, QUICK_RETRY, mirror_yaml};
 
 use std::time::Duration;
 
 use ferry_testkit::registry::TestRegistry;
 
-fn registry_entry(reg: &TestRegistry) -> String {
-    format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms, cap: 50ms }}\n",
-        reg.host(),
-        reg.url()
-    )
-}
-
-fn mapping(reg: &TestRegistry, source: &str, target: &str, tags: &str) -> String {
-    format!(
-        "  - source: \"{h}/{source}\"\n    targets: [\"{h}/{target}\"]\n    tags: {tags}\n",
-        h = reg.host()
-    )
+/// mirror.yaml naming `reg` (two quick attempts), for mappings between its repositories.
+fn with_registry(reg: &TestRegistry) -> MirrorYaml {
+    mirror_yaml().registry(reg, &[QUICK_RETRY])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,9 +20,11 @@ async fn quiet_prints_no_progress_and_of_the_report_only_its_failures() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer one"]);
     let dir = tempfile::tempdir().unwrap();
-    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
-        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
-    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let h = reg.host();
+    let config = with_registry(&reg)
+        .within(&h, "src/app", "dst/app", &[ALL_TAGS])
+        .within(&h, "src/absent", "dst/absent", &[ALL_TAGS])
+        .write(dir.path());
     let config = config.to_str().unwrap();
     // Without -q (and no terminal): plain progress lines and the whole report.
     let out = ferry(&["sync", "-c", config]).await;
@@ -67,11 +60,9 @@ async fn a_run_with_nothing_to_copy_draws_no_full_bar_for_0_of_0() {
     reg.seed_image("src/app", "v1", &[b"layer"]);
     reg.seed_image("dst/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(
-        dir.path(),
-        &registry_entry(&reg),
-        &mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }"),
-    );
+    let config = with_registry(&reg)
+        .within(&reg.host(), "src/app", "dst/app", &[ALL_TAGS])
+        .write(dir.path());
     // Up to date: the copy phase counts 0 of 0 images from start to end.
     let command = format!("{FERRY} sync -c {} --progress bars", config.display());
     let child = tokio::process::Command::new("script")
@@ -110,14 +101,17 @@ async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_noth
     reg.seed_image("src/app", "v1", &[b"layer one"]);
     reg.seed_image("src/other", "v1", &[b"layer two"]);
     let dir = tempfile::tempdir().unwrap();
-    let pinned = mapping(&reg, "src/app", "dst/app", "{ exact: [\"v1\", \"v9\"] }");
-    let empty = mapping(
-        &reg,
-        "src/other",
-        "dst/other",
-        "{ include: [\"nomatch*\"] }",
-    );
-    let config = write_config(dir.path(), &registry_entry(&reg), &(pinned + &empty));
+    let h = reg.host();
+    const NOTHING: &str = r#"tags: { include: ["nomatch*"] }"#;
+    let config = with_registry(&reg)
+        .within(
+            &h,
+            "src/app",
+            "dst/app",
+            &[r#"tags: { exact: ["v1", "v9"] }"#],
+        )
+        .within(&h, "src/other", "dst/other", &[NOTHING])
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let report = dir.path().join("report.json");
     let report_arg = report.to_str().unwrap();
@@ -159,13 +153,9 @@ async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_noth
     assert_eq!(code(&out), 1, "{}", text(&out.stdout));
 
     // A filter that selects nothing alone is a warning: exit 0.
-    let empty = mapping(
-        &reg,
-        "src/other",
-        "dst/other",
-        "{ include: [\"nomatch*\"] }",
-    );
-    let config = write_config(dir.path(), &registry_entry(&reg), &empty);
+    let config = with_registry(&reg)
+        .within(&h, "src/other", "dst/other", &[NOTHING])
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "--progress", "none"]).await;
     let err = text(&out.stderr);
     assert_eq!(code(&out), 0, "{err}");
@@ -178,11 +168,14 @@ async fn the_dry_runs_estimate_counts_mounts_apart_as_the_real_run_does_them() {
     reg.seed_image("src/app", "v1", &[&vec![b'a'; 3000]]);
     let dir = tempfile::tempdir().unwrap();
     // Two repositories of one registry: the second gets each blob by a mount from the first.
-    let mappings = format!(
-        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/a\", \"{h}/dst/b\"]\n    tags: {{ include: [\"*\"] }}\n",
-        h = reg.host()
-    );
-    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let h = reg.host();
+    let config = with_registry(&reg)
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/a"), format!("{h}/dst/b")],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&[
         "sync",
@@ -237,9 +230,11 @@ async fn json_logs_make_every_stderr_line_a_record_with_one_per_image() {
     reg.seed_image("src/app", "v1", &[b"layer one"]);
     reg.seed_image("src/app", "v2", &[b"layer two"]);
     let dir = tempfile::tempdir().unwrap();
-    let mappings = mapping(&reg, "src/app", "dst/app", "{ include: [\"*\"] }")
-        + &mapping(&reg, "src/absent", "dst/absent", "{ include: [\"*\"] }");
-    let config = write_config(dir.path(), &registry_entry(&reg), &mappings);
+    let h = reg.host();
+    let config = with_registry(&reg)
+        .within(&h, "src/app", "dst/app", &[ALL_TAGS])
+        .within(&h, "src/absent", "dst/absent", &[ALL_TAGS])
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&[
         "--log-format",

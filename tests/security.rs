@@ -348,30 +348,12 @@ fn a_ca_bundle_that_does_not_exist_is_a_clear_error() {
 
 /// Writes an OCI layout at `dir` with one single-layer image per ref name (each its own layer).
 fn write_layout(dir: &Path, ref_names: &[&str]) {
-    use ferry_distribution::{Algorithm, Digest};
-    let blob = |bytes: &[u8]| {
-        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
-        let path = dir.join("blobs/sha256").join(d.hex());
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-        serde_json::json!({"digest": d.to_string(), "size": bytes.len()})
-    };
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let mut entries = Vec::new();
+    let mut images = ferry_testkit::fixtures::Images::new();
     for (i, name) in ref_names.iter().enumerate() {
-        let mut config = blob(br#"{"architecture":"amd64","os":"linux"}"#);
-        config["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
-        let mut layer = blob(format!("layer {i}").as_bytes());
-        layer["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-        let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": config, "layers": [layer]});
-        let mut entry = blob(&serde_json::to_vec(&manifest).unwrap());
-        entry["mediaType"] = "application/vnd.oci.image.manifest.v1+json".into();
-        entry["annotations"] = serde_json::json!({"org.opencontainers.image.ref.name": name});
-        entries.push(entry);
+        let manifest = images.platform_image("amd64", &[format!("layer {i}").as_bytes()]);
+        images.tag(&manifest, Some(name));
     }
-    let index = serde_json::json!({"schemaVersion": 2, "manifests": entries});
-    std::fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    images.write_layout(dir);
 }
 
 /// The ref names of a layout's index.

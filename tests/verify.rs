@@ -6,10 +6,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{code, ferry, text, write_config};
+use common::{code, ferry, text};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
+use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
 use ferry_testkit::noise;
 use ferry_testkit::registry::FaultProxy;
 use serde_json::{Value, json};
@@ -169,16 +170,15 @@ async fn verify_finds_nothing_after_a_sync_then_names_each_change_on_the_target(
     push_image(&c, "src/app", &sig_tag, "amd64", 6).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let registries = format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        proxy.host(),
-        proxy.url()
-    );
-    let mapping = format!(
-        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"*.0\"] }}\n    referrers: true\n",
-        h = proxy.host()
-    );
-    let config = write_config(dir.path(), &registries, &mapping);
+    let h = proxy.host();
+    let config = mirror_yaml()
+        .registry(&proxy, &[])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[r#"tags: { include: ["*.0"] }"#, "referrers: true"],
+        )
+        .write(dir.path());
     let sync = ferry(&["--progress", "none", "sync", "-c", config.to_str().unwrap()]).await;
     assert_eq!(code(&sync), 0, "{}", text(&sync.stderr));
 
@@ -376,18 +376,18 @@ async fn sync_verify_fails_a_run_whose_target_does_not_show_what_it_wrote() {
         .times(FaultRule::FOREVER),
     );
     let dir = tempfile::tempdir().unwrap();
-    let registries = format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        reg.host(),
-        reg.url()
-    );
-    let mapping = |target: &str| {
-        format!(
-            "  - source: \"{h}/src/app\"\n    targets: [\"{h}/{target}\"]\n    tags: {{ include: [\"v*\"] }}\n",
-            h = reg.host()
-        )
+    let h = reg.host();
+    let config = |target: &str| {
+        mirror_yaml()
+            .registry(&reg, &[])
+            .mapping(
+                format!("{h}/src/app"),
+                &[format!("{h}/{target}")],
+                &[r#"tags: { include: ["v*"] }"#],
+            )
+            .write(dir.path())
     };
-    let lost = write_config(dir.path(), &registries, &mapping("lost/app"));
+    let lost = config("lost/app");
     let lost = lost.to_str().unwrap();
     let plain = ferry(&["--progress", "none", "sync", "-c", lost]).await;
     assert_eq!(code(&plain), 0, "{}", text(&plain.stderr));
@@ -397,7 +397,7 @@ async fn sync_verify_fails_a_run_whose_target_does_not_show_what_it_wrote() {
     assert!(err.contains("MISSING   tag v1"), "{err}");
     assert!(err.contains("verify: INCOMPLETE"), "{err}");
 
-    let whole = write_config(dir.path(), &registries, &mapping("ok/app"));
+    let whole = config("ok/app");
     let out = ferry(&[
         "--progress",
         "none",
@@ -418,13 +418,15 @@ async fn sync_verify_fails_a_run_whose_target_does_not_show_what_it_wrote() {
 async fn nothing_checkable_exits_2_a_bad_config_3_and_a_bad_shard_64() {
     let port = ferry_testkit::registry::closed_port().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let registries = format!(
-        "  - host: \"127.0.0.1:{port}\"\n    url: \"http://127.0.0.1:{port}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n"
-    );
-    let mapping = format!(
-        "  - source: \"127.0.0.1:{port}/src/app\"\n    targets: [\"127.0.0.1:{port}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n"
-    );
-    let config = write_config(dir.path(), &registries, &mapping);
+    let h = format!("127.0.0.1:{port}");
+    let config = mirror_yaml()
+        .entry(&h, &format!("http://{h}"), &["retry: { attempts: 1 }"])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let config = config.to_str().unwrap();
     let out = ferry(&["--progress", "none", "verify", "-c", config, "--json"]).await;
     assert_eq!(code(&out), 2, "{}{}", text(&out.stdout), text(&out.stderr));
@@ -457,16 +459,16 @@ async fn refused_credentials_exit_4_and_the_password_appears_nowhere() {
     reg.seed_image("src/app", "v1", &[b"layer"]);
     let dir = tempfile::tempdir().unwrap();
     let password = "wrong-Pa55word-7731";
-    let registries = format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    auth: {{ type: basic, username: alice, password: \"{password}\" }}\n",
-        reg.host(),
-        reg.url()
-    );
-    let mapping = format!(
-        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"*\"] }}\n",
-        h = reg.host()
-    );
-    let config = write_config(dir.path(), &registries, &mapping);
+    let h = reg.host();
+    let auth = format!(r#"auth: {{ type: basic, username: alice, password: "{password}" }}"#);
+    let config = mirror_yaml()
+        .registry(&reg, &[&auth])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[ALL_TAGS],
+        )
+        .write(dir.path());
     let out = ferry(&["verify", "-c", config.to_str().unwrap(), "--json", "-vv"]).await;
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(code(&out), 4, "{stdout}{stderr}");
@@ -485,16 +487,15 @@ async fn watch_verify_every_serves_the_last_verify_on_metrics() {
     reg.seed_image("src/app", "v1", &[b"one"]);
     reg.seed_image("dst/app", "v9", &[b"nine"]);
     let dir = tempfile::tempdir().unwrap();
-    let registries = format!(
-        "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
-        reg.host(),
-        reg.url()
-    );
-    let mapping = format!(
-        "  - source: \"{h}/src/app\"\n    targets: [\"{h}/dst/app\"]\n    tags: {{ include: [\"v*\"] }}\n",
-        h = reg.host()
-    );
-    let config = write_config(dir.path(), &registries, &mapping);
+    let h = reg.host();
+    let config = mirror_yaml()
+        .registry(&reg, &[])
+        .mapping(
+            format!("{h}/src/app"),
+            &[format!("{h}/dst/app")],
+            &[r#"tags: { include: ["v*"] }"#],
+        )
+        .write(dir.path());
     let mut child = common::command(&[
         "watch",
         "-c",

@@ -1,6 +1,8 @@
 //! Archives from outside, built here byte by byte: each hostile entry (`..`, absolute paths,
 //! links, devices, duplicates, sizes past the end, oversized index or record, bad names, a blob
 //! that is not what its name says) refused naming the entry; skopeo-style docker links followed.
+//! The good images come from the test kit's builder; the hostile entries and the tar headers
+//! stay hand-made here (the tar crate's own checks refuse the names under test).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +12,7 @@ use ferry_distribution::{Algorithm, Digest, media};
 use ferry_store::archive::reader::ArchiveReader;
 use ferry_sync::registries::Registries;
 use ferry_sync::source::Source;
+use ferry_testkit::fixtures::images::{ArchiveEntry, Images, digest_of};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -73,31 +76,33 @@ fn blob_name(d: &Digest) -> String {
     format!("blobs/sha256/{}", d.hex())
 }
 
-/// A one-image OCI archive's entries (config, a layer of `layer`, manifest, index.json naming
-/// it `ref_name`) and the layer's and manifest's digests.
+/// The builder's archive entry as this file's raw entry (a link is a symbolic link).
+impl From<ArchiveEntry> for Entry {
+    fn from(e: ArchiveEntry) -> Self {
+        Entry {
+            kind: match e.link {
+                Some(_) => tar::EntryType::Symlink,
+                None => tar::EntryType::Regular,
+            },
+            name: e.name,
+            body: e.body,
+            link: e.link,
+        }
+    }
+}
+
+/// A one-image OCI archive's entries from the test kit's builder (`oci-layout`, config, a layer
+/// of `layer`, manifest, index.json naming it `ref_name`) and the layer's and manifest's digests.
 fn oci_image(ref_name: &str, layer: &[u8]) -> (Vec<Entry>, Digest, Digest) {
-    let config = br#"{"architecture":"amd64","os":"linux"}"#.to_vec();
-    let (c, l) = (sha(&config), sha(layer));
-    let manifest = serde_json::to_vec(&json!({
-        "schemaVersion": 2, "mediaType": media::OCI_MANIFEST,
-        "config": {"mediaType": media::OCI_CONFIG, "digest": c.to_string(), "size": config.len()},
-        "layers": [{"mediaType": media::OCI_LAYER_TAR, "digest": l.to_string(), "size": layer.len()}],
-    }))
-    .unwrap();
-    let m = sha(&manifest);
-    let index = serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [{
-        "mediaType": media::OCI_MANIFEST, "digest": m.to_string(), "size": manifest.len(),
-        "annotations": {"org.opencontainers.image.ref.name": ref_name},
-    }]}))
-    .unwrap();
-    let entries = vec![
-        file("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#),
-        file(&blob_name(&c), &config),
-        file(&blob_name(&l), layer),
-        file(&blob_name(&m), &manifest),
-        file("index.json", &index),
-    ];
-    (entries, l, m)
+    let mut images = Images::new();
+    let manifest = images.image(br#"{"architecture":"amd64","os":"linux"}"#, &[layer]);
+    images.tag(&manifest, Some(ref_name));
+    let entries = images.oci_entries().into_iter().map(Entry::from).collect();
+    (
+        entries,
+        sha(layer),
+        Digest::parse(&digest_of(&manifest)).unwrap(),
+    )
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -356,28 +361,19 @@ async fn a_bundle_whose_record_does_not_match_what_it_carries_is_refused() {
     );
 }
 
-/// A docker-archive as skopeo writes it: layers as `<hex>.tar`, the legacy `<id>/layer.tar`
-/// linking to them, `extra` entries appended.
+/// A docker-archive as skopeo writes it (the test kit's builder with legacy links): layers as
+/// `<hex>.tar`, the legacy `<hex>/layer.tar` linking to them, `extra` entries appended.
 fn docker_archive(layer: &[u8], extra: Vec<Entry>) -> (Vec<u8>, Digest) {
     let config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers"}}"#;
-    let (c, l) = (sha(config), sha(layer));
-    let manifest = json!([{
-        "Config": format!("{}.json", c.hex()),
-        "RepoTags": ["docker.io/myrepo/app:v1"],
-        "Layers": ["0123/layer.tar"],
-    }]);
-    let mut entries = vec![
-        file(&format!("{}.tar", l.hex()), layer),
-        file(&format!("{}.json", c.hex()), config),
-        link(
-            "0123/layer.tar",
-            tar::EntryType::Symlink,
-            &format!("../{}.tar", l.hex()),
-        ),
-        file("manifest.json", &serde_json::to_vec(&manifest).unwrap()),
-    ];
+    let mut images = Images::new();
+    images.docker_image(config, &[layer], &["docker.io/myrepo/app:v1"]);
+    let mut entries: Vec<Entry> = images
+        .docker_entries(true)
+        .into_iter()
+        .map(Entry::from)
+        .collect();
     entries.extend(extra);
-    (tar_bytes(&entries), l)
+    (tar_bytes(&entries), sha(layer))
 }
 
 #[tokio::test]

@@ -7,58 +7,41 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{ALL_TAGS, QUICK_RETRY, run_sync};
-use ferry_distribution::{Algorithm, Digest, media};
+use ferry_distribution::{Algorithm, Digest};
 use ferry_sync::report::{ImageStatus, SyncReport};
+use ferry_testkit::fixtures::images::{Images, blob_path, digest_of};
 use ferry_testkit::registry::TestRegistry;
-use serde_json::{Value, json};
 
-/// A layout written by hand: blobs as files, then the index over the tagged manifests.
+/// A layout on disk from the test kit's image builder, written again after each image (blob
+/// files a test has replaced are left as they are).
 struct Layout {
     dir: PathBuf,
-    entries: Vec<Value>,
+    images: Images,
 }
 
 impl Layout {
     fn new(dir: &Path) -> Self {
-        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
-        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-        Layout {
+        let layout = Layout {
             dir: dir.to_path_buf(),
-            entries: Vec::new(),
-        }
+            images: Images::new(),
+        };
+        layout.images.write_layout(dir);
+        layout
     }
 
     fn path_of(&self, digest: &Digest) -> PathBuf {
-        self.dir.join("blobs/sha256").join(digest.hex())
-    }
-
-    fn blob(&self, bytes: &[u8]) -> (Digest, Value) {
-        let d = Digest::of_bytes(Algorithm::Sha256, bytes);
-        std::fs::write(self.path_of(&d), bytes).unwrap();
-        (
-            d.clone(),
-            json!({"digest": d.to_string(), "size": bytes.len()}),
-        )
+        blob_path(&self.dir, &digest.to_string())
     }
 
     /// An image with one layer `layer`, tagged `tag`; returns the layer's and manifest's digests.
     fn image(&mut self, tag: &str, layer: &[u8]) -> (Digest, Digest) {
-        let (_, mut config) = self.blob(br#"{"architecture":"amd64","os":"linux"}"#);
-        config["mediaType"] = json!(media::OCI_CONFIG);
-        let (layer_digest, mut l) = self.blob(layer);
-        l["mediaType"] = json!(media::OCI_LAYER_TAR);
-        let manifest = json!({"schemaVersion": 2, "mediaType": media::OCI_MANIFEST, "config": config, "layers": [l]});
-        let (manifest_digest, mut d) = self.blob(&serde_json::to_vec(&manifest).unwrap());
-        d["mediaType"] = json!(media::OCI_MANIFEST);
-        d["annotations"] = json!({"org.opencontainers.image.ref.name": tag});
-        self.entries.push(d);
-        let index = json!({"schemaVersion": 2, "manifests": self.entries});
-        std::fs::write(
-            self.dir.join("index.json"),
-            serde_json::to_vec(&index).unwrap(),
+        let manifest = self.images.platform_image("amd64", &[layer]);
+        self.images.tag(&manifest, Some(tag));
+        self.images.write_layout(&self.dir);
+        (
+            Digest::of_bytes(Algorithm::Sha256, layer),
+            Digest::parse(&digest_of(&manifest)).unwrap(),
         )
-        .unwrap();
-        (layer_digest, manifest_digest)
     }
 
     /// Replaces the blob file of `digest` with a symbolic link to `to`.

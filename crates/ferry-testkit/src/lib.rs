@@ -1,8 +1,9 @@
-//! Test-only parts for ferry: an in-process OCI registry with fault knobs (`registry`) and a
-//! harness that starts the real CNCF distribution registry on loopback (`distribution`), and a
-//! private CA for TLS tests (`pki`).
+//! Test-only parts for ferry: an in-process OCI registry with fault knobs (`registry`), a
+//! harness that starts the real CNCF distribution registry on loopback (`distribution`), a
+//! private CA for TLS tests (`pki`), and what both test layers set a run up with (`fixtures`).
 
 pub mod distribution;
+pub mod fixtures;
 pub mod pki;
 pub mod registry;
 

@@ -1,14 +1,15 @@
-//! What ferry-sync's tests share: a registry pair, a config builder, and one way to run a sync,
-//! `run_sync`, through the binary's own path (`run::prepare_and_sync`, then pruning).
+//! What ferry-sync's tests share: the test kit's registry pair and config builder, and one way
+//! to run a sync, `run_sync`, through the binary's own path (state-directory journal included).
 #![allow(dead_code)]
 
 pub mod layout;
 
 use std::fmt::Display;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ferry_config::{self as config, Config};
+use ferry_store::resume::StateDir;
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
@@ -17,58 +18,19 @@ use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::PruneReport;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
-use ferry_testkit::distribution::RealRegistry;
-use ferry_testkit::registry::{TestRegistry, TestRegistryBuilder};
+use ferry_testkit::fixtures::{MirrorYaml, Served};
+use ferry_testkit::registry::TestRegistry;
 
-/// The retry policy most tests give a registry: two quick attempts.
-pub const QUICK_RETRY: &str = "retry: { attempts: 2, base: 10ms, cap: 50ms }";
+#[allow(unused_imports)]
+pub use ferry_testkit::fixtures::{
+    ALL_TAGS, QUICK_RETRY, mapping, pair, pair_with, real_pair, registry_entry, started,
+};
 
-/// A source and a target test-kit registry with no personality, no latency and no faults.
-pub async fn pair() -> (TestRegistry, TestRegistry) {
-    (started().await, started().await)
-}
-
-/// A source and a target test-kit registry, each built by `build` (a personality, latency, the
-/// referrers API) from `TestRegistry::builder()`.
-pub async fn pair_with(
-    build: impl Fn(TestRegistryBuilder) -> TestRegistryBuilder,
-) -> (TestRegistry, TestRegistry) {
-    let start =
-        |b: TestRegistryBuilder| async move { b.start().await.expect("test registry starts") };
-    (
-        start(build(TestRegistry::builder())).await,
-        start(build(TestRegistry::builder())).await,
-    )
-}
-
-/// One plain test-kit registry.
-pub async fn started() -> TestRegistry {
-    TestRegistry::builder()
-        .start()
-        .await
-        .expect("test registry starts")
-}
-
-/// Two real distribution registries (a source and a target); `None` where the harness skips
-/// them (`FERRY_SKIP_REAL_REGISTRY`, local runs only), so the test returns.
-pub async fn real_pair() -> Option<(RealRegistry, RealRegistry)> {
-    let src = RealRegistry::start_for_test()
-        .await
-        .expect("source registry")?;
-    let dst = RealRegistry::start_for_test()
-        .await
-        .expect("target registry")?;
-    Some((src, dst))
-}
-
-/// A config written as YAML piece by piece: top-level settings, registries (each served over
-/// plain HTTP at its URL) and mappings, parsed (with no environment) by `build`.
+/// A config written as YAML piece by piece (the test kit's `MirrorYaml`: top-level settings,
+/// registries each served over plain HTTP at its URL, mappings), parsed (with no environment)
+/// by `build`.
 #[derive(Debug, Clone, Default)]
-pub struct ConfigBuilder {
-    settings: String,
-    registries: String,
-    mappings: String,
-}
+pub struct ConfigBuilder(MirrorYaml);
 
 /// An empty config: `version: 1` and nothing else until the builder adds it.
 pub fn config() -> ConfigBuilder {
@@ -89,54 +51,43 @@ pub fn engine_config(regs: &[&TestRegistry]) -> ConfigBuilder {
 
 impl ConfigBuilder {
     /// A top-level line, e.g. `concurrency: 4` or `engine: { images_in_flight: 2 }`.
-    pub fn setting(mut self, line: &str) -> Self {
-        self.settings.push_str(line);
-        self.settings.push('\n');
-        self
+    pub fn setting(self, line: &str) -> Self {
+        ConfigBuilder(self.0.setting(line))
     }
 
     /// `engine: { fields }`.
     pub fn engine(self, fields: &str) -> Self {
-        self.setting(&format!("engine: {{ {fields} }}"))
+        ConfigBuilder(self.0.engine(fields))
     }
 
-    /// The test-kit registry `reg` under its own host, with `fields` (`key: value` each).
-    pub fn registry(self, reg: &TestRegistry, fields: &[&str]) -> Self {
-        self.entry(&reg.host(), &reg.url(), fields)
+    /// The registry `reg` under its own host, with `fields` (`key: value` each).
+    pub fn registry(self, reg: &impl Served, fields: &[&str]) -> Self {
+        ConfigBuilder(self.0.registry(reg, fields))
     }
 
     /// Each of `regs` with the same `fields`.
     pub fn registries(self, regs: &[&TestRegistry], fields: &[&str]) -> Self {
-        regs.iter().fold(self, |b, r| b.registry(r, fields))
+        ConfigBuilder(self.0.registries(regs, fields))
     }
 
     /// A registry entry for `host` served at `url`, with `fields` (`key: value` each).
-    pub fn entry(mut self, host: &str, url: &str, fields: &[&str]) -> Self {
-        self.registries.push_str(&registry_entry(host, url, fields));
-        self
+    pub fn entry(self, host: &str, url: &str, fields: &[&str]) -> Self {
+        ConfigBuilder(self.0.entry(host, url, fields))
     }
 
     /// Mapping entries as YAML (see `mapping`), appended in order.
-    pub fn mappings(mut self, yaml: &str) -> Self {
-        self.mappings.push_str(yaml);
-        self
+    pub fn mappings(self, yaml: &str) -> Self {
+        ConfigBuilder(self.0.mappings(yaml))
     }
 
     /// `source` to `targets` with `fields` (see `mapping`).
     pub fn mapping(self, source: impl Display, targets: &[String], fields: &[&str]) -> Self {
-        self.mappings(&mapping(source, targets, fields))
+        ConfigBuilder(self.0.mapping(source, targets, fields))
     }
 
     /// The YAML `build` parses.
     pub fn text(&self) -> String {
-        let mut text = format!("version: 1\n{}", self.settings);
-        if !self.registries.is_empty() {
-            text.push_str("registries:\n");
-            text.push_str(&self.registries);
-        }
-        text.push_str("mappings:\n");
-        text.push_str(&self.mappings);
-        text
+        self.0.text()
     }
 
     /// The parsed config; a config that does not parse fails the test with its errors.
@@ -150,40 +101,18 @@ pub fn parse(text: &str) -> Config {
     config::parse(text, Path::new("test.yaml"), &|_| None).expect("test config parses")
 }
 
-/// One registry entry as YAML: `host` served over plain HTTP at `url`, then each of `fields`
-/// (`key: value`) on its own line under it.
-pub fn registry_entry(host: &str, url: &str, fields: &[&str]) -> String {
-    let mut yaml = format!("  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n");
-    for field in fields {
-        yaml.push_str(&format!("    {field}\n"));
-    }
-    yaml
-}
-
-/// One mapping entry: `source` to `targets` (each quoted), then each of `fields` on its own
-/// line under it (`tags: …`, `prune: true`, …).
-pub fn mapping(source: impl Display, targets: &[String], fields: &[&str]) -> String {
-    let targets: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
-    let mut yaml = format!(
-        "  - source: \"{source}\"\n    targets: [{}]\n",
-        targets.join(", ")
-    );
-    for field in fields {
-        yaml.push_str(&format!("    {field}\n"));
-    }
-    yaml
-}
-
-/// Every tag: `tags: { include: ["*"] }`.
-pub const ALL_TAGS: &str = "tags: { include: [\"*\"] }";
-
 /// What a run did: the plan, the sync report (capabilities refreshed after pruning, as the
-/// binary reports them), the prune report when a mapping prunes, and the registries it used.
+/// binary reports them), the prune report when a mapping prunes, the registries it used and
+/// its state directory.
 pub struct Run {
     pub plan: Plan,
     pub report: SyncReport,
     pub pruned: Option<PruneReport>,
     pub registries: Registries,
+    /// The state directory the run journalled its uploads in.
+    pub state_dir: PathBuf,
+    /// The run's own state directory (removed with the `Run`) when the test named none.
+    _own_state: Option<tempfile::TempDir>,
 }
 
 /// A test's look at the plan once every mapping is resolved (while the engine goes on).
@@ -192,7 +121,8 @@ pub type OnPrepared<'a> = Box<dyn FnOnce(&Plan) + 'a>;
 /// What a test may change about a run; the default is the binary's own `ferry sync`.
 #[derive(Default)]
 pub struct RunOptions<'a> {
-    /// Registries to use (kept across runs, or with the ECR API); by default new ones.
+    /// Registries to use (kept across runs, or with the ECR API); by default new ones. Either
+    /// way the run's state directory is their upload journal.
     pub registries: Option<Registries>,
     /// The run's stop signal (a test stops it before or during the run).
     pub stop: Option<StopSignal>,
@@ -202,6 +132,9 @@ pub struct RunOptions<'a> {
     pub tracker: Option<Arc<PrepareTracker>>,
     /// Called once every mapping is resolved, while the engine goes on.
     pub on_prepared: Option<OnPrepared<'a>>,
+    /// The state directory to journal uploads in (shared by runs that resume each other); by
+    /// default one of the run's own.
+    pub state_dir: Option<&'a Path>,
 }
 
 /// `ferry sync` over `config`, as the binary runs it.
@@ -209,14 +142,28 @@ pub async fn run_sync(config: &Config) -> Run {
     run_sync_with(config, RunOptions::default()).await
 }
 
-/// `ferry sync` over `config`, as src/commands/sync.rs runs it: prepare and engine overlapped
-/// through `run::prepare_and_sync`, then pruning (unless stopped), then the report's
-/// capabilities refreshed. The one place that knows the entry point's signature.
+/// `ferry sync` over `config`, as src/commands/sync.rs runs it: the uploads journalled in a
+/// state directory, prepare and engine overlapped through `run::prepare_and_sync`, then pruning
+/// (unless stopped), then the report's capabilities refreshed. The one place that knows the
+/// entry point's signature.
 pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
+    let stop = options.stop.unwrap_or_default();
+    // The run's state directory as the clients' upload journal, as src/commands/sync.rs
+    // wires it (opened on the run's stop signal): the test's, or a directory of the run's own.
+    let own_state = match options.state_dir {
+        Some(_) => None,
+        None => Some(tempfile::tempdir().expect("state directory")),
+    };
+    let state_dir = options
+        .state_dir
+        .map(Path::to_path_buf)
+        .or_else(|| own_state.as_ref().map(|d| d.path().to_path_buf()))
+        .expect("a state directory");
+    let journal = StateDir::open(&state_dir, stop.clone()).expect("state directory opens");
     let registries = options
         .registries
-        .unwrap_or_else(|| Registries::new(config));
-    let stop = options.stop.unwrap_or_default();
+        .unwrap_or_else(|| Registries::new(config))
+        .with_journal(Arc::new(journal));
     let tracker = options
         .tracker
         .unwrap_or_else(|| Arc::new(PrepareTracker::new(config.mappings.len())));
@@ -252,6 +199,8 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
         report,
         pruned,
         registries,
+        state_dir,
+        _own_state: own_state,
     }
 }
 
