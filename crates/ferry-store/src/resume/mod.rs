@@ -12,7 +12,6 @@ mod record;
 #[cfg(test)]
 mod tests;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -183,27 +182,8 @@ impl StateDir {
             .unwrap_or_default();
         let tmp = self
             .dir
-            .join(format!(".{file_name}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-        }
-        let mut file = options.open(&tmp)?;
-        let written = file
-            .write_all(text.as_bytes())
-            .and_then(|()| file.sync_all());
-        drop(file);
-        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::File::open(&self.dir)?.sync_all()
+            .join(crate::fsio::temp_name_ending(&file_name, "tmp"));
+        crate::fsio::replace_blocking(&path, &tmp, text.as_bytes(), 0o600)
     }
 
     /// Removes `key`'s record, if any.
