@@ -69,6 +69,11 @@ pub trait StoreRead: Send + Sync + Debug {
         self.open_blob(digest, size, 0)
     }
 
+    /// Why a manifest asked for by `reference` is not here, as errors say it.
+    fn no_manifest(&self, reference: &str) -> String {
+        format!("{} does not carry manifest {reference}", self.name())
+    }
+
     /// Manifests it holds whose `subject` is `digest`.
     fn list_referrers<'a>(&'a self, digest: &'a Digest) -> BoxFuture<'a, Result<Vec<Referrer>, Error>>;
 

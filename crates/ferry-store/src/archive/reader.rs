@@ -472,6 +472,10 @@ impl crate::store::StoreRead for ArchiveReader {
         ArchiveReader::list_tags(self)
     }
 
+    fn no_manifest(&self, reference: &str) -> String {
+        format!("the archive does not carry manifest {reference}")
+    }
+
     fn find_manifest<'a>(
         &'a self,
         reference: &'a str,

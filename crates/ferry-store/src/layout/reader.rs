@@ -263,6 +263,10 @@ impl crate::store::StoreRead for LayoutReader {
         LayoutReader::list_tags(self)
     }
 
+    fn no_manifest(&self, reference: &str) -> String {
+        format!("the layout has no manifest {reference}")
+    }
+
     fn find_manifest<'a>(
         &'a self,
         reference: &'a str,
