@@ -288,15 +288,14 @@ impl ArchiveWriter {
     /// Ends the archive: `oci-layout`, `index.json`, a bundle's `ferry-bundle.json` (and, for a
     /// file, the same record beside it as `PATH.json`), the end blocks; then `PATH.partial` is
     /// renamed over `PATH`. A cut archive (or a failure here) removes `PATH.partial` instead.
-    pub async fn finish(&self) -> Result<ArchiveReport, Error> {
+    pub async fn finish(&self) -> Result<ArchiveReport, StoreError> {
         let mut guard = self.inner.sink.lock().await;
-        let op = Operation::ManifestPutByDigest;
-        if let Err(e) = self.cut(op) {
+        if let Some(why) = self.closed() {
             if let Some(sink) = guard.take() {
                 sink.discard();
             }
             locked(&self.inner.state).finished = true;
-            return Err(e);
+            return Err(self.store_error("archive", std::io::Error::other(why)));
         }
         let sink = match guard.take() {
             Some(s) => Ok(s),
@@ -304,7 +303,8 @@ impl ArchiveWriter {
         };
         let (index, record, report) = self.summary();
         let io = |e: std::io::Error| {
-            self.error_local(op, format!("{}: {e}", self.inner.output.display()))
+            let at = self.inner.output.display();
+            self.store_error("archive", std::io::Error::new(e.kind(), format!("{at}: {e}")))
         };
         let mut sink = sink.map_err(io)?;
         let result = async {

@@ -260,7 +260,7 @@ async fn finish_archives(
             Err(e) => {
                 for (_, i) in rows.iter().filter(|(o, _)| o == writer.output()) {
                     if let Some(r) = images.get_mut(*i) {
-                        r.status = ImageStatus::failed(&e);
+                        r.status = ImageStatus::failed_sync(&SyncError::Store(e.clone()));
                     }
                 }
             }
