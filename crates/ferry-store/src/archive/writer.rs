@@ -125,10 +125,6 @@ impl ArchiveWriter {
         self.inner.naming
     }
 
-    fn error_local(&self, operation: Operation, message: String) -> Error {
-        self.error(operation, ErrorKind::Local(message))
-    }
-
     /// An error about this archive.
     pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
         Error::new(self.name(), None, operation, kind)
@@ -143,14 +139,6 @@ impl ArchiveWriter {
         state
             .finished
             .then(|| "the archive is already finished".to_owned())
-    }
-
-    /// The error of a cut tar, if it is.
-    fn cut(&self, operation: Operation) -> Result<(), Error> {
-        match self.closed() {
-            Some(why) => Err(self.error_local(operation, why)),
-            None => Ok(()),
-        }
     }
 
     /// A write into the archive that failed, as the archive's error.

@@ -10,7 +10,7 @@ use ferry_distribution::ops::{BlobPush, MountOutcome, UploadSession, UploadShape
 use ferry_distribution::retry::Failure;
 use ferry_distribution::{Digest, Operation, RegistryClient};
 
-use super::feed::{Feed, primed};
+use super::feed::{Feed, Upload, primed};
 use super::graph::ImageGraph;
 use super::manifests::ManifestPusher;
 use crate::error::SyncError;
@@ -232,7 +232,7 @@ impl Destination {
         &self,
         feed: &Feed<'_>,
         shape: UploadShape,
-        session: Option<UploadSession>,
+        upload: Upload,
     ) -> Result<(), SyncError> {
         match self {
             Destination::Registry { client, repository } => {
@@ -241,11 +241,11 @@ impl Destination {
                 // times out (and is blamed on the target). A source that fails first fails the
                 // first attempt, which later attempts recover from with a fresh read.
                 let blob = feed.blob();
-                // An upload an earlier process left (the state directory) goes on from the
-                // session's offset: it had no share of the tee (`transfer`), and lets it go.
-                let recorded = self.resumes(blob);
+                // An upload an earlier process left (the state directory, read once by
+                // `transfer`) goes on from the session's offset: it had no share of the tee.
+                let Upload { session, recalled } = upload;
                 let tee = match feed.take_first() {
-                    Some(_) if recorded => None,
+                    Some(_) if recalled.is_some() => None,
                     Some(stream) => Some(primed(stream).await),
                     None => None,
                 };
@@ -256,7 +256,9 @@ impl Destination {
                     shape,
                     session,
                 };
-                let flow = client.push_blob(push, tee, feed).await?;
+                let flow = client
+                    .push_blob_recalled(push, recalled, tee, feed)
+                    .await?;
                 tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
                 Ok(())
             }
@@ -264,14 +266,20 @@ impl Destination {
         }
     }
 
-    /// Whether an upload of `blob` here was left by an earlier process (recorded in the state
-    /// directory): it reads the source from the session's offset itself, not from the tee.
-    pub(crate) fn resumes(&self, blob: &super::graph::BlobRef) -> bool {
+    /// The upload of `blob` here an earlier process left (recorded in the state directory), if
+    /// any: it reads the source from the session's offset itself, not from the tee. One read
+    /// of the journal per blob and destination (`transfer`).
+    pub(crate) async fn recorded_upload(
+        &self,
+        blob: &super::graph::BlobRef,
+    ) -> Option<UploadSession> {
         match self {
             Destination::Registry { client, repository } => {
-                client.has_recorded_upload(repository, &blob.digest, blob.size)
+                client
+                    .recorded_upload(repository, &blob.digest, blob.size)
+                    .await
             }
-            Destination::Store(_) => false,
+            Destination::Store(_) => None,
         }
     }
 

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::ops::BlobBytes;
+use ferry_distribution::ops::{BlobBytes, UploadSession};
 use ferry_distribution::retry::Failure;
 
 use super::graph::BlobRef;
@@ -18,6 +18,16 @@ fn receiver_stream(rx: mpsc::Receiver<Result<Bytes, Failure>>) -> ByteStream {
     Box::pin(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     }))
+}
+
+/// Where a registry upload starts: the session a refused mount opened, or the one the journal
+/// holds from an earlier process (read once, by `transfer`).
+#[derive(Debug, Default)]
+pub(crate) struct Upload {
+    /// The session a refused mount handed over.
+    pub session: Option<UploadSession>,
+    /// The session an earlier process recorded for this blob and repository.
+    pub recalled: Option<UploadSession>,
 }
 
 /// One destination's feed of a blob: the tee's stream for its first attempt, fresh reads of the

@@ -13,7 +13,7 @@ use ferry_distribution::ops::UploadSession;
 use ferry_distribution::retry::Failure;
 
 use super::destination::Destination;
-use super::feed::{Feed, bound};
+use super::feed::{Feed, Upload, bound};
 use super::graph::BlobRef;
 use crate::error::SyncError;
 use crate::source::Source;
@@ -38,26 +38,26 @@ pub async fn transfer(
     let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
-    for (destination, _) in &to {
+    let mut recalled = Vec::new();
+    for (destination, session) in &to {
         let (tx, rx) = mpsc::channel::<Result<Bytes, Failure>>(TEE_DEPTH);
-        // Resuming an earlier process's upload: it reads from its offset, not from the tee.
-        if !destination.resumes(blob) {
+        // The journal is read once per blob and destination, here: an upload an earlier
+        // process left reads the source from the session's offset, not from the tee.
+        let left = match session {
+            Some(_) => None,
+            None => destination.recorded_upload(blob).await,
+        };
+        if left.is_none() {
             senders.push(tx);
         }
         receivers.push(rx);
+        recalled.push(left);
     }
     let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
-    let writers = futures::future::join_all(to.into_iter().zip(receivers).map(
-        |((destination, session), rx)| {
-            write_one(
-                source,
-                blob,
-                destination,
-                session,
-                rx,
-                shape,
-                Arc::clone(&poisoned),
-            )
+    let writers = futures::future::join_all(to.into_iter().zip(receivers).zip(recalled).map(
+        |(((destination, session), rx), recalled)| {
+            let upload = Upload { session, recalled };
+            write_one(source, blob, destination, upload, rx, shape, Arc::clone(&poisoned))
         },
     ));
     let ((), results) = futures::join!(reader, writers);
@@ -167,7 +167,7 @@ async fn write_one(
     source: &Source,
     blob: &BlobRef,
     destination: Destination,
-    session: Option<UploadSession>,
+    upload: Upload,
     rx: mpsc::Receiver<Result<Bytes, Failure>>,
     shape: UploadShape,
     poisoned: Arc<OnceLock<Error>>,
@@ -178,7 +178,7 @@ async fn write_one(
         first: std::sync::Mutex::new(Some(rx)),
         poisoned: &poisoned,
     };
-    match destination.write_blob(&feed, shape, session).await {
+    match destination.write_blob(&feed, shape, upload).await {
         Ok(()) => Ok(()),
         // The destination could not be written: its own failure, whatever the source did.
         Err(e @ SyncError::Store(_)) => Err(e),
