@@ -232,15 +232,14 @@ async fn run_job(
 
     // 1. Skip what is already there (never a HEAD in a repository that did not exist, unless
     //    the source is an archive that leaves the blob out: `ferry import` may have mounted it).
-    let left_out = !job.source.carries(digest);
     let mut needed: Vec<&Destination> = Vec::new();
     for (place, new_repo) in &job.places {
-        match place.holds_blob(digest, *new_repo && !left_out).await {
-            Ok(true) => {
+        match place.holds_blob_from(&job.source, digest, *new_repo).await {
+            Ok((true, _)) => {
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 outcome.insert(place.clone(), Ok(()));
             }
-            Ok(false) => needed.push(place),
+            Ok((false, _)) => needed.push(place),
             Err(e) => {
                 outcome.insert(place.clone(), Err(e.into()));
             }

@@ -190,6 +190,22 @@ impl Destination {
         }
     }
 
+    /// Whether it holds `digest` of `source`'s image, by the engine's skip rule: a repository
+    /// that did not exist before this run holds nothing (no HEAD is sent) unless the source
+    /// leaves the blob out (an incremental bundle: `ferry import` may have put it there).
+    /// Also says whether the target was asked (a HEAD, or a look at a store), for a caller
+    /// that remembers answers. The engine's `BlobScheduler` and the dry run both ask this.
+    pub(crate) async fn holds_blob_from(
+        &self,
+        source: &crate::source::Source,
+        digest: &Digest,
+        new_repository: bool,
+    ) -> Result<(bool, bool), Error> {
+        let assumed_empty = new_repository && source.carries(digest);
+        let held = self.holds_blob(digest, assumed_empty).await?;
+        Ok((held, !assumed_empty))
+    }
+
     /// Whether a blob can reach it by a mount from `from`: two repositories of one registry
     /// that has not refused or ignored mounts this run.
     pub(crate) fn mounts_from(&self, from: &Destination) -> bool {
