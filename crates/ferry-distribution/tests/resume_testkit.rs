@@ -7,13 +7,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use common::{client_at, sha256};
 use ferry_distribution::RegistryClient;
 use ferry_distribution::error::ErrorKind;
 use ferry_distribution::ops::push::{BlobPush, InMemory, PushFlow, UploadShape};
 use ferry_distribution::ops::{RecordedSession, UploadJournal, UploadKey};
 use ferry_testkit::registry::{OpKind, RequestRecord, TestRegistry};
+use futures::future::BoxFuture;
 use url::Url;
 
 const CHUNK: u64 = 64 << 10;

@@ -75,7 +75,10 @@ pub trait StoreRead: Send + Sync + Debug {
     }
 
     /// Manifests it holds whose `subject` is `digest`.
-    fn list_referrers<'a>(&'a self, digest: &'a Digest) -> BoxFuture<'a, Result<Vec<Referrer>, Error>>;
+    fn list_referrers<'a>(
+        &'a self,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Vec<Referrer>, Error>>;
 
     /// Whether it carries the bytes of `digest` (an incremental bundle leaves out what its base
     /// carries; a layout is asked for a blob only when its manifests name it).
@@ -159,7 +162,10 @@ pub trait StoreWrite: Send + Sync + Debug {
         size: u64,
     ) -> BoxFuture<'a, Result<Option<Box<dyn BlobSink>>, StoreError>>;
     /// Writes one manifest as a blob; the bytes written, 0 when held already.
-    fn write_manifest<'a>(&'a self, manifest: &'a Manifest) -> BoxFuture<'a, Result<u64, StoreError>>;
+    fn write_manifest<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
     /// Points the index at the image's root (the last manifest), under its tag or untagged,
     /// once every manifest of it is written.
     fn point_index<'a>(&'a self, image: &'a ImageIn<'a>) -> BoxFuture<'a, Result<(), StoreError>>;

@@ -24,19 +24,17 @@ fn source(dir: &Path) {
 }
 
 /// The one image's failure: (place, operation, error).
-fn failure(config: &Config) -> impl std::future::Future<Output = (String, String, String)> + '_ {
-    async move {
-        let report = run_sync(config).await.report;
-        assert_eq!(report.images.len(), 1, "{}", report.render_text());
-        match report.images[0].status.clone() {
-            ImageStatus::Failed {
-                registry,
-                operation,
-                error,
-                ..
-            } => (registry, operation, error),
-            other => panic!("the image did not fail: {other:?}"),
-        }
+async fn failure(config: &Config) -> (String, String, String) {
+    let report = run_sync(config).await.report;
+    assert_eq!(report.images.len(), 1, "{}", report.render_text());
+    match report.images[0].status.clone() {
+        ImageStatus::Failed {
+            registry,
+            operation,
+            error,
+            ..
+        } => (registry, operation, error),
+        other => panic!("the image did not fail: {other:?}"),
     }
 }
 
@@ -54,7 +52,10 @@ async fn a_layout_target_whose_blob_directory_is_a_file_fails_as_that_layout() {
     let (place, operation, error) = failure(&config).await;
     assert_eq!(place, format!("oci:{}", dst.display()), "{error}");
     assert_eq!(operation, "layout write (blob)", "{error}");
-    assert!(!error.contains(&format!("oci:{}:", src.display())), "{error}");
+    assert!(
+        !error.contains(&format!("oci:{}:", src.display())),
+        "{error}"
+    );
     assert_eq!(
         std::fs::read(dst.join("blobs")).unwrap(),
         b"not a directory",
@@ -73,8 +74,18 @@ async fn an_archive_target_that_cannot_be_created_fails_as_that_archive() {
     let archive = file.join("out.tar");
     let config = layout_to(&src, format!("oci-archive:{}", archive.display()));
     let (place, operation, error) = failure(&config).await;
-    assert_eq!(place, format!("oci-archive:{}", archive.display()), "{error}");
-    assert!(operation.starts_with("archive write ("), "{operation}: {error}");
-    assert!(!error.contains(&format!("oci:{}", src.display())), "{error}");
+    assert_eq!(
+        place,
+        format!("oci-archive:{}", archive.display()),
+        "{error}"
+    );
+    assert!(
+        operation.starts_with("archive write ("),
+        "{operation}: {error}"
+    );
+    assert!(
+        !error.contains(&format!("oci:{}", src.display())),
+        "{error}"
+    );
     assert!(!archive.exists());
 }

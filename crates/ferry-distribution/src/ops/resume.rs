@@ -61,8 +61,12 @@ pub trait UploadJournal: Send + Sync + Debug {
         origin: &'a Url,
     ) -> BoxFuture<'a, Option<RecordedSession>>;
     /// The registry acknowledged `offset` bytes of `key` in the session at `location`.
-    fn record<'a>(&'a self, key: UploadKey<'a>, location: &'a Url, offset: u64)
-    -> BoxFuture<'a, ()>;
+    fn record<'a>(
+        &'a self,
+        key: UploadKey<'a>,
+        location: &'a Url,
+        offset: u64,
+    ) -> BoxFuture<'a, ()>;
     /// The blob is committed (or found present, or its session gone): the record goes.
     fn forget<'a>(&'a self, key: UploadKey<'a>) -> BoxFuture<'a, ()>;
     /// Whether the process is stopping: a chunked upload sends no further PATCH once this is

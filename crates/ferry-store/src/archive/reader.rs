@@ -504,7 +504,9 @@ impl crate::store::StoreRead for ArchiveReader {
         digest: &'a Digest,
         size: u64,
     ) -> BoxFuture<'a, Result<ByteStream, Error>> {
-        Box::pin(ArchiveReader::open_blob_hashed_by_caller(self, digest, size))
+        Box::pin(ArchiveReader::open_blob_hashed_by_caller(
+            self, digest, size,
+        ))
     }
 
     fn carries(&self, digest: &Digest) -> bool {

@@ -23,11 +23,11 @@ use ferry_distribution::{Digest, Operation};
 pub use super::writer_tar::Output;
 use super::writer_tar::Sink;
 use crate::StoreError;
-use crate::store::{BlobSink, ImageIn, SinkError, StoreKey, StoreWrite};
 use crate::bundle::{
     BUNDLE_ENTRY, BUNDLE_FORMAT, BundleBase, BundleImage, BundleMapping, BundleRecord,
     bundle_digest,
 };
+use crate::store::{BlobSink, ImageIn, SinkError, StoreKey, StoreWrite};
 
 /// How the archive names its images in `index.json` (`org.opencontainers.image.ref.name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +183,10 @@ impl ArchiveWriter {
         }
         let name = blob_entry(digest);
         let io = |e: std::io::Error| {
-            self.store_error("blob", std::io::Error::new(e.kind(), format!("{name}: {e}")))
+            self.store_error(
+                "blob",
+                std::io::Error::new(e.kind(), format!("{name}: {e}")),
+            )
         };
         if sink.is_none() {
             *sink = Some(Sink::open(&self.inner.output).map_err(io)?);
@@ -214,7 +217,8 @@ impl ArchiveWriter {
             return Ok(0);
         };
         let wrote = entry.write(&m.bytes, false).await;
-        let failed = |kind: ErrorKind| self.store_error("manifest", std::io::Error::other(kind.to_string()));
+        let failed =
+            |kind: ErrorKind| self.store_error("manifest", std::io::Error::other(kind.to_string()));
         match wrote {
             Ok(()) => match entry.finish().await {
                 Ok(()) => Ok(size),
@@ -292,7 +296,10 @@ impl ArchiveWriter {
         let (index, record, report) = self.summary();
         let io = |e: std::io::Error| {
             let at = self.inner.output.display();
-            self.store_error("archive", std::io::Error::new(e.kind(), format!("{at}: {e}")))
+            self.store_error(
+                "archive",
+                std::io::Error::new(e.kind(), format!("{at}: {e}")),
+            )
         };
         let mut sink = sink.map_err(io)?;
         let result = async {
@@ -566,7 +573,10 @@ impl StoreWrite for ArchiveTarget {
         })
     }
 
-    fn write_manifest<'a>(&'a self, manifest: &'a Manifest) -> BoxFuture<'a, Result<u64, StoreError>> {
+    fn write_manifest<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(self.writer.write_manifest(manifest))
     }
 

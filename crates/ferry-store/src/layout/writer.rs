@@ -145,7 +145,11 @@ impl LayoutWriter {
     /// through a symlink) inside a real `blobs/<alg>` directory, hashed as it is written, then
     /// synced and renamed by [`BlobSink::finish`], so an interrupted run never leaves a partial
     /// file under a digest. `None` when the layout holds the blob already.
-    pub async fn begin(&self, digest: &Digest, size: u64) -> Result<Option<LayoutBlob>, StoreError> {
+    pub async fn begin(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<LayoutBlob>, StoreError> {
         if self.holds_blob(digest) {
             return Ok(None);
         }
@@ -321,7 +325,10 @@ impl StoreWrite for LayoutWriter {
         })
     }
 
-    fn write_manifest<'a>(&'a self, manifest: &'a Manifest) -> BoxFuture<'a, Result<u64, StoreError>> {
+    fn write_manifest<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(LayoutWriter::write_manifest(self, manifest))
     }
 

@@ -272,9 +272,7 @@ impl Destination {
                     shape,
                     session,
                 };
-                let flow = client
-                    .push_blob_recalled(push, recalled, tee, feed)
-                    .await?;
+                let flow = client.push_blob_recalled(push, recalled, tee, feed).await?;
                 tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
                 Ok(())
             }

@@ -88,7 +88,12 @@ async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<By
     Ok(bound(stream, source, blob, offset))
 }
 
-pub(crate) fn bound(stream: ByteStream, source: &Source, blob: &BlobRef, offset: u64) -> ByteStream {
+pub(crate) fn bound(
+    stream: ByteStream,
+    source: &Source,
+    blob: &BlobRef,
+    offset: u64,
+) -> ByteStream {
     let what = format!("blob {} from {}", blob.digest, source.name());
     let left = blob.size.saturating_sub(offset);
     Box::pin(ferry_distribution::limit::bounded(stream, left, what))

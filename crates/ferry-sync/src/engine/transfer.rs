@@ -57,7 +57,15 @@ pub async fn transfer(
     let writers = futures::future::join_all(to.into_iter().zip(receivers).zip(recalled).map(
         |(((destination, session), rx), recalled)| {
             let upload = Upload { session, recalled };
-            write_one(source, blob, destination, upload, rx, shape, Arc::clone(&poisoned))
+            write_one(
+                source,
+                blob,
+                destination,
+                upload,
+                rx,
+                shape,
+                Arc::clone(&poisoned),
+            )
         },
     ));
     let ((), results) = futures::join!(reader, writers);
@@ -186,4 +194,3 @@ async fn write_one(
         Err(e) => Err(poisoned.get().cloned().map_or(e, SyncError::Registry)),
     }
 }
-

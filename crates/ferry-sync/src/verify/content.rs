@@ -251,10 +251,12 @@ impl<'a> ContentChecker<'a> {
             }
             // A store side is opened only for a layout target (as a layout reader).
             (Source::Store(_), Target::Registry { .. }) => None,
-            (Source::Store(_), Target::OciArchive { .. } | Target::DockerArchive { .. }) => Some(Finding::unreadable(
-                format!("blob {} of {of}", blob.digest),
-                &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
-            )),
+            (Source::Store(_), Target::OciArchive { .. } | Target::DockerArchive { .. }) => {
+                Some(Finding::unreadable(
+                    format!("blob {} of {of}", blob.digest),
+                    &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
+                ))
+            }
         }
     }
 }
