@@ -16,7 +16,7 @@
 pub mod archive;
 pub mod bundle;
 mod error;
-pub mod fsio;
+pub(crate) mod fsio;
 pub mod layout;
 pub mod resume;
 pub mod store;
