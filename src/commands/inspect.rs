@@ -386,7 +386,7 @@ async fn referrers(
     source: &Source,
     digest: &Digest,
 ) -> Result<(&'static str, Vec<Referrer>), Failure> {
-    let layout = matches!(source, Source::Layout(_) | Source::Archive(_));
+    let layout = source.is_store();
     if let Some(list) = source.list_referrers(digest).await? {
         return Ok((
             if layout {

@@ -13,6 +13,7 @@ use ferry_distribution::error::ErrorKind;
 use ferry_distribution::ops::push::{BlobPush, InMemory, PushFlow, UploadShape};
 use ferry_distribution::ops::{RecordedSession, UploadJournal, UploadKey};
 use ferry_testkit::registry::{OpKind, RequestRecord, TestRegistry};
+use futures::future::BoxFuture;
 use url::Url;
 
 const CHUNK: u64 = 64 << 10;
@@ -54,19 +55,31 @@ struct Journal {
 }
 
 impl UploadJournal for Journal {
-    fn recall(&self, _key: UploadKey<'_>, _origin: &Url) -> Option<RecordedSession> {
-        self.held.lock().unwrap().clone()
+    fn recall<'a>(
+        &'a self,
+        _key: UploadKey<'a>,
+        _origin: &'a Url,
+    ) -> BoxFuture<'a, Option<RecordedSession>> {
+        let held = self.held.lock().unwrap().clone();
+        Box::pin(async move { held })
     }
-    fn record(&self, _key: UploadKey<'_>, location: &Url, offset: u64) {
+    fn record<'a>(
+        &'a self,
+        _key: UploadKey<'a>,
+        location: &'a Url,
+        offset: u64,
+    ) -> BoxFuture<'a, ()> {
         *self.held.lock().unwrap() = Some(RecordedSession {
             location: location.clone(),
             offset,
         });
         self.records.lock().unwrap().push(offset);
+        Box::pin(async {})
     }
-    fn forget(&self, _key: UploadKey<'_>) {
+    fn forget<'a>(&'a self, _key: UploadKey<'a>) -> BoxFuture<'a, ()> {
         *self.held.lock().unwrap() = None;
         self.forgotten.store(true, Ordering::SeqCst);
+        Box::pin(async {})
     }
     fn stopping(&self) -> bool {
         let after = *self.stop_after.lock().unwrap();

@@ -9,12 +9,16 @@
 //!   written as one stream.
 //! - [`bundle`]: the `ferry-bundle.json` record of an export, and the bases `--since` reads.
 //! - [`resume`]: the state directory, where uploads in flight are recorded for the next process.
+//! - [`store`]: the read and write traits a layout and an archive both implement.
+//! - [`fsio`]: atomic writes and no-follow opens, the one place files are created.
 //! - [`StoreError`]: what failed on which path.
 
 pub mod archive;
 pub mod bundle;
 mod error;
+pub(crate) mod fsio;
 pub mod layout;
 pub mod resume;
+pub mod store;
 
 pub use error::StoreError;

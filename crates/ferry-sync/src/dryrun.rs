@@ -4,6 +4,10 @@
 //! Measuring bytes reads only: the manifest graph of each stale image (GET) and a blob HEAD on
 //! targets whose repository exists. A dry run never sends a write request.
 
+// A `Destination` holds a client with interior mutability, but hashes and orders by what it
+// names alone (host and repository, or the store's place), which never changes.
+#![allow(clippy::mutable_key_type)]
+
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -12,6 +16,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use ferry_distribution::Digest;
+use ferry_distribution::error::Error;
 
 use crate::engine::destination::{Destination, repository_to_create};
 use crate::engine::graph::{BlobRef, fetch_graph};
@@ -290,7 +295,7 @@ impl DryRun {
                     })
             })
             .collect();
-        let measured: Vec<(usize, usize, Result<Vec<TargetSize>, String>)> =
+        let measured: Vec<(usize, usize, Result<Vec<TargetSize>, Error>)> =
             futures::stream::iter(jobs)
                 .map(|(mi, ii, origin, platforms, image)| {
                     let checker = &checker;
@@ -302,9 +307,14 @@ impl DryRun {
                 .buffer_unordered(IMAGES_AT_ONCE)
                 .collect()
                 .await;
-        let mut unique: BTreeSet<(String, Digest)> = BTreeSet::new();
-        // A registry host that gets a blob in one repository mounts it into the others.
-        let mut on_registry: BTreeSet<(String, Digest)> = BTreeSet::new();
+        // Measured in config order, as the engine takes mappings in (a mount's choice of the
+        // repository it comes from does not change what is counted).
+        let mut measured = measured;
+        measured.sort_by_key(|(mi, ii, _)| (*mi, *ii));
+        let mut unique: BTreeSet<(Destination, Digest)> = BTreeSet::new();
+        // Where each blob lands first: the engine's `BlobScheduler` mounts into a destination
+        // that `mounts_from` one of them instead of reading the source again.
+        let mut reached: HashMap<Digest, Vec<Destination>> = HashMap::new();
         let mut mounted = 0u64;
         let mut bytes = 0u64;
         let mut not_measured = 0u64;
@@ -314,14 +324,13 @@ impl DryRun {
             };
             match result {
                 Err(e) => {
-                    entry.measure_error = Some(e);
+                    entry.measure_error = Some(e.to_string());
                     not_measured += 1;
                 }
                 Ok(sizes) => {
                     for size in sizes {
-                        let Some(change) =
-                            entry.targets.iter_mut().find(|t| t.target == size.target)
-                        else {
+                        // The n-th stale target of the image, as `from_plan` listed them.
+                        let Some(change) = entry.targets.get_mut(size.target) else {
                             continue;
                         };
                         change.blobs_missing = Some(size.missing.len() as u64);
@@ -332,16 +341,17 @@ impl DryRun {
                                 .fold(0u64, |sum, b| sum.saturating_add(b.size)),
                         );
                         for blob in size.missing {
-                            if !unique.insert((size.target.clone(), blob.digest.clone())) {
+                            if !unique.insert((size.destination.clone(), blob.digest.clone())) {
                                 continue;
                             }
-                            let first = match &size.host {
-                                Some(host) => on_registry.insert((host.clone(), blob.digest)),
-                                None => true,
-                            };
-                            match first {
-                                true => bytes = bytes.saturating_add(blob.size),
-                                false => mounted += 1,
+                            let places = reached.entry(blob.digest).or_default();
+                            // The engine's own question (`Destination::mounts_from`): a
+                            // registry that refused or ignored mounts this run is uploaded to.
+                            let mounts = places.iter().any(|p| size.destination.mounts_from(p));
+                            places.push(size.destination.clone());
+                            match mounts {
+                                false => bytes = bytes.saturating_add(blob.size),
+                                true => mounted += 1,
                             }
                         }
                     }
@@ -462,16 +472,17 @@ impl DryRun {
 
 /// The blobs of one image one target lacks.
 struct TargetSize {
-    target: String,
-    /// The target's registry host; `None` for a layout (never mounted into).
-    host: Option<String>,
+    /// Which of the image's stale targets (in plan order).
+    target: usize,
+    /// The target, opened as the engine opens it.
+    destination: Destination,
     missing: Vec<BlobRef>,
 }
 
 /// Answers "does this target hold this blob", asking each (repository, blob) once.
 struct BlobChecker<'a> {
     registries: &'a Registries,
-    held: Mutex<HashMap<(String, Digest), bool>>,
+    held: Mutex<HashMap<(Destination, Digest), bool>>,
 }
 
 impl<'a> BlobChecker<'a> {
@@ -487,31 +498,23 @@ impl<'a> BlobChecker<'a> {
         origin: &Origin,
         platforms: &[Platform],
         image: &ImagePlan,
-    ) -> Result<Vec<TargetSize>, String> {
-        let source = Source::open(origin, self.registries)
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Vec<TargetSize>, Error> {
+        let source = Source::open(origin, self.registries).await?;
         let fetched = image.root.as_ref();
-        let graph = fetch_graph(&source, &image.source_digest, platforms, false, fetched)
-            .await
-            .map_err(|e| e.to_string())?;
+        let graph = fetch_graph(&source, &image.source_digest, platforms, false, fetched).await?;
         let mut out = Vec::new();
-        for t in image.targets.iter().filter(|t| t.state.needs_copy()) {
+        let stale = image.targets.iter().filter(|t| t.state.needs_copy());
+        for (n, t) in stale.enumerate() {
             // The engine's questions, asked of the same destination: a repository that does not
             // exist holds nothing, a layout holds a blob only as a regular file.
-            let destination = Destination::open(&t.target, self.registries)
-                .await
-                .map_err(|e| e.to_string())?;
+            let destination = Destination::open(&t.target, self.registries).await?;
             let new_repository = t.state == TargetState::NewRepository;
             let missing = self
-                .missing(&destination, new_repository, &graph.blobs)
+                .missing(&source, &destination, new_repository, &graph.blobs)
                 .await?;
             out.push(TargetSize {
-                target: t.target.to_string(),
-                host: match &destination {
-                    Destination::Registry { client, .. } => Some(client.host().to_owned()),
-                    _ => None,
-                },
+                target: n,
+                destination,
                 missing,
             });
         }
@@ -521,23 +524,23 @@ impl<'a> BlobChecker<'a> {
     /// The blobs `destination` lacks, each (destination, blob) asked once.
     async fn missing(
         &self,
+        source: &Source,
         destination: &Destination,
         new_repository: bool,
         blobs: &[BlobRef],
-    ) -> Result<Vec<BlobRef>, String> {
-        let reference = destination.name();
-        let key = |b: &BlobRef| (reference.clone(), b.digest.clone());
-        let results: Vec<Result<Option<BlobRef>, String>> =
+    ) -> Result<Vec<BlobRef>, Error> {
+        let key = |b: &BlobRef| (destination.clone(), b.digest.clone());
+        let results: Vec<Result<Option<BlobRef>, Error>> =
             crate::in_window::in_window(blobs, HEADS_AT_ONCE, |b| async move {
                 let known = self.lock().get(&key(b)).copied();
                 let held = match known {
                     Some(held) => held,
                     None => {
-                        let held = destination
-                            .holds_blob(&b.digest, new_repository)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        if !new_repository {
+                        // The engine's skip rule, the same function (`holds_blob_from`).
+                        let (held, asked) = destination
+                            .holds_blob_from(source, &b.digest, new_repository)
+                            .await?;
+                        if asked {
                             self.lock().insert(key(b), held);
                         }
                         held
@@ -549,7 +552,7 @@ impl<'a> BlobChecker<'a> {
         results.into_iter().filter_map(Result::transpose).collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Digest), bool>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Destination, Digest), bool>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

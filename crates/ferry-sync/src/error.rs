@@ -37,7 +37,7 @@ pub enum SyncError {
     /// Not started: the run was stopped first.
     #[error("interrupted before it started")]
     Interrupted,
-    /// A layout target could not be written.
+    /// A store target (a layout or an archive) could not be written: its own failure.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -57,9 +57,8 @@ impl SyncError {
             SyncError::Registry(e) => e.registry.clone(),
             SyncError::Interrupted => String::new(),
             SyncError::Unplanned { destination, .. } => destination.clone(),
-            SyncError::LayoutLock { path, .. } | SyncError::Store(StoreError { path, .. }) => {
-                format!("oci:{}", path.display())
-            }
+            SyncError::LayoutLock { path, .. } => format!("oci:{}", path.display()),
+            SyncError::Store(e) => e.place(),
         }
     }
 
@@ -70,7 +69,12 @@ impl SyncError {
             SyncError::Interrupted => String::new(),
             SyncError::Unplanned { .. } => "plan".to_owned(),
             SyncError::LayoutLock { .. } => "layout lock".to_owned(),
-            SyncError::Store(StoreError { what, .. }) => format!("layout write ({what})"),
+            SyncError::Store(StoreError {
+                what,
+                archive: false,
+                ..
+            }) => format!("layout write ({what})"),
+            SyncError::Store(StoreError { what, .. }) => format!("archive write ({what})"),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Where a mapping's images are read from: a registry repository (through its client, under the
 //! one retry shape), an OCI image-layout directory or a tar archive; prepare and engine see one.
 
+use std::sync::Arc;
+
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::retry::{Call, Failure};
@@ -10,6 +12,7 @@ use crate::registries::Registries;
 use ferry_config::Origin;
 use ferry_store::archive::reader::ArchiveReader;
 use ferry_store::layout::LayoutReader;
+use ferry_store::store::StoreRead;
 
 pub(crate) use ferry_store::layout::reader::ByteStream;
 
@@ -23,13 +26,17 @@ pub enum Source {
         /// The repository on it.
         repository: String,
     },
-    /// An OCI image-layout directory, opened for reading.
-    Layout(LayoutReader),
-    /// An `oci-archive:` or `docker-archive:` tar, indexed once and read by seeking.
-    Archive(ArchiveReader),
+    /// A store place opened for reading: an OCI image-layout directory, or an `oci-archive:`
+    /// or `docker-archive:` tar (indexed once and read by seeking).
+    Store(Arc<dyn StoreRead>),
 }
 
 impl Source {
+    /// A store place as a source.
+    pub fn store(reader: impl StoreRead + 'static) -> Source {
+        Source::Store(Arc::new(reader))
+    }
+
     /// Opens `origin`: a registry's client (built once per run by `registries`), or a layout
     /// directory, which must exist.
     pub async fn open(origin: &Origin, registries: &Registries) -> Result<Source, Error> {
@@ -41,19 +48,23 @@ impl Source {
                 client: registries.client(registry).await?,
                 repository: repository.clone(),
             }),
-            Origin::OciLayout { path } => Ok(Source::Layout(LayoutReader::open(path)?)),
+            Origin::OciLayout { path } => Ok(Source::store(LayoutReader::open(path)?)),
             Origin::OciArchive { .. } | Origin::DockerArchive { .. } => {
-                Ok(Source::Archive(ArchiveReader::open(origin).await?))
+                Ok(Source::store(ArchiveReader::open(origin).await?))
             }
         }
+    }
+
+    /// Whether it is a store place on disk (reads of it send no request).
+    pub fn is_store(&self) -> bool {
+        matches!(self, Source::Store(_))
     }
 
     /// `host/repository`, or `oci:<dir>`: unique per source within a run.
     pub fn name(&self) -> String {
         match self {
             Source::Registry { client, repository } => format!("{}/{repository}", client.host()),
-            Source::Layout(l) => l.name().to_owned(),
-            Source::Archive(a) => a.name().to_owned(),
+            Source::Store(s) => s.name().to_owned(),
         }
     }
 
@@ -63,8 +74,7 @@ impl Source {
             Source::Registry { client, repository } => {
                 Error::new(client.host(), Some(repository), operation, kind)
             }
-            Source::Layout(l) => Error::new(l.name(), None, operation, kind),
-            Source::Archive(a) => Error::new(a.name(), None, operation, kind),
+            Source::Store(s) => s.error(operation, kind),
         }
     }
 
@@ -72,8 +82,7 @@ impl Source {
     pub async fn list_tags(&self) -> Result<Vec<String>, Error> {
         match self {
             Source::Registry { client, repository } => client.list_tags(repository).await,
-            Source::Layout(l) => l.list_tags(),
-            Source::Archive(a) => a.list_tags(),
+            Source::Store(s) => s.list_tags(),
         }
     }
 
@@ -83,8 +92,7 @@ impl Source {
             Source::Registry { client, repository } => {
                 client.head_manifest(repository, reference).await
             }
-            Source::Layout(l) => l.head_manifest(reference).await,
-            Source::Archive(a) => a.head_manifest(reference).await,
+            Source::Store(s) => s.head_manifest(reference).await,
         }
     }
 
@@ -98,8 +106,7 @@ impl Source {
                     Err(e) => Err(e),
                 }
             }
-            Source::Layout(l) => l.find_manifest(reference).await,
-            Source::Archive(a) => a.find_manifest(reference).await,
+            Source::Store(s) => s.find_manifest(reference).await,
         }
     }
 
@@ -109,16 +116,10 @@ impl Source {
             Source::Registry { client, repository } => {
                 client.get_manifest(repository, reference).await
             }
-            Source::Layout(l) => l.find_manifest(reference).await?.ok_or_else(|| {
+            Source::Store(s) => s.find_manifest(reference).await?.ok_or_else(|| {
                 self.error(
                     Operation::ManifestGet,
-                    ErrorKind::Local(format!("the layout has no manifest {reference}")),
-                )
-            }),
-            Source::Archive(a) => a.find_manifest(reference).await?.ok_or_else(|| {
-                self.error(
-                    Operation::ManifestGet,
-                    ErrorKind::Local(format!("the archive does not carry manifest {reference}")),
+                    ErrorKind::Local(s.no_manifest(reference)),
                 )
             }),
         }
@@ -137,8 +138,7 @@ impl Source {
                 let s = client.get_blob(repository, digest, offset).await?;
                 Ok(Box::pin(s))
             }
-            Source::Layout(l) => l.open_blob(digest, size, offset).await,
-            Source::Archive(a) => a.open_blob(digest, size, offset).await,
+            Source::Store(s) => s.open_blob(digest, size, offset).await,
         }
     }
 
@@ -151,8 +151,8 @@ impl Source {
         size: u64,
     ) -> Result<ByteStream, Error> {
         match self {
-            Source::Archive(a) => a.open_blob_hashed_by_caller(digest, size).await,
-            _ => self.open_blob(digest, size, 0).await,
+            Source::Store(s) => s.open_blob_hashed_by_caller(digest, size).await,
+            Source::Registry { .. } => self.open_blob(digest, size, 0).await,
         }
     }
 
@@ -163,8 +163,16 @@ impl Source {
             Source::Registry { client, repository } => {
                 client.list_referrers(repository, digest).await
             }
-            Source::Layout(l) => l.list_referrers(digest).await.map(Some),
-            Source::Archive(a) => a.list_referrers(digest).await.map(Some),
+            Source::Store(s) => s.list_referrers(digest).await.map(Some),
+        }
+    }
+
+    /// Whether the source carries the bytes of `digest`: an incremental bundle leaves out what
+    /// its base carries (`ferry import` may have put it on the target already).
+    pub(crate) fn carries(&self, digest: &Digest) -> bool {
+        match self {
+            Source::Registry { .. } => true,
+            Source::Store(s) => s.carries(digest),
         }
     }
 
@@ -184,12 +192,8 @@ impl Source {
                     })
                     .await
             }
-            Source::Layout(l) => attempt().await.map_err(|f| match f.into_kind() {
-                Ok(kind) => Error::new(l.name(), None, Operation::BlobGet, kind).with_attempts(1),
-                Err(inner) => *inner,
-            }),
-            Source::Archive(a) => attempt().await.map_err(|f| match f.into_kind() {
-                Ok(kind) => Error::new(a.name(), None, Operation::BlobGet, kind).with_attempts(1),
+            Source::Store(s) => attempt().await.map_err(|f| match f.into_kind() {
+                Ok(kind) => s.error(Operation::BlobGet, kind).with_attempts(1),
                 Err(inner) => *inner,
             }),
         }

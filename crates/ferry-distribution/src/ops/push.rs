@@ -111,12 +111,34 @@ fn body(stream: ByteStream) -> reqwest::Body {
 
 impl RegistryClient {
     /// Pushes one blob, retried and resumed: opens a session (unless `push.session` is one a
-    /// refused mount opened), then sends the bytes in the flow the registry takes. The first
-    /// attempt streams `first` (a tee's stream, already primed by the caller; its failure fails
-    /// that attempt); later ones read `bytes` again from the offset the session holds.
+    /// refused mount opened, or the journal holds one an earlier process left), then sends the
+    /// bytes in the flow the registry takes. The first attempt streams `first` (a tee's stream,
+    /// already primed by the caller; its failure fails that attempt); later ones read `bytes`
+    /// again from the offset the session holds.
     pub async fn push_blob<B: BlobBytes>(
         &self,
         push: BlobPush<'_>,
+        first: Option<Result<ByteStream, Failure>>,
+        bytes: &B,
+    ) -> Result<PushFlow, Error> {
+        let recalled = match &push.session {
+            Some(_) => None,
+            None => {
+                self.recorded_upload(push.repository, push.digest, push.size)
+                    .await
+            }
+        };
+        self.push_blob_recalled(push, recalled, first, bytes).await
+    }
+
+    /// [`RegistryClient::push_blob`] for a caller that read the journal already
+    /// ([`RegistryClient::recorded_upload`], once per blob and repository): `recalled` is its
+    /// answer, used as it is (the journal is not read again, so the caller's decision to feed
+    /// this upload from its tee or not and the upload's own agree).
+    pub async fn push_blob_recalled<B: BlobBytes>(
+        &self,
+        push: BlobPush<'_>,
+        recalled: Option<UploadSession>,
         first: Option<Result<ByteStream, Failure>>,
         bytes: &B,
     ) -> Result<PushFlow, Error> {
@@ -141,7 +163,7 @@ impl RegistryClient {
         // asked before anything is sent, and the blob goes on from what it holds.
         let recalled = match &session {
             Some(_) => None,
-            None => journal.and_then(|j| self.recalled_session(j, key)),
+            None => recalled,
         };
         let resumed = AtomicBool::new(recalled.is_some());
         // The session is opened, retried on its own: an upload attempt is one write (a PUT, or
@@ -211,7 +233,7 @@ impl RegistryClient {
             .await;
         if let Some(j) = journal {
             match &pushed {
-                Ok(_) => j.forget(key),
+                Ok(_) => j.forget(key).await,
                 // Stopped at a chunk boundary: the record of the last acknowledged chunk stays.
                 Err(e) if e.kind == ErrorKind::Cancelled => {}
                 // A failed upload leaves its record only if the session may still be resumed.
@@ -224,7 +246,7 @@ impl RegistryClient {
                             | ErrorKind::BreakerOpen
                     ) =>
                 {
-                    j.forget(key)
+                    j.forget(key).await
                 }
                 Err(_) => {}
             }
@@ -232,30 +254,33 @@ impl RegistryClient {
         pushed
     }
 
-    /// Whether a journal holds a session for this blob that the next `push_blob` will try to
-    /// resume: the caller then need not start a read of the source from byte 0 for it.
-    pub fn has_recorded_upload(&self, repository: &str, digest: &Digest, size: u64) -> bool {
+    /// The session a journal holds for this blob that an upload resumes (one read of the
+    /// journal): the caller need not start a read of the source from byte 0 for it, and hands
+    /// it to [`RegistryClient::push_blob_recalled`].
+    pub async fn recorded_upload(
+        &self,
+        repository: &str,
+        digest: &Digest,
+        size: u64,
+    ) -> Option<UploadSession> {
         let key = UploadKey {
             host: self.host(),
             repository,
             digest,
             size,
         };
-        self.options()
-            .journal
-            .as_deref()
-            .and_then(|j| self.recalled_session(j, key))
-            .is_some()
+        let journal = self.options().journal.as_deref()?;
+        self.recalled_session(journal, key).await
     }
 
     /// The journal's session for `key`, if its Location is on this registry's own origin; a
     /// record pointing anywhere else is dropped with a warning (never followed).
-    fn recalled_session(
+    async fn recalled_session(
         &self,
         journal: &dyn UploadJournal,
         key: UploadKey<'_>,
     ) -> Option<UploadSession> {
-        let recorded = journal.recall(key, self.base_url())?;
+        let recorded = journal.recall(key, self.base_url()).await?;
         match self.same_origin(recorded.location.as_str()) {
             Ok(location) => Some(UploadSession {
                 repository: key.repository.to_owned(),
@@ -269,7 +294,7 @@ impl RegistryClient {
                     blob = %key.digest,
                     "a recorded upload session points outside the registry's origin: ignored and removed"
                 );
-                journal.forget(key);
+                journal.forget(key).await;
                 None
             }
         }
@@ -426,7 +451,7 @@ impl RegistryClient {
                     *session.lock().await = Some(s.clone());
                     offset += n;
                     if let Some(j) = journal {
-                        j.record(blob.key(self), &s.location, offset);
+                        j.record(blob.key(self), &s.location, offset).await;
                     }
                     continue;
                 }
@@ -437,7 +462,7 @@ impl RegistryClient {
             if let Some(held) = self.resume_point(&s, &failure, offset, blob.size).await {
                 offset = held;
                 if let Some(j) = journal {
-                    j.record(blob.key(self), &s.location, offset);
+                    j.record(blob.key(self), &s.location, offset).await;
                 }
                 if offset < blob.size {
                     shared = Arc::new(Mutex::new((bytes.open(offset).await?, None)));

@@ -8,6 +8,7 @@
 
 use std::fmt::Debug;
 
+use futures::future::BoxFuture;
 use url::Url;
 
 use crate::digest::Digest;
@@ -48,14 +49,26 @@ impl Debug for RecordedSession {
 
 /// A journal of uploads in flight, kept across processes. Every method is best effort: a
 /// journal that cannot write says so in its own warning and the upload goes on unrecorded.
+/// The methods that touch storage are async: a journal on disk does its blocking file work off
+/// the runtime's workers (ferry-sync's state directory uses tokio's blocking pool), so a PATCH's
+/// record never stalls the uploads sharing the worker.
 pub trait UploadJournal: Send + Sync + Debug {
     /// The session an earlier process recorded for `key`, if a trustworthy record is there;
     /// `origin` is the registry's API origin, which the record's Location must share.
-    fn recall(&self, key: UploadKey<'_>, origin: &Url) -> Option<RecordedSession>;
+    fn recall<'a>(
+        &'a self,
+        key: UploadKey<'a>,
+        origin: &'a Url,
+    ) -> BoxFuture<'a, Option<RecordedSession>>;
     /// The registry acknowledged `offset` bytes of `key` in the session at `location`.
-    fn record(&self, key: UploadKey<'_>, location: &Url, offset: u64);
+    fn record<'a>(
+        &'a self,
+        key: UploadKey<'a>,
+        location: &'a Url,
+        offset: u64,
+    ) -> BoxFuture<'a, ()>;
     /// The blob is committed (or found present, or its session gone): the record goes.
-    fn forget(&self, key: UploadKey<'_>);
+    fn forget<'a>(&'a self, key: UploadKey<'a>) -> BoxFuture<'a, ()>;
     /// Whether the process is stopping: a chunked upload sends no further PATCH once this is
     /// true (the one in flight finishes and is recorded).
     fn stopping(&self) -> bool;

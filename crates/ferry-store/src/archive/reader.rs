@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 use ferry_distribution::error::{Error, ErrorKind};
@@ -459,6 +460,57 @@ impl ArchiveReader {
             }
         }
         Ok(map)
+    }
+}
+
+impl crate::store::StoreRead for ArchiveReader {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn list_tags(&self) -> Result<Vec<String>, Error> {
+        ArchiveReader::list_tags(self)
+    }
+
+    fn no_manifest(&self, reference: &str) -> String {
+        format!("the archive does not carry manifest {reference}")
+    }
+
+    fn find_manifest<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Manifest>, Error>> {
+        Box::pin(ArchiveReader::find_manifest(self, reference))
+    }
+
+    fn open_blob<'a>(
+        &'a self,
+        digest: &'a Digest,
+        size: u64,
+        offset: u64,
+    ) -> BoxFuture<'a, Result<ByteStream, Error>> {
+        Box::pin(ArchiveReader::open_blob(self, digest, size, offset))
+    }
+
+    fn list_referrers<'a>(
+        &'a self,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Vec<Referrer>, Error>> {
+        Box::pin(ArchiveReader::list_referrers(self, digest))
+    }
+
+    fn open_blob_hashed_by_caller<'a>(
+        &'a self,
+        digest: &'a Digest,
+        size: u64,
+    ) -> BoxFuture<'a, Result<ByteStream, Error>> {
+        Box::pin(ArchiveReader::open_blob_hashed_by_caller(
+            self, digest, size,
+        ))
+    }
+
+    fn carries(&self, digest: &Digest) -> bool {
+        ArchiveReader::carries(self, digest)
     }
 }
 

@@ -13,16 +13,21 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Digest, Operation};
 
 pub use super::writer_tar::Output;
 use super::writer_tar::Sink;
+use crate::StoreError;
 use crate::bundle::{
     BUNDLE_ENTRY, BUNDLE_FORMAT, BundleBase, BundleImage, BundleMapping, BundleRecord,
     bundle_digest,
 };
+use crate::store::{BlobSink, ImageIn, SinkError, StoreKey, StoreWrite};
 
 /// How the archive names its images in `index.json` (`org.opencontainers.image.ref.name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,20 +49,6 @@ pub struct BundleSpec {
     pub base_content: HashSet<String>,
     /// When the export ran (RFC 3339, UTC).
     pub created: String,
-}
-
-/// One image put into the archive, as the engine hands it over.
-pub struct ImageIn<'a> {
-    /// Every manifest, children first, the root (the one `index.json` names) last.
-    pub manifests: Vec<&'a Manifest>,
-    /// Every blob the manifests reference.
-    pub blobs: Vec<&'a Digest>,
-    /// Its `ref.name`, if it has one.
-    pub ref_name: Option<String>,
-    /// Where it came from (`docker.io/library/alpine:3.20`).
-    pub source: String,
-    /// Its mapping's index in the config.
-    pub mapping: usize,
 }
 
 /// A streaming tar writer of an OCI image layout, shared by every task of a run that writes
@@ -134,28 +125,25 @@ impl ArchiveWriter {
         self.inner.naming
     }
 
-    fn error_local(&self, operation: Operation, message: String) -> Error {
-        self.error(operation, ErrorKind::Local(message))
-    }
-
     /// An error about this archive.
     pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
         Error::new(self.name(), None, operation, kind)
     }
 
-    /// The error of a cut tar, if it is.
-    fn cut(&self, operation: Operation) -> Result<(), Error> {
+    /// Why nothing more goes into the tar: cut by an earlier failure, or finished.
+    fn closed(&self) -> Option<String> {
         let state = locked(&self.inner.state);
         if let Some(why) = &state.cut {
-            return Err(self.error_local(
-                operation,
-                format!("the archive was cut by an earlier failure: {why}"),
-            ));
+            return Some(format!("the archive was cut by an earlier failure: {why}"));
         }
-        if state.finished {
-            return Err(self.error_local(operation, "the archive is already finished".to_owned()));
-        }
-        Ok(())
+        state
+            .finished
+            .then(|| "the archive is already finished".to_owned())
+    }
+
+    /// A write into the archive that failed, as the archive's error.
+    fn store_error(&self, what: &'static str, io: std::io::Error) -> StoreError {
+        StoreError::archive(self.inner.output.display(), what, io)
     }
 
     fn mark_cut(&self, why: String) {
@@ -181,15 +169,25 @@ impl ArchiveWriter {
 
     /// Takes the stream for one blob of `size` bytes and writes its header; `None` when the
     /// archive holds it already (another task wrote it first).
-    pub async fn begin_blob(&self, digest: &Digest, size: u64) -> Result<Option<BlobEntry>, Error> {
+    pub async fn begin_blob(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<BlobEntry>, StoreError> {
         let mut sink = Arc::clone(&self.inner.sink).lock_owned().await;
-        self.cut(Operation::UploadChunk)?;
+        if let Some(why) = self.closed() {
+            return Err(self.store_error("blob", std::io::Error::other(why)));
+        }
         if self.holds(digest) {
             return Ok(None);
         }
         let name = blob_entry(digest);
-        let io =
-            |e: std::io::Error| self.error_local(Operation::UploadChunk, format!("{name}: {e}"));
+        let io = |e: std::io::Error| {
+            self.store_error(
+                "blob",
+                std::io::Error::new(e.kind(), format!("{name}: {e}")),
+            )
+        };
         if sink.is_none() {
             *sink = Some(Sink::open(&self.inner.output).map_err(io)?);
         }
@@ -213,36 +211,33 @@ impl ArchiveWriter {
     }
 
     /// Writes one manifest as a blob entry; the bytes written (0 when held already).
-    async fn write_manifest(&self, m: &Manifest) -> Result<u64, Error> {
+    pub async fn write_manifest(&self, m: &Manifest) -> Result<u64, StoreError> {
         let size = m.bytes.len() as u64;
         let Some(mut entry) = self.begin_blob(&m.digest, size).await? else {
             return Ok(0);
         };
         let wrote = entry.write(&m.bytes, false).await;
+        let failed =
+            |kind: ErrorKind| self.store_error("manifest", std::io::Error::other(kind.to_string()));
         match wrote {
-            Ok(()) => entry.finish().await.map(|()| size),
+            Ok(()) => match entry.finish().await {
+                Ok(()) => Ok(size),
+                Err(SinkError::Store(e)) => Err(e),
+                Err(SinkError::Bytes(kind)) => Err(failed(kind)),
+            },
             Err(kind) => {
                 drop(entry);
-                Err(Error::new(
-                    self.name(),
-                    None,
-                    Operation::ManifestPutByDigest,
-                    kind,
-                ))
+                Err(failed(kind))
             }
         }
     }
 
-    /// Puts an image in: its manifests as blobs (those not held already), then its entry in
-    /// `index.json` (replacing the one with the same `ref.name`) when its root is in this tar,
-    /// and its record. Returns the manifest bytes written.
-    pub async fn put_image(&self, image: ImageIn<'_>) -> Result<u64, Error> {
-        let mut written = 0;
-        for m in &image.manifests {
-            written += self.write_manifest(m).await?;
-        }
+    /// Puts an image's entry in `index.json` (replacing the one with the same `ref.name`) when
+    /// its root (the last manifest, written before) is in this tar, and its record; `ref_name`
+    /// names it there.
+    pub fn point_index(&self, image: &ImageIn<'_>, ref_name: Option<String>) {
         let Some(root) = image.manifests.last() else {
-            return Ok(written);
+            return;
         };
         let root_digest = root.digest.to_string();
         let mut state = locked(&self.inner.state);
@@ -260,10 +255,10 @@ impl ArchiveWriter {
                 "digest": root_digest,
                 "size": root.bytes.len(),
             });
-            if let Some(r) = &image.ref_name {
+            if let Some(r) = &ref_name {
                 entry["annotations"] = serde_json::json!({ crate::layout::REF_NAME: r });
             }
-            let key = image.ref_name.clone();
+            let key = ref_name.clone();
             state.index.retain(|(k, e)| match (&key, k) {
                 (Some(a), Some(b)) => a != b,
                 (None, None) => e.get("digest") != entry.get("digest"),
@@ -271,30 +266,28 @@ impl ArchiveWriter {
             });
             state.index.push((key, entry));
         }
-        if let Some(reference) = image.ref_name {
+        if let Some(reference) = ref_name {
             state.images.retain(|i| i.reference != reference);
             state.images.push(BundleImage {
                 reference,
-                source: image.source,
+                source: image.source.clone(),
                 digest: root_digest,
                 mapping: image.mapping,
             });
         }
-        Ok(written)
     }
 
     /// Ends the archive: `oci-layout`, `index.json`, a bundle's `ferry-bundle.json` (and, for a
     /// file, the same record beside it as `PATH.json`), the end blocks; then `PATH.partial` is
     /// renamed over `PATH`. A cut archive (or a failure here) removes `PATH.partial` instead.
-    pub async fn finish(&self) -> Result<ArchiveReport, Error> {
+    pub async fn finish(&self) -> Result<ArchiveReport, StoreError> {
         let mut guard = self.inner.sink.lock().await;
-        let op = Operation::ManifestPutByDigest;
-        if let Err(e) = self.cut(op) {
+        if let Some(why) = self.closed() {
             if let Some(sink) = guard.take() {
                 sink.discard();
             }
             locked(&self.inner.state).finished = true;
-            return Err(e);
+            return Err(self.store_error("archive", std::io::Error::other(why)));
         }
         let sink = match guard.take() {
             Some(s) => Ok(s),
@@ -302,7 +295,11 @@ impl ArchiveWriter {
         };
         let (index, record, report) = self.summary();
         let io = |e: std::io::Error| {
-            self.error_local(op, format!("{}: {e}", self.inner.output.display()))
+            let at = self.inner.output.display();
+            self.store_error(
+                "archive",
+                std::io::Error::new(e.kind(), format!("{at}: {e}")),
+            )
         };
         let mut sink = sink.map_err(io)?;
         let result = async {
@@ -327,7 +324,7 @@ impl ArchiveWriter {
         if let (Some(record), Output::File(path)) = (&record, &self.inner.output) {
             let mut beside = path.as_os_str().to_owned();
             beside.push(".json");
-            crate::layout::write_atomic(std::path::Path::new(&beside), record)
+            crate::fsio::write_atomic(std::path::Path::new(&beside), record)
                 .await
                 .map_err(io)?;
         }
@@ -461,7 +458,7 @@ impl BlobEntry {
 
     /// Checks the size and (for bytes not all from the tee) the digest, pads the entry and
     /// counts the blob as in the tar. A mismatch cuts the archive.
-    pub async fn finish(mut self) -> Result<(), Error> {
+    pub async fn finish(mut self) -> Result<(), SinkError> {
         let digester = std::mem::replace(&mut self.digester, self.digest.digester());
         let seen = digester.bytes_seen();
         let matches = match self.from_tee {
@@ -477,27 +474,124 @@ impl BlobEntry {
                 Some(a) => format!("{a} ({seen} bytes)"),
                 None => format!("{} bytes", self.written),
             };
-            let kind = ErrorKind::DigestMismatch {
+            return Err(SinkError::Bytes(ErrorKind::DigestMismatch {
                 expected: format!("{} ({} bytes)", self.digest, self.size),
                 actual,
-            };
-            return Err(self.writer.error(Operation::UploadChunk, kind));
+            }));
         }
         let padded = match self.sink.as_mut() {
             Some(sink) => sink.pad(self.size).await,
             None => Err(std::io::Error::other("the archive is not open")),
         };
         if let Err(e) = padded {
-            return Err(self.writer.error_local(
-                Operation::UploadChunk,
-                format!("{}: {e}", blob_entry(&self.digest)),
-            ));
+            let name = blob_entry(&self.digest);
+            return Err(SinkError::Store(self.writer.store_error(
+                "blob",
+                std::io::Error::new(e.kind(), format!("{name}: {e}")),
+            )));
         }
         self.done = true;
         locked(&self.writer.inner.state)
             .written
             .insert(self.digest.to_string());
         Ok(())
+    }
+}
+
+impl BlobSink for BlobEntry {
+    fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn resume_at(&self) -> u64 {
+        BlobEntry::resume_at(self)
+    }
+
+    fn write(&mut self, chunk: Bytes, verified: bool) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(async move {
+            BlobEntry::write(self, &chunk, verified)
+                .await
+                .map_err(|kind| match kind {
+                    ErrorKind::DigestMismatch { .. } => SinkError::Bytes(kind),
+                    kind => SinkError::Store(
+                        self.writer
+                            .store_error("blob", std::io::Error::other(kind.to_string())),
+                    ),
+                })
+        })
+    }
+
+    fn finish(self: Box<Self>) -> BoxFuture<'static, Result<(), SinkError>> {
+        Box::pin(BlobEntry::finish(*self))
+    }
+}
+
+/// An archive as one target's destination: the shared writer, and what names the target's
+/// images in it (the target's `REF` of `oci-archive:PATH:REF` or, in a bundle, the registry
+/// target's `host/repository`).
+#[derive(Debug, Clone)]
+pub struct ArchiveTarget {
+    /// The archive's writer, one per file for the run.
+    pub writer: ArchiveWriter,
+    /// What names the target's images.
+    pub reference: Option<String>,
+}
+
+impl ArchiveTarget {
+    /// The `ref.name` of an image whose root is `root`, under `tag`.
+    fn ref_name(&self, root: &Manifest, tag: Option<&str>) -> Option<String> {
+        match (self.writer.naming(), &self.reference, tag) {
+            (Naming::FullReference, Some(r), Some(t)) => Some(format!("{r}:{t}")),
+            (Naming::FullReference, Some(r), None) => Some(format!("{r}@{}", root.digest)),
+            (Naming::Tag, Some(r), _) => Some(r.clone()),
+            (_, _, t) => t.map(str::to_owned),
+        }
+    }
+}
+
+impl StoreWrite for ArchiveTarget {
+    fn name(&self) -> String {
+        self.writer.name()
+    }
+
+    fn key(&self) -> StoreKey {
+        StoreKey::Archive(self.writer.output().clone())
+    }
+
+    fn holds_blob(&self, digest: &Digest) -> bool {
+        self.writer.holds(digest)
+    }
+
+    fn begin_blob<'a>(
+        &'a self,
+        digest: &'a Digest,
+        size: u64,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn BlobSink>>, StoreError>> {
+        Box::pin(async move {
+            let entry = self.writer.begin_blob(digest, size).await?;
+            Ok(entry.map(|e| Box::new(e) as Box<dyn BlobSink>))
+        })
+    }
+
+    fn write_manifest<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.writer.write_manifest(manifest))
+    }
+
+    fn point_index<'a>(&'a self, image: &'a ImageIn<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            if let Some(root) = image.manifests.last() {
+                let ref_name = self.ref_name(root, image.tag);
+                self.writer.point_index(image, ref_name);
+            }
+            Ok(())
+        })
+    }
+
+    fn archive(&self) -> Option<&ArchiveWriter> {
+        Some(&self.writer)
     }
 }
 

@@ -114,45 +114,6 @@ pub fn blob_path(digest: &Digest) -> std::path::PathBuf {
         .join(digest.hex())
 }
 
-/// Writes `bytes` to `path` through a temporary name in the same directory (created exclusively,
-/// never through a symlink), synced, then renamed (and the directory synced): a reader never
-/// sees a half-written file under the final name, and a crash after the call returns does not
-/// lose it.
-pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let parent = path.parent().unwrap_or(Path::new("."));
-    tokio::fs::create_dir_all(parent).await?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = parent.join(temp_name(name));
-    // Only a temporary this call created is ever removed.
-    let mut f = writer::create_temp(&tmp).await?;
-    let written = async {
-        f.write_all(bytes).await?;
-        f.sync_all().await?;
-        drop(f);
-        tokio::fs::rename(&tmp, path).await
-    }
-    .await;
-    if written.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    written?;
-    sync_dir(parent).await
-}
-
-/// A temporary name for a file on its way to `name`, unique to this write: two writes of the same
-/// file (two images sharing a manifest) never share one, so neither renames the other's away.
-pub fn temp_name(name: &str) -> String {
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(".{name}.{}.{n}.partial", std::process::id())
-}
-
-/// Makes a rename in `dir` durable: the directory entry reaches the disk, not only the file.
-pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    tokio::fs::File::open(dir).await?.sync_all().await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

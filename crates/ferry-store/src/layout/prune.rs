@@ -75,7 +75,7 @@ pub async fn collect_garbage(dir: &Path, wait: std::time::Duration) -> Result<Co
     }
     let mut collected = Collected::default();
     let blobs = dir.join("blobs");
-    if super::writer::real_dir(&blobs).await.is_err() {
+    if crate::fsio::real_dir(&blobs).await.is_err() {
         // Missing, or not a directory of the layout: nothing here to collect.
         return Ok(collected);
     }

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt};
 use tokio::io::AsyncSeekExt;
 use tokio::sync::OnceCell;
@@ -250,6 +251,43 @@ impl LayoutReader {
             }
         }
         Ok(map)
+    }
+}
+
+impl crate::store::StoreRead for LayoutReader {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn list_tags(&self) -> Result<Vec<String>, Error> {
+        LayoutReader::list_tags(self)
+    }
+
+    fn no_manifest(&self, reference: &str) -> String {
+        format!("the layout has no manifest {reference}")
+    }
+
+    fn find_manifest<'a>(
+        &'a self,
+        reference: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Manifest>, Error>> {
+        Box::pin(LayoutReader::find_manifest(self, reference))
+    }
+
+    fn open_blob<'a>(
+        &'a self,
+        digest: &'a Digest,
+        size: u64,
+        offset: u64,
+    ) -> BoxFuture<'a, Result<ByteStream, Error>> {
+        Box::pin(LayoutReader::open_blob(self, digest, size, offset))
+    }
+
+    fn list_referrers<'a>(
+        &'a self,
+        digest: &'a Digest,
+    ) -> BoxFuture<'a, Result<Vec<Referrer>, Error>> {
+        Box::pin(LayoutReader::list_referrers(self, digest))
     }
 }
 

@@ -8,10 +8,14 @@ use ferry_distribution::error::ErrorKind;
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::retry::Failure;
 
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
 use super::REF_NAME;
 use super::lock::{self, LockKind};
 use super::reader::ByteStream;
 use crate::StoreError;
+use crate::store::{BlobSink, ImageIn, SinkError, StoreKey, StoreWrite};
 
 /// Whether the layout holds `digest` as a regular file (a symlink planted at its name does not
 /// count, and is never followed).
@@ -33,31 +37,9 @@ pub async fn blob_dir(dir: &Path, digest: &Digest) -> std::io::Result<PathBuf> {
             }
             Err(e) => return Err(e),
         }
-        real_dir(d).await?;
+        crate::fsio::real_dir(d).await?;
     }
     Ok(alg)
-}
-
-/// An error unless `d` is a directory itself (not a symlink to one).
-pub async fn real_dir(d: &Path) -> std::io::Result<()> {
-    let meta = tokio::fs::symlink_metadata(d).await?;
-    if meta.file_type().is_symlink() || !meta.is_dir() {
-        return Err(std::io::Error::other(format!(
-            "{} is not a directory of the layout (a symlink or a file): not writing through it",
-            d.display()
-        )));
-    }
-    Ok(())
-}
-
-/// Creates a temporary file that did not exist before: `create_new` (so a file or symlink
-/// planted at the name makes it fail rather than be written through) and, on Unix, `O_NOFOLLOW`.
-pub async fn create_temp(path: &Path) -> std::io::Result<tokio::fs::File> {
-    let mut options = tokio::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    options.open(path).await
 }
 
 /// Reads, changes and rewrites the layout's `index.json` under the layout's index lock:
@@ -93,7 +75,7 @@ pub async fn update_index<R>(
     let (changed, out) = change(manifests);
     if changed {
         let bytes = serde_json::to_vec_pretty(&index).map_err(|e| e.to_string())?;
-        super::write_atomic(&path, &bytes)
+        crate::fsio::write_atomic(&path, &bytes)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
@@ -136,9 +118,8 @@ impl LayoutWriter {
         holds_blob(&self.dir, digest)
     }
 
-    /// Writes a blob of `size` bytes from `stream`: to a temporary created exclusively (never
-    /// through a symlink) inside a real `blobs/<alg>` directory, verified, synced, then renamed,
-    /// so an interrupted run never leaves a partial file under a digest.
+    /// Writes a blob of `size` bytes from `stream` in one go (see [`LayoutWriter::begin`]): a
+    /// failure of the stream or of the write is final.
     pub async fn write_blob(
         &self,
         digest: &Digest,
@@ -146,42 +127,46 @@ impl LayoutWriter {
         mut stream: ByteStream,
     ) -> Result<(), Failure> {
         use futures::StreamExt as _;
-        use tokio::io::AsyncWriteExt as _;
-        let dir = &self.dir;
-        let local =
-            |e: std::io::Error| Failure::Final(ErrorKind::Local(format!("{}: {e}", dir.display())));
-        if self.holds_blob(digest) {
+        let local = |e: StoreError| Failure::Final(ErrorKind::Local(e.to_string()));
+        let sink = |e: SinkError| match e {
+            SinkError::Store(e) => local(e),
+            SinkError::Bytes(kind) => Failure::Final(kind),
+        };
+        let Some(mut blob) = self.begin(digest, size).await.map_err(local)? else {
             return Ok(());
+        };
+        while let Some(chunk) = stream.next().await {
+            blob.write(chunk?, false).await.map_err(sink)?;
         }
+        Box::new(blob).finish().await.map_err(sink)
+    }
+
+    /// Starts writing a blob of `size` bytes: to a temporary created exclusively (never
+    /// through a symlink) inside a real `blobs/<alg>` directory, hashed as it is written, then
+    /// synced and renamed by [`BlobSink::finish`], so an interrupted run never leaves a partial
+    /// file under a digest. `None` when the layout holds the blob already.
+    pub async fn begin(
+        &self,
+        digest: &Digest,
+        size: u64,
+    ) -> Result<Option<LayoutBlob>, StoreError> {
+        if self.holds_blob(digest) {
+            return Ok(None);
+        }
+        let fail = |e: std::io::Error| StoreError::new(self.dir.clone(), "blob", e);
         // `blobs/<alg>` must be a real directory of the layout, and the temporary a new file.
-        let parent = blob_dir(dir, digest).await.map_err(local)?;
-        let path = parent.join(digest.hex());
-        let tmp = parent.join(super::temp_name(digest.hex()));
-        let mut file = create_temp(&tmp).await.map_err(local)?;
-        let mut digester = digest.digester();
-        let result = async {
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk?;
-                digester.update(&chunk);
-                file.write_all(&chunk).await.map_err(local)?;
-            }
-            let seen = digester.bytes_seen();
-            let actual = digester.finish();
-            if actual != *digest || seen != size {
-                return Err(Failure::Final(ErrorKind::DigestMismatch {
-                    expected: digest.to_string(),
-                    actual: actual.to_string(),
-                }));
-            }
-            file.sync_all().await.map_err(local)?;
-            tokio::fs::rename(&tmp, &path).await.map_err(local)?;
-            super::sync_dir(&parent).await.map_err(local)
-        }
-        .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
-        }
-        result
+        let parent = blob_dir(&self.dir, digest).await.map_err(fail)?;
+        let tmp = parent.join(crate::fsio::temp_name(digest.hex()));
+        let file = crate::fsio::create_temp(&tmp).await.map_err(fail)?;
+        Ok(Some(LayoutBlob {
+            dir: self.dir.clone(),
+            path: parent.join(digest.hex()),
+            tmp,
+            file: Some(file),
+            digest: digest.clone(),
+            size,
+            digester: digest.digester(),
+        }))
     }
 
     /// Writes one manifest as a blob; the bytes written, 0 when the layout held it already.
@@ -191,7 +176,7 @@ impl LayoutWriter {
         }
         let fail = |e: std::io::Error| StoreError::new(self.dir.clone(), "manifest", e);
         let parent = blob_dir(&self.dir, &m.digest).await.map_err(fail)?;
-        super::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
+        crate::fsio::write_atomic(&parent.join(m.digest.hex()), &m.bytes)
             .await
             .map_err(fail)?;
         Ok(m.bytes.len() as u64)
@@ -203,7 +188,7 @@ impl LayoutWriter {
         let dir = &self.dir;
         let layout = dir.join("oci-layout");
         if tokio::fs::symlink_metadata(&layout).await.is_err() {
-            super::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
+            crate::fsio::write_atomic(&layout, br#"{"imageLayoutVersion":"1.0.0"}"#)
                 .await
                 .map_err(|e| StoreError::new(dir.clone(), "oci-layout", e))?;
         }
@@ -232,6 +217,128 @@ impl LayoutWriter {
         })
         .await
         .map_err(|e| StoreError::new(dir.clone(), "index.json", std::io::Error::other(e)))
+    }
+}
+
+/// A blob on its way into a layout: its temporary file, removed unless the blob is finished.
+pub struct LayoutBlob {
+    dir: PathBuf,
+    path: PathBuf,
+    tmp: PathBuf,
+    /// `None` once finished.
+    file: Option<tokio::fs::File>,
+    digest: Digest,
+    size: u64,
+    /// Every byte in the file, hashed: a layout checks what it keeps itself.
+    digester: ferry_distribution::digest::Digester,
+}
+
+impl LayoutBlob {
+    fn fail(&self, e: std::io::Error) -> SinkError {
+        SinkError::Store(StoreError::new(
+            self.dir.clone(),
+            "blob",
+            std::io::Error::new(e.kind(), format!("{}: {e}", self.tmp.display())),
+        ))
+    }
+}
+
+impl BlobSink for LayoutBlob {
+    fn written(&self) -> u64 {
+        self.digester.bytes_seen()
+    }
+
+    fn resume_at(&self) -> u64 {
+        self.digester.bytes_seen()
+    }
+
+    fn write(&mut self, chunk: Bytes, _verified: bool) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(async move {
+            use tokio::io::AsyncWriteExt as _;
+            if self.digester.bytes_seen() + chunk.len() as u64 > self.size {
+                return Err(SinkError::Bytes(ErrorKind::DigestMismatch {
+                    expected: format!("{} ({} bytes)", self.digest, self.size),
+                    actual: format!("more than {} bytes", self.size),
+                }));
+            }
+            let Some(file) = self.file.as_mut() else {
+                return Err(self.fail(std::io::Error::other("the blob is finished")));
+            };
+            let wrote = file.write_all(&chunk).await;
+            wrote.map_err(|e| self.fail(e))?;
+            self.digester.update(&chunk);
+            Ok(())
+        })
+    }
+
+    fn finish(mut self: Box<Self>) -> BoxFuture<'static, Result<(), SinkError>> {
+        Box::pin(async move {
+            let digester = std::mem::replace(&mut self.digester, self.digest.digester());
+            let seen = digester.bytes_seen();
+            let actual = digester.finish();
+            if actual != self.digest || seen != self.size {
+                return Err(SinkError::Bytes(ErrorKind::DigestMismatch {
+                    expected: self.digest.to_string(),
+                    actual: actual.to_string(),
+                }));
+            }
+            let Some(file) = self.file.take() else {
+                return Err(self.fail(std::io::Error::other("the blob is finished")));
+            };
+            crate::fsio::commit(file, &self.tmp, &self.path)
+                .await
+                .map_err(|e| self.fail(e))
+        })
+    }
+}
+
+impl Drop for LayoutBlob {
+    fn drop(&mut self) {
+        // Unfinished (failed, or dropped part way): its temporary goes.
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl StoreWrite for LayoutWriter {
+    fn name(&self) -> String {
+        LayoutWriter::name(self)
+    }
+
+    fn key(&self) -> StoreKey {
+        StoreKey::Layout(self.dir.clone())
+    }
+
+    fn holds_blob(&self, digest: &Digest) -> bool {
+        LayoutWriter::holds_blob(self, digest)
+    }
+
+    fn begin_blob<'a>(
+        &'a self,
+        digest: &'a Digest,
+        size: u64,
+    ) -> BoxFuture<'a, Result<Option<Box<dyn BlobSink>>, StoreError>> {
+        Box::pin(async move {
+            let blob = self.begin(digest, size).await?;
+            Ok(blob.map(|b| Box::new(b) as Box<dyn BlobSink>))
+        })
+    }
+
+    fn write_manifest<'a>(
+        &'a self,
+        manifest: &'a Manifest,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(LayoutWriter::write_manifest(self, manifest))
+    }
+
+    fn point_index<'a>(&'a self, image: &'a ImageIn<'a>) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let Some(root) = image.manifests.last() else {
+                return Ok(());
+            };
+            LayoutWriter::point_index(self, root, image.tag).await
+        })
     }
 }
 
@@ -280,22 +387,6 @@ mod tests {
             err.contains("blobs/sha256 is not a directory of the layout"),
             "{err}"
         );
-    }
-
-    #[tokio::test]
-    async fn a_temporary_name_taken_by_a_symlink_is_not_written_through() {
-        let root = tempfile::tempdir().unwrap();
-        let victim = root.path().join("victim");
-        std::fs::write(&victim, b"keep").unwrap();
-        let tmp = root.path().join(".x.partial");
-        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
-        assert!(create_temp(&tmp).await.is_err());
-        // A dangling symlink (a name the attacker wants created) is refused as well.
-        let dangling = root.path().join(".y.partial");
-        std::os::unix::fs::symlink(root.path().join("new-file"), &dangling).unwrap();
-        assert!(create_temp(&dangling).await.is_err());
-        assert!(!root.path().join("new-file").exists());
-        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
     }
 
     #[tokio::test]

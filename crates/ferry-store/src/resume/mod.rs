@@ -12,13 +12,13 @@ mod record;
 #[cfg(test)]
 mod tests;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ferry_distribution::ops::{RecordedSession, UploadJournal, UploadKey};
 use ferry_distribution::{Algorithm, Digest};
+use futures::future::BoxFuture;
 use url::Url;
 
 use ferry_distribution::StopSignal;
@@ -183,27 +183,8 @@ impl StateDir {
             .unwrap_or_default();
         let tmp = self
             .dir
-            .join(format!(".{file_name}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-        }
-        let mut file = options.open(&tmp)?;
-        let written = file
-            .write_all(text.as_bytes())
-            .and_then(|()| file.sync_all());
-        drop(file);
-        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::File::open(&self.dir)?.sync_all()
+            .join(crate::fsio::temp_name_ending(&file_name, "tmp"));
+        crate::fsio::replace_blocking(&path, &tmp, text.as_bytes(), 0o600)
     }
 
     /// Removes `key`'s record, if any.
@@ -217,28 +198,96 @@ impl StateDir {
     }
 }
 
-impl UploadJournal for StateDir {
-    fn recall(&self, key: UploadKey<'_>, origin: &Url) -> Option<RecordedSession> {
-        let record = self.read(key, origin)?;
-        Some(RecordedSession {
-            location: record.location()?,
-            offset: record.offset,
-        })
+impl StateDir {
+    /// A copy of what a blocking task needs, to move onto tokio's blocking pool.
+    fn detached(&self) -> StateDir {
+        StateDir {
+            dir: self.dir.clone(),
+            stop: self.stop.clone(),
+            lifetime: self.lifetime,
+            write_warned: AtomicBool::new(true),
+        }
     }
+}
 
-    fn record(&self, key: UploadKey<'_>, location: &Url, offset: u64) {
-        if let Err(e) = self.write(key, location, offset)
-            && !self.write_warned.swap(true, Ordering::AcqRel)
-        {
-            tracing::warn!(
-                dir = %self.dir.display(),
-                "cannot write to the state directory ({e}): uploads in flight will not be resumed by the next run"
-            );
+/// Owned copies of a key's parts, to move onto tokio's blocking pool.
+struct OwnedKey {
+    host: String,
+    repository: String,
+    digest: Digest,
+    size: u64,
+}
+
+impl OwnedKey {
+    fn of(key: UploadKey<'_>) -> Self {
+        OwnedKey {
+            host: key.host.to_owned(),
+            repository: key.repository.to_owned(),
+            digest: key.digest.clone(),
+            size: key.size,
         }
     }
 
-    fn forget(&self, key: UploadKey<'_>) {
-        self.remove(key);
+    fn key(&self) -> UploadKey<'_> {
+        UploadKey {
+            host: &self.host,
+            repository: &self.repository,
+            digest: &self.digest,
+            size: self.size,
+        }
+    }
+}
+
+/// Runs `work` (the state directory's file reads, writes and fsyncs) on tokio's blocking pool,
+/// so a record written after every PATCH never holds a runtime worker; `None` if the task
+/// could not run.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+impl UploadJournal for StateDir {
+    fn recall<'a>(
+        &'a self,
+        key: UploadKey<'a>,
+        origin: &'a Url,
+    ) -> BoxFuture<'a, Option<RecordedSession>> {
+        let (state, key, origin) = (self.detached(), OwnedKey::of(key), origin.clone());
+        Box::pin(async move {
+            let record = blocking(move || state.read(key.key(), &origin)).await??;
+            Some(RecordedSession {
+                location: record.location()?,
+                offset: record.offset,
+            })
+        })
+    }
+
+    fn record<'a>(
+        &'a self,
+        key: UploadKey<'a>,
+        location: &'a Url,
+        offset: u64,
+    ) -> BoxFuture<'a, ()> {
+        let (state, owned, location) = (self.detached(), OwnedKey::of(key), location.clone());
+        Box::pin(async move {
+            let written = blocking(move || state.write(owned.key(), &location, offset))
+                .await
+                .unwrap_or_else(|| Err(std::io::Error::other("the blocking task did not run")));
+            if let Err(e) = written
+                && !self.write_warned.swap(true, Ordering::AcqRel)
+            {
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    "cannot write to the state directory ({e}): uploads in flight will not be resumed by the next run"
+                );
+            }
+        })
+    }
+
+    fn forget<'a>(&'a self, key: UploadKey<'a>) -> BoxFuture<'a, ()> {
+        let (state, key) = (self.detached(), OwnedKey::of(key));
+        Box::pin(async move {
+            blocking(move || state.remove(key.key())).await;
+        })
     }
 
     fn stopping(&self) -> bool {

@@ -39,6 +39,15 @@ fn with_key<T>(f: impl FnOnce(UploadKey<'_>) -> T) -> T {
     })
 }
 
+/// Runs one of the journal's futures (its file work goes to tokio's blocking pool).
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
 /// Writes `text` where the key's record lives, as a plain 0600 file.
 fn plant(state: &StateDir, text: &str) -> std::path::PathBuf {
     let path = state.path_for(HOST, "team/app", &digest());
@@ -69,7 +78,7 @@ fn record_json(edit: impl FnOnce(&mut serde_json::Value)) -> String {
 
 /// The planted file yields no session and is gone afterwards.
 fn refused(state: &StateDir, path: &Path) {
-    let recalled = with_key(|k| state.recall(k, &origin()));
+    let recalled = with_key(|k| block(state.recall(k, &origin())));
     assert!(recalled.is_none(), "a hostile record was trusted");
     assert!(
         std::fs::symlink_metadata(path).is_err(),
@@ -82,13 +91,13 @@ fn a_record_written_is_recalled_with_mode_0600_in_a_0700_directory() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let state = state(tmp.path());
-    with_key(|k| state.record(k, &location(), 40));
+    with_key(|k| block(state.record(k, &location(), 40)));
     let path = state.path_for(HOST, "team/app", &digest());
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let dir_mode = std::fs::metadata(state.dir()).unwrap().permissions().mode() & 0o777;
     assert_eq!(dir_mode, 0o700);
-    let recalled = with_key(|k| state.recall(k, &origin())).expect("recalled");
+    let recalled = with_key(|k| block(state.recall(k, &origin()))).expect("recalled");
     assert_eq!(recalled.location, location());
     assert_eq!(recalled.offset, 40);
     // Nothing else is left in the directory (the temporary file was renamed).
@@ -97,7 +106,7 @@ fn a_record_written_is_recalled_with_mode_0600_in_a_0700_directory() {
     let record = with_key(|k| state.read(k, &origin())).unwrap();
     assert!(!format!("{record:?}").contains("SIGNED"));
     assert!(!format!("{recalled:?}").contains("SIGNED"));
-    with_key(|k| state.forget(k));
+    with_key(|k| block(state.forget(k)));
     assert!(!path.exists());
 }
 
@@ -186,7 +195,7 @@ fn a_symlink_at_the_record_name_is_not_followed_and_is_removed() {
     assert!(target.exists(), "the link's target is left alone");
     // Writing a record replaces the link, never writes through it.
     std::os::unix::fs::symlink(&target, &path).unwrap();
-    with_key(|k| state.record(k, &location(), 40));
+    with_key(|k| block(state.record(k, &location(), 40)));
     assert!(
         !std::fs::symlink_metadata(&path)
             .unwrap()
@@ -242,7 +251,7 @@ fn a_state_directory_others_can_write_or_a_symlink_is_refused() {
 fn the_sweep_removes_expired_records_and_stale_temporary_files() {
     let tmp = tempfile::tempdir().unwrap();
     let state = state(tmp.path()).with_lifetime(Duration::ZERO);
-    with_key(|k| state.record(k, &location(), 40));
+    with_key(|k| block(state.record(k, &location(), 40)));
     let path = state.path_for(HOST, "team/app", &digest());
     assert!(path.exists());
     state.sweep();

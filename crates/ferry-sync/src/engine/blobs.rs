@@ -18,7 +18,6 @@ use tokio::sync::{OnceCell, Semaphore};
 
 use ferry_distribution::Digest;
 use ferry_distribution::capabilities::{Feature, Support};
-use ferry_distribution::error::Error;
 use ferry_distribution::ops::MountOutcome;
 
 use super::destination::Destination;
@@ -51,7 +50,7 @@ struct Job {
     held: Vec<Destination>,
 }
 
-type Outcome = HashMap<Destination, Result<(), Error>>;
+type Outcome = HashMap<Destination, Result<(), SyncError>>;
 
 /// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
 /// it to the end, then done with a result for every place it was planned for. The job stays in
@@ -186,7 +185,7 @@ impl BlobScheduler {
             return unplanned("was never scheduled for this place");
         };
         match self.outcome(&cell).await.get(place) {
-            Some(r) => r.clone().map_err(SyncError::from),
+            Some(r) => r.clone(),
             None => unplanned("was never scheduled for this place"),
         }
     }
@@ -233,17 +232,16 @@ async fn run_job(
 
     // 1. Skip what is already there (never a HEAD in a repository that did not exist, unless
     //    the source is an archive that leaves the blob out: `ferry import` may have mounted it).
-    let left_out = matches!(&job.source, Source::Archive(a) if !a.carries(digest));
     let mut needed: Vec<&Destination> = Vec::new();
     for (place, new_repo) in &job.places {
-        match place.holds_blob(digest, *new_repo && !left_out).await {
-            Ok(true) => {
+        match place.holds_blob_from(&job.source, digest, *new_repo).await {
+            Ok((true, _)) => {
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
                 outcome.insert(place.clone(), Ok(()));
             }
-            Ok(false) => needed.push(place),
+            Ok((false, _)) => needed.push(place),
             Err(e) => {
-                outcome.insert(place.clone(), Err(e));
+                outcome.insert(place.clone(), Err(e.into()));
             }
         }
     }
@@ -254,7 +252,7 @@ async fn run_job(
     //    and a refused primary must not take the mounts of the others down with it.
     needed.sort_by_key(|p| match p {
         Destination::Registry { repository, .. } => !repository.contains('/'),
-        Destination::Layout(_) | Destination::Archive { .. } => false,
+        Destination::Store(_) => false,
     });
     let mut primaries: Vec<Destination> = Vec::new();
     let mut mounts: Vec<(Destination, Destination)> = Vec::new();
@@ -311,7 +309,7 @@ async fn run_job(
                 fallbacks.push(place);
             }
             Err(e) => {
-                outcome.insert(place, Err(e));
+                outcome.insert(place, Err(e.into()));
             }
         }
     }
@@ -350,7 +348,7 @@ async fn copy_to(
             counters
                 .bytes_copied
                 .fetch_add(job.blob.size, Ordering::Relaxed);
-            if matches!(place, Destination::Layout(_) | Destination::Archive { .. }) {
+            if matches!(place, Destination::Store(_)) {
                 progress.layout_written(job.blob.size);
             }
         }

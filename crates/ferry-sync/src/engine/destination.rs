@@ -1,25 +1,27 @@
 //! Where an image goes, opened once per target the way `Source` is: a registry repository with
-//! its client, or a layout writer. The engine and the dry run ask it the same questions.
+//! its client, or a store place (layout or archive) written through its one write trait.
 
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
+use std::sync::Arc;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::{BlobPush, MountOutcome, UploadSession, UploadShape};
 use ferry_distribution::retry::Failure;
 use ferry_distribution::{Digest, Operation, RegistryClient};
 
+use super::feed::{Feed, Upload, primed};
 use super::graph::ImageGraph;
 use super::manifests::ManifestPusher;
-use super::transfer::{Feed, primed};
 use crate::error::SyncError;
 use crate::plan::TargetState;
 use crate::registries::Registries;
 use crate::report::KeptDigestRefused;
 use ferry_config::Target;
-use ferry_store::archive::writer::{ArchiveWriter, ImageIn, Naming};
+use ferry_store::StoreError;
+use ferry_store::archive::writer::{ArchiveTarget, ArchiveWriter};
 use ferry_store::layout::writer::LayoutWriter;
+use ferry_store::store::{ImageIn, SinkError, StoreKey, StoreWrite};
 
 /// An opened target.
 #[derive(Debug, Clone)]
@@ -31,17 +33,9 @@ pub enum Destination {
         /// The repository on it.
         repository: String,
     },
-    /// An OCI image-layout directory, written through its writer.
-    Layout(LayoutWriter),
-    /// An OCI archive (`oci-archive:PATH`) or `ferry export`'s bundle: one tar stream shared by
-    /// every target written into it.
-    Archive {
-        /// The archive's writer, one per file for the run.
-        writer: ArchiveWriter,
-        /// What names the images in it: the target's `REF` (`oci-archive:PATH:REF`) or, in a
-        /// bundle, the registry target's `host/repository`.
-        reference: Option<String>,
-    },
+    /// A store place: an OCI image-layout directory, or an OCI archive (`oci-archive:PATH`,
+    /// or `ferry export`'s bundle: one tar stream shared by every target written into it).
+    Store(Arc<dyn StoreWrite>),
 }
 
 /// Where an image came from, for an archive's record of it.
@@ -86,15 +80,24 @@ pub(crate) fn repository_to_create<'a>(
 }
 
 /// A destination by what it names, for ordering and lookups: a registry repository before a
-/// layout, each by name.
+/// store place, each by name.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Key<'a> {
     Registry(&'a str, &'a str),
-    Layout(&'a Path),
-    Archive(&'a ferry_store::archive::writer::Output),
+    Store(StoreKey),
 }
 
 impl Destination {
+    /// A store place as a destination.
+    pub fn store(writer: impl StoreWrite + 'static) -> Destination {
+        Destination::Store(Arc::new(writer))
+    }
+
+    /// An archive's writer as one target's destination, its images named by `reference`.
+    pub fn archive(writer: ArchiveWriter, reference: Option<String>) -> Destination {
+        Destination::store(ArchiveTarget { writer, reference })
+    }
+
     /// Opens `target`: its registry's client (built once per run by `registries`), or a writer
     /// for its layout directory.
     /// In an export (`Registries::archives` holds a bundle) every target is the bundle: a
@@ -105,17 +108,14 @@ impl Destination {
                 Target::Registry { .. } => Some(target.to_string()),
                 _ => None,
             };
-            return Ok(Destination::Archive {
-                writer: bundle.clone(),
-                reference,
-            });
+            return Ok(Destination::archive(bundle.clone(), reference));
         }
         match target {
-            Target::OciLayout { path } => Ok(Destination::Layout(LayoutWriter::new(path))),
-            Target::OciArchive { path, reference } => Ok(Destination::Archive {
-                writer: registries.archives().at(path),
-                reference: reference.clone(),
-            }),
+            Target::OciLayout { path } => Ok(Destination::store(LayoutWriter::new(path))),
+            Target::OciArchive { path, reference } => Ok(Destination::archive(
+                registries.archives().at(path),
+                reference.clone(),
+            )),
             Target::DockerArchive { .. } => Err(target.archive_not_yet(Operation::UploadStart)),
             Target::Registry {
                 registry,
@@ -132,8 +132,7 @@ impl Destination {
             Destination::Registry { client, repository } => {
                 Key::Registry(client.host(), repository)
             }
-            Destination::Layout(w) => Key::Layout(w.dir()),
-            Destination::Archive { writer, .. } => Key::Archive(writer.output()),
+            Destination::Store(s) => Key::Store(s.key()),
         }
     }
 
@@ -143,8 +142,7 @@ impl Destination {
             Destination::Registry { client, repository } => {
                 format!("{}/{repository}", client.host())
             }
-            Destination::Layout(w) => w.name(),
-            Destination::Archive { writer, .. } => writer.name(),
+            Destination::Store(s) => s.name(),
         }
     }
 
@@ -152,7 +150,15 @@ impl Destination {
     pub fn host(&self) -> Option<&str> {
         match self {
             Destination::Registry { client, .. } => Some(client.host()),
-            Destination::Layout(_) | Destination::Archive { .. } => None,
+            Destination::Store(_) => None,
+        }
+    }
+
+    /// The archive it writes, for a destination that is one (the run finishes it at the end).
+    pub fn archive_writer(&self) -> Option<&ArchiveWriter> {
+        match self {
+            Destination::Registry { .. } => None,
+            Destination::Store(s) => s.archive(),
         }
     }
 
@@ -162,8 +168,7 @@ impl Destination {
             Destination::Registry { client, repository } => {
                 Error::new(client.host(), Some(repository), operation, kind)
             }
-            Destination::Layout(w) => Error::new(w.name(), None, operation, kind),
-            Destination::Archive { writer, .. } => Error::new(writer.name(), None, operation, kind),
+            Destination::Store(s) => Error::new(s.name(), None, operation, kind),
         }
     }
 
@@ -181,9 +186,24 @@ impl Destination {
                 .head_blob(repository, digest)
                 .await
                 .map(|s| s.is_some()),
-            Destination::Layout(w) => Ok(w.holds_blob(digest)),
-            Destination::Archive { writer, .. } => Ok(writer.holds(digest)),
+            Destination::Store(s) => Ok(s.holds_blob(digest)),
         }
+    }
+
+    /// Whether it holds `digest` of `source`'s image, by the engine's skip rule: a repository
+    /// that did not exist before this run holds nothing (no HEAD is sent) unless the source
+    /// leaves the blob out (an incremental bundle: `ferry import` may have put it there).
+    /// Also says whether the target was asked (a HEAD, or a look at a store), for a caller
+    /// that remembers answers. The engine's `BlobScheduler` and the dry run both ask this.
+    pub(crate) async fn holds_blob_from(
+        &self,
+        source: &crate::source::Source,
+        digest: &Digest,
+        new_repository: bool,
+    ) -> Result<(bool, bool), Error> {
+        let assumed_empty = new_repository && source.carries(digest);
+        let held = self.holds_blob(digest, assumed_empty).await?;
+        Ok((held, !assumed_empty))
     }
 
     /// Whether a blob can reach it by a mount from `from`: two repositories of one registry
@@ -221,13 +241,15 @@ impl Destination {
 
     /// Writes the blob `feed` carries: into a registry repository through the client's
     /// `push_blob` (into `session` when a refused mount opened one), retried and resumed there;
-    /// into a layout through its writer, under the source's retry shape.
+    /// into a store place through its blob sink, the source read under its retry shape. A
+    /// write that fails on the store is the store's error (`SyncError::Store`), never the
+    /// source's.
     pub(crate) async fn write_blob(
         &self,
         feed: &Feed<'_>,
         shape: UploadShape,
-        session: Option<UploadSession>,
-    ) -> Result<(), Error> {
+        upload: Upload,
+    ) -> Result<(), SyncError> {
         match self {
             Destination::Registry { client, repository } => {
                 // Nothing goes to the target until the source has produced its first bytes: a
@@ -235,11 +257,11 @@ impl Destination {
                 // times out (and is blamed on the target). A source that fails first fails the
                 // first attempt, which later attempts recover from with a fresh read.
                 let blob = feed.blob();
-                // An upload an earlier process left (the state directory) goes on from the
-                // session's offset: it had no share of the tee (`transfer`), and lets it go.
-                let recorded = self.resumes(blob);
+                // An upload an earlier process left (the state directory, read once by
+                // `transfer`) goes on from the session's offset: it had no share of the tee.
+                let Upload { session, recalled } = upload;
                 let tee = match feed.take_first() {
-                    Some(_) if recorded => None,
+                    Some(_) if recalled.is_some() => None,
                     Some(stream) => Some(primed(stream).await),
                     None => None,
                 };
@@ -250,34 +272,28 @@ impl Destination {
                     shape,
                     session,
                 };
-                let flow = client.push_blob(push, tee, feed).await?;
+                let flow = client.push_blob_recalled(push, recalled, tee, feed).await?;
                 tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
                 Ok(())
             }
-            Destination::Layout(w) => {
-                feed.source()
-                    .read_with_retry(|| async {
-                        let stream = match feed.take_first() {
-                            Some(stream) => stream,
-                            None => feed.reopen(0).await?,
-                        };
-                        w.write_blob(&feed.blob().digest, feed.blob().size, stream)
-                            .await
-                    })
-                    .await
-            }
-            Destination::Archive { writer, .. } => archive_blob(writer, feed).await,
+            Destination::Store(store) => store_blob(store.as_ref(), feed).await,
         }
     }
 
-    /// Whether an upload of `blob` here was left by an earlier process (recorded in the state
-    /// directory): it reads the source from the session's offset itself, not from the tee.
-    pub(crate) fn resumes(&self, blob: &super::graph::BlobRef) -> bool {
+    /// The upload of `blob` here an earlier process left (recorded in the state directory), if
+    /// any: it reads the source from the session's offset itself, not from the tee. One read
+    /// of the journal per blob and destination (`transfer`).
+    pub(crate) async fn recorded_upload(
+        &self,
+        blob: &super::graph::BlobRef,
+    ) -> Option<UploadSession> {
         match self {
             Destination::Registry { client, repository } => {
-                client.has_recorded_upload(repository, &blob.digest, blob.size)
+                client
+                    .recorded_upload(repository, &blob.digest, blob.size)
+                    .await
             }
-            Destination::Layout(_) | Destination::Archive { .. } => false,
+            Destination::Store(_) => None,
         }
     }
 
@@ -297,43 +313,31 @@ impl Destination {
                     None => Put::Pushed,
                 },
             ),
-            Destination::Layout(w) => {
-                pusher.push_layout(w, graph, tag).await?;
-                Ok(Put::Pushed)
-            }
-            Destination::Archive { writer, reference } => {
-                // An archive holds the source's index as it is, as a layout does.
+            Destination::Store(store) => {
+                // A store holds the source's index as it is, children missing or not.
                 let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
                 let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
-                let ref_name = match (writer.naming(), reference, tag) {
-                    (Naming::FullReference, Some(r), Some(t)) => Some(format!("{r}:{t}")),
-                    (Naming::FullReference, Some(r), None) => Some(format!("{r}@{}", root.digest)),
-                    (_, Some(r), _) if writer.naming() == Naming::Tag => Some(r.clone()),
-                    (_, _, t) => t.map(str::to_owned),
-                };
                 let image = ImageIn {
                     manifests: children.iter().chain([root]).collect(),
                     blobs: graph.blobs.iter().map(|b| &b.digest).collect(),
-                    ref_name,
+                    tag,
                     source: from.source.clone(),
                     mapping: from.mapping,
                 };
-                let written = writer.put_image(image).await?;
-                pusher.layout_written(written);
+                pusher.push_store(store.as_ref(), &image).await?;
                 Ok(Put::Pushed)
             }
         }
     }
 }
 
-/// Streams one blob into an archive: the tar is taken once the source has produced its first
-/// bytes (a source that never answers holds no other blob back). The tee's bytes are verified
-/// by the tee (it checks the digest and holds the last chunk back), so they are not hashed
-/// again; a read that breaks part way is resumed under the source's retry shape from byte 0
-/// (the prefix already in the tar hashed, not written again) or, once resumed, from the
-/// first byte not hashed. A blob that fails inside the tar cuts the archive (see
-/// `archive::writer`).
-async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Error> {
+/// Streams one blob into a store place: its sink is begun once the source has produced its
+/// first bytes (a source that never answers holds no other blob of an archive back). The tee's
+/// bytes are verified by the tee (it checks the digest and holds the last chunk back); a read
+/// that breaks part way is resumed under the source's retry shape from where the sink says
+/// (`BlobSink::resume_at`). A write that fails is the store's `StoreError`; bytes that are not
+/// the blob are the source's error.
+async fn store_blob(store: &dyn StoreWrite, feed: &Feed<'_>) -> Result<(), SyncError> {
     use futures::StreamExt as _;
     let blob = feed.blob();
     let first = match feed.take_first() {
@@ -341,39 +345,54 @@ async fn archive_blob(writer: &ArchiveWriter, feed: &Feed<'_>) -> Result<(), Err
         None => None,
     };
     let first = match first {
-        // The source's bytes failed for good (a digest mismatch) before any reached the tar:
-        // this blob fails, the archive goes on.
+        // The source's read failed before any byte reached the store: the source's failure
+        // (a digest mismatch, or an open that gave up under its retry shape).
         Some(Err(Failure::Final(kind))) => {
-            return Err(writer.error(Operation::BlobGet, kind));
+            return Err(feed.source().error(Operation::BlobGet, kind).into());
         }
+        Some(Err(Failure::Inner(e))) => return Err((*e).into()),
         Some(Err(_)) | None => None,
         Some(Ok(s)) => Some(s),
     };
-    let Some(entry) = writer.begin_blob(&blob.digest, blob.size).await? else {
+    let Some(sink) = store.begin_blob(&blob.digest, blob.size).await? else {
         return Ok(());
     };
-    let entry = tokio::sync::Mutex::new(entry);
+    let sink = tokio::sync::Mutex::new(sink);
     let first = std::sync::Mutex::new(first);
-    feed.source()
+    let failed: std::sync::Mutex<Option<StoreError>> = std::sync::Mutex::default();
+    let read = feed
+        .source()
         .read_with_retry(|| async {
-            let mut entry = entry.lock().await;
+            let mut sink = sink.lock().await;
             let taken = first.lock().unwrap_or_else(|p| p.into_inner()).take();
             // The tee's stream while nothing else was written; a resumed read after it.
             let (mut stream, verified) = match taken {
-                Some(s) if entry.written() == 0 => (s, true),
-                _ => (feed.reopen(entry.resume_at()).await?, false),
+                Some(s) if sink.written() == 0 => (s, true),
+                _ => (feed.reopen(sink.resume_at()).await?, false),
             };
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk?;
-                entry
-                    .write(&chunk, verified)
-                    .await
-                    .map_err(Failure::Final)?;
+                match sink.write(chunk?, verified).await {
+                    Ok(()) => {}
+                    Err(SinkError::Bytes(kind)) => return Err(Failure::Final(kind)),
+                    Err(SinkError::Store(e)) => {
+                        let kind = ErrorKind::Local(e.to_string());
+                        *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                        return Err(Failure::Final(kind));
+                    }
+                }
             }
             Ok(())
         })
-        .await?;
-    entry.into_inner().finish().await
+        .await;
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(SyncError::Store(e));
+    }
+    read?;
+    match sink.into_inner().finish().await {
+        Ok(()) => Ok(()),
+        Err(SinkError::Store(e)) => Err(SyncError::Store(e)),
+        Err(SinkError::Bytes(kind)) => Err(feed.source().error(Operation::BlobGet, kind).into()),
+    }
 }
 
 impl PartialEq for Destination {

@@ -1,5 +1,5 @@
 //! Manifests go last: children by digest, then the root by tag (or digest for a pin), each once
-//! per place in a run; into a layout they go as blobs with `index.json` updated atomically.
+//! per place in a run; into a store place they go as blobs, then its index is pointed at the root.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +13,7 @@ use ferry_distribution::ops::Manifest;
 use super::graph::ImageGraph;
 use crate::error::SyncError;
 use crate::report::KeptDigestRefused;
-use ferry_store::layout::writer::LayoutWriter;
+use ferry_store::store::{ImageIn, StoreWrite};
 
 /// Remembers which manifests this run already put where, so shared children go once.
 type PushKey = (String, String, String);
@@ -130,26 +130,17 @@ impl ManifestPusher {
         }
     }
 
-    /// Counts manifest bytes written into an archive, as into a layout.
-    pub(crate) fn layout_written(&self, n: u64) {
-        self.progress.layout_written(n);
-    }
-
-    /// Writes the graph's manifests into a layout as blobs and points `index.json` at the root
-    /// (the caller holds the layout's writing lock; the index lock is taken here).
-    pub(crate) async fn push_layout(
+    /// Writes the image's manifests into a store place as blobs and points its index at the
+    /// root (for a layout the caller holds its writing lock; the index lock is taken there).
+    pub(crate) async fn push_store(
         &self,
-        layout: &LayoutWriter,
-        graph: &ImageGraph,
-        tag: Option<&str>,
+        store: &dyn StoreWrite,
+        image: &ImageIn<'_>,
     ) -> Result<(), SyncError> {
-        // A layout holds the source's index as it is, children missing or not.
-        let (children, filtered) = graph.manifests.split_at(graph.manifests.len() - 1);
-        let root = graph.original_root.as_ref().unwrap_or(&filtered[0]);
-        for m in children.iter().chain([root]) {
-            let written = layout.write_manifest(m).await?;
+        for m in &image.manifests {
+            let written = store.write_manifest(m).await?;
             self.progress.layout_written(written);
         }
-        Ok(layout.point_index(root, tag).await?)
+        Ok(store.point_index(image).await?)
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod blobs;
 pub mod destination;
+pub(crate) mod feed;
 pub mod graph;
 pub(crate) mod manifests;
 pub(crate) mod referrers;
@@ -206,7 +207,7 @@ where
             {
                 to_index.push(p);
             }
-            if let Ok(Destination::Archive { writer, .. }) = &t.place {
+            if let Ok(Some(writer)) = t.place.as_ref().map(Destination::archive_writer) {
                 archive_rows.push((writer.output().clone(), images.len()));
             }
             images.push(r);
@@ -259,7 +260,7 @@ async fn finish_archives(
             Err(e) => {
                 for (_, i) in rows.iter().filter(|(o, _)| o == writer.output()) {
                     if let Some(r) = images.get_mut(*i) {
-                        r.status = ImageStatus::failed(&e);
+                        r.status = ImageStatus::failed_sync(&SyncError::Store(e.clone()));
                     }
                 }
             }

@@ -9,12 +9,14 @@ use tokio::sync::mpsc;
 
 use ferry_distribution::Operation;
 use ferry_distribution::error::{Error, ErrorKind};
-use ferry_distribution::ops::{BlobBytes, UploadSession};
+use ferry_distribution::ops::UploadSession;
 use ferry_distribution::retry::Failure;
 
 use super::destination::Destination;
+use super::feed::{Feed, Upload, bound};
 use super::graph::BlobRef;
-use crate::source::{ByteStream, Source};
+use crate::error::SyncError;
+use crate::source::Source;
 
 /// Chunks buffered between the source and each sink: the backpressure window.
 const TEE_DEPTH: usize = 4;
@@ -30,28 +32,36 @@ pub async fn transfer(
     to: Vec<(Destination, Option<UploadSession>)>,
     shape: UploadShape,
     progress: &crate::progress::SyncProgress,
-) -> Vec<Result<(), Error>> {
+) -> Vec<Result<(), SyncError>> {
     // Set when the source's bytes do not match their digest: every sink fails with the
     // source's error (it names the source, not the target that refused to finish).
     let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
-    for (destination, _) in &to {
+    let mut recalled = Vec::new();
+    for (destination, session) in &to {
         let (tx, rx) = mpsc::channel::<Result<Bytes, Failure>>(TEE_DEPTH);
-        // Resuming an earlier process's upload: it reads from its offset, not from the tee.
-        if !destination.resumes(blob) {
+        // The journal is read once per blob and destination, here: an upload an earlier
+        // process left reads the source from the session's offset, not from the tee.
+        let left = match session {
+            Some(_) => None,
+            None => destination.recorded_upload(blob).await,
+        };
+        if left.is_none() {
             senders.push(tx);
         }
         receivers.push(rx);
+        recalled.push(left);
     }
     let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
-    let writers = futures::future::join_all(to.into_iter().zip(receivers).map(
-        |((destination, session), rx)| {
+    let writers = futures::future::join_all(to.into_iter().zip(receivers).zip(recalled).map(
+        |(((destination, session), rx), recalled)| {
+            let upload = Upload { session, recalled };
             write_one(
                 source,
                 blob,
                 destination,
-                session,
+                upload,
                 rx,
                 shape,
                 Arc::clone(&poisoned),
@@ -117,7 +127,7 @@ async fn read_once(
             Ok(chunk) => {
                 digester.update(&chunk);
                 progress.blob_read(&name, chunk.len() as u64);
-                if matches!(source, Source::Layout(_) | Source::Archive(_)) {
+                if source.is_store() {
                     progress.layout_read(chunk.len() as u64);
                 }
                 if let Some(prev) = held.replace(chunk) {
@@ -161,102 +171,26 @@ async fn read_once(
     drop(live);
 }
 
-fn receiver_stream(rx: mpsc::Receiver<Result<Bytes, Failure>>) -> ByteStream {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    }))
-}
-
 async fn write_one(
     source: &Source,
     blob: &BlobRef,
     destination: Destination,
-    session: Option<UploadSession>,
+    upload: Upload,
     rx: mpsc::Receiver<Result<Bytes, Failure>>,
     shape: UploadShape,
     poisoned: Arc<OnceLock<Error>>,
-) -> Result<(), Error> {
+) -> Result<(), SyncError> {
     let feed = Feed {
         source,
         blob,
         first: std::sync::Mutex::new(Some(rx)),
         poisoned: &poisoned,
     };
-    let result = destination.write_blob(&feed, shape, session).await;
-    result.map_err(|e| poisoned.get().cloned().unwrap_or(e))
-}
-
-/// One destination's feed of a blob: the tee's stream for its first attempt, fresh reads of the
-/// source after that, and the source's own failure (a digest mismatch) that stands for
-/// whatever the destination answered.
-pub(crate) struct Feed<'a> {
-    source: &'a Source,
-    blob: &'a BlobRef,
-    first: std::sync::Mutex<Option<mpsc::Receiver<Result<Bytes, Failure>>>>,
-    poisoned: &'a OnceLock<Error>,
-}
-
-impl Feed<'_> {
-    /// The source the blob is read from.
-    pub(crate) fn source(&self) -> &Source {
-        self.source
-    }
-
-    /// The blob.
-    pub(crate) fn blob(&self) -> &BlobRef {
-        self.blob
-    }
-
-    /// The tee's stream, the first time it is asked for.
-    pub(crate) fn take_first(&self) -> Option<ByteStream> {
-        let rx = self.first.lock().unwrap_or_else(|p| p.into_inner()).take();
-        rx.map(receiver_stream)
-    }
-
-    /// A fresh read of the source from `offset`, its failure final for this destination.
-    pub(crate) async fn reopen(&self, offset: u64) -> Result<ByteStream, Failure> {
-        reopen(self.source, self.blob, offset).await
-    }
-}
-
-impl BlobBytes for Feed<'_> {
-    fn open(&self, offset: u64) -> impl Future<Output = Result<ByteStream, Failure>> + Send {
-        reopen(self.source, self.blob, offset)
-    }
-
-    fn poisoned(&self) -> Option<ErrorKind> {
-        self.poisoned.get().map(|e| e.kind.clone())
-    }
-}
-
-/// A fresh read of the source from `offset` (a resumed sink), its failure final for the sink.
-async fn reopen(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Failure> {
-    open_bounded(source, blob, offset)
-        .await
-        .map_err(|e| Failure::Inner(Box::new(e)))
-}
-
-/// The source's stream of the blob from `offset`, cut off at the first byte beyond the size its
-/// descriptor declares: a source streaming without end fails this blob at once instead of
-/// filling a temporary file or an upload until the deadline.
-async fn open_bounded(source: &Source, blob: &BlobRef, offset: u64) -> Result<ByteStream, Error> {
-    let stream = source.open_blob(&blob.digest, blob.size, offset).await?;
-    Ok(bound(stream, source, blob, offset))
-}
-
-fn bound(stream: ByteStream, source: &Source, blob: &BlobRef, offset: u64) -> ByteStream {
-    let what = format!("blob {} from {}", blob.digest, source.name());
-    let left = blob.size.saturating_sub(offset);
-    Box::pin(ferry_distribution::limit::bounded(stream, left, what))
-}
-
-/// Waits for the stream's first item; a failure before any byte is returned as is.
-pub(crate) async fn primed(mut stream: ByteStream) -> Result<ByteStream, Failure> {
-    match stream.next().await {
-        None => Ok(Box::pin(futures::stream::empty())),
-        Some(Err(f)) => Err(f),
-        Some(Ok(first)) => Ok(Box::pin(
-            futures::stream::once(async move { Ok(first) }).chain(stream),
-        )),
+    match destination.write_blob(&feed, shape, upload).await {
+        Ok(()) => Ok(()),
+        // The destination could not be written: its own failure, whatever the source did.
+        Err(e @ SyncError::Store(_)) => Err(e),
+        // The source's bytes were wrong: that stands for whatever the destination answered.
+        Err(e) => Err(poisoned.get().cloned().map_or(e, SyncError::Registry)),
     }
 }

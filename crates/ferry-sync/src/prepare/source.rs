@@ -54,7 +54,7 @@ pub(crate) async fn resolve_images(
                             "the tag list names {tag}, but its manifest is not found"
                         )),
                     },
-                    Source::Layout(_) | Source::Archive(_) => ErrorKind::Local(format!(
+                    Source::Store(_) => ErrorKind::Local(format!(
                         "index.json names {tag}, but its manifest is not found"
                     )),
                 };

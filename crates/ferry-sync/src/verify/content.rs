@@ -213,7 +213,7 @@ impl<'a> ContentChecker<'a> {
                     )),
                 }
             }
-            (Source::Layout(reader), Target::OciLayout { path }) => {
+            (Source::Store(reader), Target::OciLayout { path }) => {
                 if !ferry_store::layout::writer::holds_blob(path, &blob.digest) {
                     return Some(missing(Missing::Blob, &blob.digest, of));
                 }
@@ -249,16 +249,14 @@ impl<'a> ContentChecker<'a> {
                     detail: Some(format!("its bytes hash to {got}")),
                 })
             }
-            // A layout source is opened only for a layout target, an archive for none.
-            (Source::Layout(_), Target::Registry { .. }) => None,
-            (Source::Archive(_), Target::Registry { .. } | Target::OciLayout { .. }) => None,
-            (
-                Source::Layout(_) | Source::Archive(_),
-                Target::OciArchive { .. } | Target::DockerArchive { .. },
-            ) => Some(Finding::unreadable(
-                format!("blob {} of {of}", blob.digest),
-                &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
-            )),
+            // A store side is opened only for a layout target (as a layout reader).
+            (Source::Store(_), Target::Registry { .. }) => None,
+            (Source::Store(_), Target::OciArchive { .. } | Target::DockerArchive { .. }) => {
+                Some(Finding::unreadable(
+                    format!("blob {} of {of}", blob.digest),
+                    &target.archive_not_yet(ferry_distribution::Operation::BlobGet),
+                ))
+            }
         }
     }
 }
