@@ -66,6 +66,3 @@ pub(crate) fn b64(what: &'static str, text: &str) -> Result<Vec<u8>> {
         .map_err(|_| TrustError::Base64 { what })
 }
 
-pub(crate) fn der_err(what: &'static str) -> impl Fn(der::Error) -> TrustError {
-    move |e| TrustError::Der { what, reason: e.to_string() }
-}
