@@ -1,10 +1,11 @@
 //! Test-only parts for ferry: an in-process OCI registry with fault knobs (`registry`) and a
 //! harness that starts the real CNCF distribution registry on loopback (`distribution`), and a
-//! private CA for TLS tests (`pki`).
+//! private CA for TLS tests (`pki`), and a test Sigstore that signs images (`trust_signer`).
 
 pub mod distribution;
 pub mod pki;
 pub mod registry;
+pub mod trust_signer;
 
 /// Deterministic pseudo-random bytes (xorshift) for test blobs that neither compress nor repeat.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
