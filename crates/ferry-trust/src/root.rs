@@ -196,6 +196,18 @@ impl TrustedRoot {
         Ok(TrustedRoot { certificate_authorities, tlogs, timestamp_authorities })
     }
 
+    /// Reads a `trusted_root.json` file (refused past [`MAX_ROOT_BYTES`] before it is read whole).
+    pub fn from_file(path: &std::path::Path) -> Result<TrustedRoot> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(path)
+            .map_err(|e| TrustError::Io { what: "trusted root", reason: format!("{}: {e}", path.display()) })?;
+        let mut bytes = Vec::new();
+        file.take(MAX_ROOT_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| TrustError::Io { what: "trusted root", reason: format!("{}: {e}", path.display()) })?;
+        TrustedRoot::from_json(&bytes)
+    }
+
     /// The public-good Sigstore root built into ferry.
     pub fn public_good() -> Result<TrustedRoot> {
         TrustedRoot::from_json(PUBLIC_GOOD_JSON.as_bytes())
