@@ -31,7 +31,8 @@ pub const SIGNED_AT: i64 = 1_704_067_200;
 struct FulcioIssuer(String);
 
 impl der::oid::AssociatedOid for FulcioIssuer {
-    const OID: der::oid::ObjectIdentifier = der::oid::ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.8");
+    const OID: der::oid::ObjectIdentifier =
+        der::oid::ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57264.1.8");
 }
 
 impl der::Encode for FulcioIssuer {
@@ -131,7 +132,10 @@ pub fn simple_signing_payload(digest: &Digest, reference: &str) -> Vec<u8> {
 pub fn key_signed_layer(key: &PrivateKey, digest: &Digest) -> SignedLayer {
     let payload = simple_signing_payload(digest, "registry.test/image");
     let sig = key.sign(&payload);
-    SignedLayer { payload, annotations: BTreeMap::from([(SIGNATURE.to_string(), B64.encode(sig))]) }
+    SignedLayer {
+        payload,
+        annotations: BTreeMap::from([(SIGNATURE.to_string(), B64.encode(sig))]),
+    }
 }
 
 impl TestSigstore {
@@ -140,10 +144,19 @@ impl TestSigstore {
         let ca_key = p256::ecdsa::SigningKey::random(&mut rand_core::OsRng);
         let ca_name = Name::from_str("CN=ferry test fulcio,O=ferry.test").unwrap();
         let spki = SubjectPublicKeyInfoOwned::from_key(*ca_key.verifying_key()).unwrap();
-        let validity = Validity { not_before: time(EPOCH), not_after: time(4_070_908_800) };
-        let builder =
-            CertificateBuilder::new(Profile::Root, SerialNumber::from(1u32), validity, ca_name.clone(), spki, &ca_key)
-                .unwrap();
+        let validity = Validity {
+            not_before: time(EPOCH),
+            not_after: time(4_070_908_800),
+        };
+        let builder = CertificateBuilder::new(
+            Profile::Root,
+            SerialNumber::from(1u32),
+            validity,
+            ca_name.clone(),
+            spki,
+            &ca_key,
+        )
+        .unwrap();
         let cert = builder.build::<p256::ecdsa::DerSignature>().unwrap();
         TestSigstore {
             ca_key,
@@ -199,12 +212,26 @@ impl TestSigstore {
     pub fn leaf(&self, who: &Keyless) -> (PrivateKey, Vec<u8>) {
         let key = p256::ecdsa::SigningKey::random(&mut rand_core::OsRng);
         let spki = SubjectPublicKeyInfoOwned::from_key(*key.verifying_key()).unwrap();
-        let validity = Validity { not_before: time(who.not_before), not_after: time(who.not_after) };
-        let profile =
-            Profile::Leaf { issuer: self.ca_name.clone(), enable_key_agreement: false, enable_key_encipherment: false };
-        let serial = SerialNumber::from(u32::try_from(who.not_before.rem_euclid(1 << 30)).unwrap() + 2);
-        let mut builder =
-            CertificateBuilder::new(profile, serial, validity, Name::default(), spki, &self.ca_key).unwrap();
+        let validity = Validity {
+            not_before: time(who.not_before),
+            not_after: time(who.not_after),
+        };
+        let profile = Profile::Leaf {
+            issuer: self.ca_name.clone(),
+            enable_key_agreement: false,
+            enable_key_encipherment: false,
+        };
+        let serial =
+            SerialNumber::from(u32::try_from(who.not_before.rem_euclid(1 << 30)).unwrap() + 2);
+        let mut builder = CertificateBuilder::new(
+            profile,
+            serial,
+            validity,
+            Name::default(),
+            spki,
+            &self.ca_key,
+        )
+        .unwrap();
         let name = if who.subject.contains('@') && !who.subject.contains(':') {
             GeneralName::Rfc822Name(der::asn1::Ia5String::new(&who.subject).unwrap())
         } else {
@@ -212,14 +239,19 @@ impl TestSigstore {
         };
         builder.add_extension(&SubjectAltName(vec![name])).unwrap();
         let code_signing = der::oid::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.3");
-        builder.add_extension(&ExtendedKeyUsage(vec![code_signing])).unwrap();
-        builder.add_extension(&FulcioIssuer(who.issuer.clone())).unwrap();
+        builder
+            .add_extension(&ExtendedKeyUsage(vec![code_signing]))
+            .unwrap();
+        builder
+            .add_extension(&FulcioIssuer(who.issuer.clone()))
+            .unwrap();
         let cert = builder.build::<p256::ecdsa::DerSignature>().unwrap();
         (PrivateKey::P256(key), cert.to_der().unwrap())
     }
 
     fn next_index(&self) -> i64 {
-        self.log_index.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        self.log_index
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A SET over the canonical entry, by this log's key.
@@ -232,7 +264,11 @@ impl TestSigstore {
     }
 
     /// A base64 hashedrekord body logging this payload hash, signature and verifier PEM.
-    pub fn hashedrekord_body(payload_sha256: &[u8], signature: &[u8], verifier_pem: &str) -> String {
+    pub fn hashedrekord_body(
+        payload_sha256: &[u8],
+        signature: &[u8],
+        verifier_pem: &str,
+    ) -> String {
         B64.encode(
             json!({
                 "apiVersion": "0.0.1",
@@ -262,12 +298,23 @@ impl TestSigstore {
     }
 
     /// A `.sig` layer signed with `key` and logged at `integrated_time`.
-    pub fn key_signed_layer_logged(&self, key: &PrivateKey, digest: &Digest, integrated_time: i64) -> SignedLayer {
+    pub fn key_signed_layer_logged(
+        &self,
+        key: &PrivateKey,
+        digest: &Digest,
+        integrated_time: i64,
+    ) -> SignedLayer {
         let mut layer = key_signed_layer(key, digest);
         let sig = key.sign(&layer.payload);
         layer.annotations.insert(SIGNATURE.into(), B64.encode(&sig));
-        let body = Self::hashedrekord_body(&Sha256::digest(&layer.payload), &sig, &key.public_key().to_pem());
-        layer.annotations.insert(BUNDLE.into(), self.rekor_annotation(&body, integrated_time));
+        let body = Self::hashedrekord_body(
+            &Sha256::digest(&layer.payload),
+            &sig,
+            &key.public_key().to_pem(),
+        );
+        layer
+            .annotations
+            .insert(BUNDLE.into(), self.rekor_annotation(&body, integrated_time));
         layer
     }
 
@@ -286,10 +333,19 @@ impl TestSigstore {
         let annotations = BTreeMap::from([
             (SIGNATURE.to_string(), B64.encode(&sig)),
             (CERTIFICATE.to_string(), cert_pem),
-            (ferry_trust::tag::CHAIN.to_string(), pem("CERTIFICATE", &self.ca_cert_der)),
-            (BUNDLE.to_string(), self.rekor_annotation(&body, who.integrated_time)),
+            (
+                ferry_trust::tag::CHAIN.to_string(),
+                pem("CERTIFICATE", &self.ca_cert_der),
+            ),
+            (
+                BUNDLE.to_string(),
+                self.rekor_annotation(&body, who.integrated_time),
+            ),
         ]);
-        SignedLayer { payload, annotations }
+        SignedLayer {
+            payload,
+            annotations,
+        }
     }
 
     fn tlog_entry(&self, body_b64: &str, integrated_time: i64, kind: &str) -> serde_json::Value {
@@ -315,7 +371,10 @@ impl TestSigstore {
         .to_string()
         .into_bytes();
         let (key, cert_der) = self.leaf(who);
-        let sig = key.sign(&ferry_trust::bundle::pae(ferry_trust::bundle::IN_TOTO, &statement));
+        let sig = key.sign(&ferry_trust::bundle::pae(
+            ferry_trust::bundle::IN_TOTO,
+            &statement,
+        ));
         let body = B64.encode(
             json!({
                 "apiVersion": "0.0.1",
@@ -344,7 +403,12 @@ impl TestSigstore {
     }
 
     /// A v0.3 bundle with a message signature over `digest` by `key` (P-256), logged.
-    pub fn key_message_bundle(&self, key: &PrivateKey, digest: &Digest, integrated_time: i64) -> Vec<u8> {
+    pub fn key_message_bundle(
+        &self,
+        key: &PrivateKey,
+        digest: &Digest,
+        integrated_time: i64,
+    ) -> Vec<u8> {
         let raw = hex::decode(digest.hex()).unwrap();
         let sig = key.sign_prehash(&raw).unwrap();
         let body = Self::hashedrekord_body(&raw, &sig, &key.public_key().to_pem());

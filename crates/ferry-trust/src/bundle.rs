@@ -22,7 +22,10 @@ pub const IN_TOTO: &str = "application/vnd.in-toto+json";
 /// Refuses a bundle whose declared size (its descriptor's) is over the bound, before any read.
 pub fn check_declared_size(size: u64) -> Result<()> {
     if size > MAX_BUNDLE_BYTES {
-        return Err(TrustError::TooLarge { what: "Sigstore bundle", limit: MAX_BUNDLE_BYTES });
+        return Err(TrustError::TooLarge {
+            what: "Sigstore bundle",
+            limit: MAX_BUNDLE_BYTES,
+        });
     }
     Ok(())
 }
@@ -33,9 +36,15 @@ pub fn read_bounded(reader: impl Read) -> Result<Vec<u8>> {
     reader
         .take(MAX_BUNDLE_BYTES + 1)
         .read_to_end(&mut out)
-        .map_err(|e| TrustError::Io { what: "Sigstore bundle", reason: e.to_string() })?;
+        .map_err(|e| TrustError::Io {
+            what: "Sigstore bundle",
+            reason: e.to_string(),
+        })?;
     if out.len() as u64 > MAX_BUNDLE_BYTES {
-        return Err(TrustError::TooLarge { what: "Sigstore bundle", limit: MAX_BUNDLE_BYTES });
+        return Err(TrustError::TooLarge {
+            what: "Sigstore bundle",
+            limit: MAX_BUNDLE_BYTES,
+        });
     }
     Ok(out)
 }
@@ -125,32 +134,52 @@ fn int(what: &'static str, v: &Value) -> Result<i64> {
         Value::String(s) => s.parse().ok(),
         _ => None,
     }
-    .ok_or_else(|| TrustError::Json { what, reason: "not an integer".into() })
+    .ok_or_else(|| TrustError::Json {
+        what,
+        reason: "not an integer".into(),
+    })
 }
 
 /// The DSSE pre-authentication encoding the envelope's signature covers.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = format!("DSSEv1 {} {} {} ", payload_type.len(), payload_type, payload.len()).into_bytes();
+    let mut out = format!(
+        "DSSEv1 {} {} {} ",
+        payload_type.len(),
+        payload_type,
+        payload.len()
+    )
+    .into_bytes();
     out.extend_from_slice(payload);
     out
 }
 
 /// Whether an in-toto statement names `digest` among its subjects.
 fn statement_names(statement: &[u8], digest: &Digest) -> Result<()> {
-    let v: Value = serde_json::from_slice(statement)
-        .map_err(|e| TrustError::Json { what: "in-toto statement", reason: e.to_string() })?;
+    let v: Value = serde_json::from_slice(statement).map_err(|e| TrustError::Json {
+        what: "in-toto statement",
+        reason: e.to_string(),
+    })?;
     let kind = v.get("_type").and_then(Value::as_str).unwrap_or_default();
     if !kind.starts_with("https://in-toto.io/Statement/") {
-        return Err(TrustError::Unsupported(format!("in-toto statement type {kind:?}")));
+        return Err(TrustError::Unsupported(format!(
+            "in-toto statement type {kind:?}"
+        )));
     }
     let subjects = v
         .get("subject")
         .and_then(Value::as_array)
-        .ok_or_else(|| TrustError::Json { what: "in-toto statement", reason: "no subject".into() })?;
+        .ok_or_else(|| TrustError::Json {
+            what: "in-toto statement",
+            reason: "no subject".into(),
+        })?;
     let alg = digest.algorithm().to_string();
     let mut found = Vec::new();
     for s in subjects {
-        if let Some(h) = s.get("digest").and_then(|d| d.get(alg.as_str())).and_then(Value::as_str) {
+        if let Some(h) = s
+            .get("digest")
+            .and_then(|d| d.get(alg.as_str()))
+            .and_then(Value::as_str)
+        {
             if h.eq_ignore_ascii_case(digest.hex()) {
                 return Ok(());
             }
@@ -159,7 +188,11 @@ fn statement_names(statement: &[u8], digest: &Digest) -> Result<()> {
     }
     Err(TrustError::DigestMismatch {
         expected: digest.to_string(),
-        found: if found.is_empty() { "no subject digest".into() } else { found.join(", ") },
+        found: if found.is_empty() {
+            "no subject digest".into()
+        } else {
+            found.join(", ")
+        },
     })
 }
 
@@ -168,26 +201,46 @@ impl Policy {
     /// read with [`check_declared_size`] and [`read_bounded`]; this refuses longer input too.
     pub fn verify_bundle(&self, digest: &Digest, bytes: &[u8]) -> Result<Verified> {
         if bytes.len() as u64 > MAX_BUNDLE_BYTES {
-            return Err(TrustError::TooLarge { what: "Sigstore bundle", limit: MAX_BUNDLE_BYTES });
+            return Err(TrustError::TooLarge {
+                what: "Sigstore bundle",
+                limit: MAX_BUNDLE_BYTES,
+            });
         }
-        let raw: RawBundle = serde_json::from_slice(bytes)
-            .map_err(|e| TrustError::Json { what: "Sigstore bundle", reason: e.to_string() })?;
-        if !raw.media_type.starts_with("application/vnd.dev.sigstore.bundle") {
-            return Err(TrustError::Unsupported(format!("bundle media type {:?}", raw.media_type)));
+        let raw: RawBundle = serde_json::from_slice(bytes).map_err(|e| TrustError::Json {
+            what: "Sigstore bundle",
+            reason: e.to_string(),
+        })?;
+        if !raw
+            .media_type
+            .starts_with("application/vnd.dev.sigstore.bundle")
+        {
+            return Err(TrustError::Unsupported(format!(
+                "bundle media type {:?}",
+                raw.media_type
+            )));
         }
         let vm = &raw.verification_material;
         let material = if let Some(cert) = &vm.certificate {
-            Material::Certificate(Cert::from_der(&b64("bundle certificate", &cert.raw_bytes)?)?)
+            Material::Certificate(Box::new(Cert::from_der(&b64(
+                "bundle certificate",
+                &cert.raw_bytes,
+            )?)?))
         } else if let Some(chain) = &vm.x509_certificate_chain {
-            let first = chain
-                .certificates
-                .first()
-                .ok_or_else(|| TrustError::Json { what: "Sigstore bundle", reason: "empty certificate chain".into() })?;
-            Material::Certificate(Cert::from_der(&b64("bundle certificate", &first.raw_bytes)?)?)
+            let first = chain.certificates.first().ok_or_else(|| TrustError::Json {
+                what: "Sigstore bundle",
+                reason: "empty certificate chain".into(),
+            })?;
+            Material::Certificate(Box::new(Cert::from_der(&b64(
+                "bundle certificate",
+                &first.raw_bytes,
+            )?)?))
         } else if vm.public_key.is_some() {
             Material::Keys
         } else {
-            return Err(TrustError::Json { what: "Sigstore bundle", reason: "no verification material".into() });
+            return Err(TrustError::Json {
+                what: "Sigstore bundle",
+                reason: "no verification material".into(),
+            });
         };
         let mut entries = Vec::new();
         for e in &vm.tlog_entries {
@@ -204,12 +257,15 @@ impl Policy {
         }
         match (&raw.message_signature, &raw.dsse_envelope) {
             (Some(ms), None) => {
-                let hash = ms
-                    .message_digest
-                    .as_ref()
-                    .ok_or_else(|| TrustError::Json { what: "Sigstore bundle", reason: "no messageDigest".into() })?;
+                let hash = ms.message_digest.as_ref().ok_or_else(|| TrustError::Json {
+                    what: "Sigstore bundle",
+                    reason: "no messageDigest".into(),
+                })?;
                 if hash.algorithm != "SHA2_256" {
-                    return Err(TrustError::Unsupported(format!("message digest {:?}", hash.algorithm)));
+                    return Err(TrustError::Unsupported(format!(
+                        "message digest {:?}",
+                        hash.algorithm
+                    )));
                 }
                 let got = b64("bundle message digest", &hash.digest)?;
                 if hex::encode(&got) != digest.hex().to_ascii_lowercase() {
@@ -231,10 +287,15 @@ impl Policy {
             }
             (None, Some(env)) => {
                 if env.payload_type != IN_TOTO {
-                    return Err(TrustError::Unsupported(format!("DSSE payload type {:?}", env.payload_type)));
+                    return Err(TrustError::Unsupported(format!(
+                        "DSSE payload type {:?}",
+                        env.payload_type
+                    )));
                 }
                 let [sig] = env.signatures.as_slice() else {
-                    return Err(TrustError::Unsupported("a DSSE envelope without exactly one signature".into()));
+                    return Err(TrustError::Unsupported(
+                        "a DSSE envelope without exactly one signature".into(),
+                    ));
                 };
                 let payload = b64("DSSE payload", &env.payload)?;
                 statement_names(&payload, digest)?;

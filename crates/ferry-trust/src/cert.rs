@@ -41,15 +41,24 @@ pub struct CertIdentity {
 impl Cert {
     /// A certificate in DER.
     pub fn from_der(der: &[u8]) -> Result<Cert> {
-        let cert = Certificate::from_der(der)
-            .map_err(|e| TrustError::Der { what: "certificate", reason: e.to_string() })?;
+        let cert = Certificate::from_der(der).map_err(|e| TrustError::Der {
+            what: "certificate",
+            reason: e.to_string(),
+        })?;
         let spki = cert
             .tbs_certificate
             .subject_public_key_info
             .to_der()
-            .map_err(|e| TrustError::Der { what: "certificate key", reason: e.to_string() })?;
+            .map_err(|e| TrustError::Der {
+                what: "certificate key",
+                reason: e.to_string(),
+            })?;
         let key = PublicKey::from_spki_der(&spki)?;
-        Ok(Cert { cert, der: der.to_vec(), key })
+        Ok(Cert {
+            cert,
+            der: der.to_vec(),
+            key,
+        })
     }
 
     /// The first certificate of a PEM text.
@@ -83,7 +92,11 @@ impl Cert {
     pub fn check_valid_at(&self, at: i64) -> Result<()> {
         let (not_before, not_after) = self.validity();
         if at < not_before || at > not_after {
-            return Err(TrustError::CertificateExpired { at, not_before, not_after });
+            return Err(TrustError::CertificateExpired {
+                at,
+                not_before,
+                not_after,
+            });
         }
         Ok(())
     }
@@ -97,18 +110,25 @@ impl Cert {
             let value = ext.extn_value.as_bytes();
             match ext.extn_id.to_string().as_str() {
                 OID_ISSUER_V2 => {
-                    let s = der::asn1::Utf8StringRef::from_der(value)
-                        .map_err(|e| TrustError::Der { what: "Fulcio issuer extension", reason: e.to_string() })?;
+                    let s =
+                        der::asn1::Utf8StringRef::from_der(value).map_err(|e| TrustError::Der {
+                            what: "Fulcio issuer extension",
+                            reason: e.to_string(),
+                        })?;
                     issuer_v2 = Some(s.as_str().to_string());
                 }
                 OID_ISSUER_V1 => {
                     issuer_v1 = Some(String::from_utf8_lossy(value).into_owned());
                 }
                 OID_SAN => {
-                    let san = SubjectAltName::from_der(value)
-                        .map_err(|e| TrustError::Der { what: "subject alternative name", reason: e.to_string() })?;
+                    let san = SubjectAltName::from_der(value).map_err(|e| TrustError::Der {
+                        what: "subject alternative name",
+                        reason: e.to_string(),
+                    })?;
                     subject = san.0.iter().find_map(|name| match name {
-                        GeneralName::UniformResourceIdentifier(uri) => Some(uri.as_str().to_string()),
+                        GeneralName::UniformResourceIdentifier(uri) => {
+                            Some(uri.as_str().to_string())
+                        }
                         GeneralName::Rfc822Name(email) => Some(email.as_str().to_string()),
                         _ => None,
                     });
@@ -128,51 +148,72 @@ impl Cert {
     pub fn check_code_signing(&self) -> Result<()> {
         for ext in self.cert.tbs_certificate.extensions.iter().flatten() {
             if ext.extn_id.to_string() == OID_EKU {
-                let eku = ExtendedKeyUsage::from_der(ext.extn_value.as_bytes())
-                    .map_err(|e| TrustError::Der { what: "extended key usage", reason: e.to_string() })?;
+                let eku = ExtendedKeyUsage::from_der(ext.extn_value.as_bytes()).map_err(|e| {
+                    TrustError::Der {
+                        what: "extended key usage",
+                        reason: e.to_string(),
+                    }
+                })?;
                 if eku.0.iter().any(|oid| oid.to_string() == OID_CODE_SIGNING) {
                     return Ok(());
                 }
             }
         }
-        Err(TrustError::UntrustedCertificate("no code-signing extended key usage".into()))
+        Err(TrustError::UntrustedCertificate(
+            "no code-signing extended key usage".into(),
+        ))
     }
 }
 
 fn unix_validity(cert: &Certificate) -> (i64, i64) {
     let v = &cert.tbs_certificate.validity;
-    let secs = |t: &x509_cert::time::Time| i64::try_from(t.to_unix_duration().as_secs()).unwrap_or(i64::MAX);
+    let secs = |t: &x509_cert::time::Time| {
+        i64::try_from(t.to_unix_duration().as_secs()).unwrap_or(i64::MAX)
+    };
     (secs(&v.not_before), secs(&v.not_after))
 }
 
 /// Verifies that `issuer` signed `child` (names match and the signature verifies).
 pub fn verify_issued_by(child: &Certificate, issuer: &Certificate) -> Result<()> {
     if child.tbs_certificate.issuer != issuer.tbs_certificate.subject {
-        return Err(TrustError::UntrustedCertificate("issuer name does not match".into()));
+        return Err(TrustError::UntrustedCertificate(
+            "issuer name does not match".into(),
+        ));
     }
     let spki = issuer
         .tbs_certificate
         .subject_public_key_info
         .to_der()
-        .map_err(|e| TrustError::Der { what: "issuer key", reason: e.to_string() })?;
+        .map_err(|e| TrustError::Der {
+            what: "issuer key",
+            reason: e.to_string(),
+        })?;
     let key = PublicKey::from_spki_der(&spki)?;
     let tbs = child
         .tbs_certificate
         .to_der()
-        .map_err(|e| TrustError::Der { what: "certificate", reason: e.to_string() })?;
-    let sig = child
-        .signature
-        .as_bytes()
-        .ok_or_else(|| TrustError::Der { what: "certificate signature", reason: "unused bits".into() })?;
+        .map_err(|e| TrustError::Der {
+            what: "certificate",
+            reason: e.to_string(),
+        })?;
+    let sig = child.signature.as_bytes().ok_or_else(|| TrustError::Der {
+        what: "certificate signature",
+        reason: "unused bits".into(),
+    })?;
     let hash = match child.signature_algorithm.oid.to_string().as_str() {
         "1.2.840.10045.4.3.2" | "1.2.840.113549.1.1.11" => HashAlg::Sha256,
         "1.2.840.10045.4.3.3" | "1.2.840.113549.1.1.12" => HashAlg::Sha384,
         "1.2.840.10045.4.3.4" | "1.2.840.113549.1.1.13" => HashAlg::Sha512,
         "1.3.101.112" => HashAlg::Sha512,
-        other => return Err(TrustError::Unsupported(format!("certificate signature algorithm {other}"))),
+        other => {
+            return Err(TrustError::Unsupported(format!(
+                "certificate signature algorithm {other}"
+            )));
+        }
     };
-    key.verify_with(hash, &tbs, sig)
-        .map_err(|_| TrustError::UntrustedCertificate("certificate signature does not verify".into()))
+    key.verify_with(hash, &tbs, sig).map_err(|_| {
+        TrustError::UntrustedCertificate("certificate signature does not verify".into())
+    })
 }
 
 /// Finds the root's CA that issued `leaf`, its whole chain valid at `at`; refuses otherwise.
@@ -182,11 +223,16 @@ pub fn chain_to_root<'r>(leaf: &Cert, root: &'r TrustedRoot, at: i64) -> Result<
         if !ca.valid.contains(at) {
             continue;
         }
-        let Some(first) = ca.chain.first() else { continue };
+        let Some(first) = ca.chain.first() else {
+            continue;
+        };
         if verify_issued_by(&leaf.cert, first).is_err() {
             continue;
         }
-        let links_ok = ca.chain.windows(2).all(|w| verify_issued_by(&w[0], &w[1]).is_ok());
+        let links_ok = ca
+            .chain
+            .windows(2)
+            .all(|w| verify_issued_by(&w[0], &w[1]).is_ok());
         let times_ok = ca.chain.iter().all(|c| {
             let (nb, na) = unix_validity(c);
             at >= nb && at <= na

@@ -42,11 +42,15 @@ struct Cipher {
 
 fn key_from(password: &[u8], salt: &[u8], n: u64, r: u32, p: u32) -> Result<Zeroizing<[u8; 32]>> {
     if !n.is_power_of_two() || n < 2 {
-        return Err(TrustError::UnsupportedKey("scrypt N is not a power of two".into()));
+        return Err(TrustError::UnsupportedKey(
+            "scrypt N is not a power of two".into(),
+        ));
     }
     let log_n = n.trailing_zeros() as u8;
     if log_n > MAX_LOG_N || r == 0 || r > 32 || p == 0 || p > 16 {
-        return Err(TrustError::UnsupportedKey(format!("scrypt cost N={n} r={r} p={p} beyond ferry's bound")));
+        return Err(TrustError::UnsupportedKey(format!(
+            "scrypt cost N={n} r={r} p={p} beyond ferry's bound"
+        )));
     }
     let params = scrypt::Params::new(log_n, r, p, 32)
         .map_err(|_| TrustError::UnsupportedKey("scrypt parameters".into()))?;
@@ -72,12 +76,23 @@ pub(crate) fn decrypt(envelope: &[u8], password: &[u8]) -> Result<Zeroizing<Vec<
     let nonce = b64("encrypted key nonce", &env.cipher.nonce)?;
     let ciphertext = b64("encrypted key ciphertext", &env.ciphertext)?;
     if nonce.len() != 24 {
-        return Err(TrustError::UnsupportedKey("secretbox nonce is not 24 bytes".into()));
+        return Err(TrustError::UnsupportedKey(
+            "secretbox nonce is not 24 bytes".into(),
+        ));
     }
-    let key = key_from(password, &salt, env.kdf.params.N, env.kdf.params.r, env.kdf.params.p)?;
+    let key = key_from(
+        password,
+        &salt,
+        env.kdf.params.N,
+        env.kdf.params.r,
+        env.kdf.params.p,
+    )?;
     let cipher = crypto_secretbox::XSalsa20Poly1305::new(key.as_ref().into());
     let plain = cipher
-        .decrypt(crypto_secretbox::Nonce::from_slice(&nonce), ciphertext.as_ref())
+        .decrypt(
+            crypto_secretbox::Nonce::from_slice(&nonce),
+            ciphertext.as_ref(),
+        )
         .map_err(|_| TrustError::Decrypt)?;
     Ok(Zeroizing::new(plain))
 }
@@ -98,15 +113,26 @@ pub fn encrypt_pkcs8(pkcs8_der: &[u8], password: &[u8], log_n: u8) -> Result<Zer
         .map_err(|_| TrustError::Decrypt)?;
     let std = base64::engine::general_purpose::STANDARD;
     let env = Envelope {
-        kdf: Kdf { name: "scrypt".into(), params: KdfParams { N: n, r: 8, p: 1 }, salt: std.encode(salt) },
-        cipher: Cipher { name: "nacl/secretbox".into(), nonce: std.encode(nonce) },
+        kdf: Kdf {
+            name: "scrypt".into(),
+            params: KdfParams { N: n, r: 8, p: 1 },
+            salt: std.encode(salt),
+        },
+        cipher: Cipher {
+            name: "nacl/secretbox".into(),
+            nonce: std.encode(nonce),
+        },
         ciphertext: std.encode(sealed),
     };
     let json = serde_json::to_vec(&env).map_err(|e| TrustError::Json {
         what: "encrypted private key",
         reason: e.to_string(),
     })?;
-    der::pem::encode_string("ENCRYPTED SIGSTORE PRIVATE KEY", der::pem::LineEnding::LF, &json)
-        .map(Zeroizing::new)
-        .map_err(|_| TrustError::UnsupportedKey("the key does not encode".into()))
+    der::pem::encode_string(
+        "ENCRYPTED SIGSTORE PRIVATE KEY",
+        der::pem::LineEnding::LF,
+        &json,
+    )
+    .map(Zeroizing::new)
+    .map_err(|_| TrustError::UnsupportedKey("the key does not encode".into()))
 }

@@ -38,7 +38,11 @@ pub enum TrustError {
     UntrustedCertificate(String),
     /// A certificate outside its validity at the time the signature was logged.
     #[error("certificate not valid at the signing time {at} (valid {not_before} to {not_after})")]
-    CertificateExpired { at: i64, not_before: i64, not_after: i64 },
+    CertificateExpired {
+        at: i64,
+        not_before: i64,
+        not_after: i64,
+    },
     /// A certificate whose identity no identity of the policy accepts.
     #[error("identity mismatch: issuer {issuer:?}, subject {subject:?}")]
     IdentityMismatch { issuer: String, subject: String },
@@ -65,4 +69,3 @@ pub(crate) fn b64(what: &'static str, text: &str) -> Result<Vec<u8>> {
         .decode(text.trim())
         .map_err(|_| TrustError::Base64 { what })
 }
-

@@ -3,9 +3,11 @@
 
 use std::fmt;
 
-use ecdsa::signature::{Signer as _, Verifier as _};
 use ecdsa::signature::hazmat::{PrehashSigner as _, PrehashVerifier as _};
-use pkcs8::{DecodePrivateKey as _, DecodePublicKey as _, EncodePrivateKey as _, EncodePublicKey as _};
+use ecdsa::signature::{Signer as _, Verifier as _};
+use pkcs8::{
+    DecodePrivateKey as _, DecodePublicKey as _, EncodePrivateKey as _, EncodePublicKey as _,
+};
 use sha2::{Digest as _, Sha256, Sha384, Sha512};
 use zeroize::Zeroizing;
 
@@ -87,13 +89,15 @@ impl PublicKey {
             what: "public key",
             reason: e.to_string(),
         })?;
-        let bad = |e: spki::Error| TrustError::Der { what: "public key", reason: e.to_string() };
+        let bad = |e: spki::Error| TrustError::Der {
+            what: "public key",
+            reason: e.to_string(),
+        };
         match info.algorithm.oid.to_string().as_str() {
             OID_EC => {
-                let curve = info
-                    .algorithm
-                    .parameters_oid()
-                    .map_err(|_| TrustError::UnsupportedKey("EC key without a named curve".into()))?;
+                let curve = info.algorithm.parameters_oid().map_err(|_| {
+                    TrustError::UnsupportedKey("EC key without a named curve".into())
+                })?;
                 match curve.to_string().as_str() {
                     OID_P256 => p256::ecdsa::VerifyingKey::from_public_key_der(der)
                         .map(PublicKey::P256)
@@ -194,7 +198,9 @@ impl PublicKey {
                 k.verify(scheme, digest, sig).is_ok() || k.verify(pss, digest, sig).is_ok()
             }
             PublicKey::Ed25519(_) => {
-                return Err(TrustError::Unsupported("an Ed25519 signature over a digest".into()));
+                return Err(TrustError::Unsupported(
+                    "an Ed25519 signature over a digest".into(),
+                ));
             }
         };
         if ok { Ok(()) } else { Err(bad_sig()) }
@@ -240,7 +246,9 @@ impl PrivateKey {
             "PRIVATE KEY" => PrivateKey::from_pkcs8_der(&der),
             "EC PRIVATE KEY" => p256::SecretKey::from_sec1_der(&der)
                 .map(|k| PrivateKey::P256(k.into()))
-                .map_err(|_| TrustError::UnsupportedKey("an EC private key that is not P-256".into())),
+                .map_err(|_| {
+                    TrustError::UnsupportedKey("an EC private key that is not P-256".into())
+                }),
             "ENCRYPTED SIGSTORE PRIVATE KEY" | "ENCRYPTED COSIGN PRIVATE KEY" => {
                 let password = password.ok_or_else(|| {
                     TrustError::UnsupportedKey("an encrypted cosign key needs a password".into())
@@ -262,15 +270,22 @@ impl PrivateKey {
             reason: "not a PKCS#8 PrivateKeyInfo".into(),
         })?;
         let oid = info.algorithm.oid.to_string();
-        let bad = |_| TrustError::Der { what: "private key", reason: "the key does not decode".into() };
+        let bad = |_| TrustError::Der {
+            what: "private key",
+            reason: "the key does not decode".into(),
+        };
         match oid.as_str() {
             OID_EC => p256::SecretKey::from_pkcs8_der(der)
                 .map(|k| PrivateKey::P256(k.into()))
-                .map_err(|_| TrustError::UnsupportedKey("an EC private key that is not P-256".into())),
+                .map_err(|_| {
+                    TrustError::UnsupportedKey("an EC private key that is not P-256".into())
+                }),
             OID_ED25519 => ed25519_dalek::SigningKey::from_pkcs8_der(der)
                 .map(PrivateKey::Ed25519)
                 .map_err(bad),
-            other => Err(TrustError::UnsupportedKey(format!("private key algorithm {other}"))),
+            other => Err(TrustError::UnsupportedKey(format!(
+                "private key algorithm {other}"
+            ))),
         }
     }
 
@@ -320,9 +335,9 @@ impl PrivateKey {
                     .map_err(|_| TrustError::Unsupported("a digest of this length".into()))?;
                 Ok(sig.to_der().as_bytes().to_vec())
             }
-            PrivateKey::Ed25519(_) => {
-                Err(TrustError::Unsupported("an Ed25519 signature over a digest".into()))
-            }
+            PrivateKey::Ed25519(_) => Err(TrustError::Unsupported(
+                "an Ed25519 signature over a digest".into(),
+            )),
         }
     }
 }
@@ -330,7 +345,12 @@ impl PrivateKey {
 impl fmt::Debug for PrivateKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let public = self.public_key();
-        write!(f, "PrivateKey({}, public {})", public.kind(), public.fingerprint())
+        write!(
+            f,
+            "PrivateKey({}, public {})",
+            public.kind(),
+            public.fingerprint()
+        )
     }
 }
 
@@ -339,13 +359,22 @@ pub(crate) fn pem_block(text: &[u8], what: &'static str) -> Result<(String, Vec<
     pem_blocks(text, what, 1)?
         .into_iter()
         .next()
-        .ok_or_else(|| TrustError::Pem { what, reason: "no BEGIN line".into() })
+        .ok_or_else(|| TrustError::Pem {
+            what,
+            reason: "no BEGIN line".into(),
+        })
 }
 
 /// Up to `max` PEM blocks of `text`, in order; more than `max` is an error.
-pub(crate) fn pem_blocks(text: &[u8], what: &'static str, max: usize) -> Result<Vec<(String, Vec<u8>)>> {
-    let text = std::str::from_utf8(text)
-        .map_err(|_| TrustError::Pem { what, reason: "not UTF-8 text".into() })?;
+pub(crate) fn pem_blocks(
+    text: &[u8],
+    what: &'static str,
+    max: usize,
+) -> Result<Vec<(String, Vec<u8>)>> {
+    let text = std::str::from_utf8(text).map_err(|_| TrustError::Pem {
+        what,
+        reason: "not UTF-8 text".into(),
+    })?;
     let mut blocks = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("-----BEGIN ") {
@@ -353,20 +382,32 @@ pub(crate) fn pem_blocks(text: &[u8], what: &'static str, max: usize) -> Result<
             if max == 1 {
                 break;
             }
-            return Err(TrustError::Pem { what, reason: format!("more than {max} PEM blocks") });
+            return Err(TrustError::Pem {
+                what,
+                reason: format!("more than {max} PEM blocks"),
+            });
         }
         rest = &rest[start..];
         let end = rest
             .find("-----END ")
             .and_then(|e| rest[e + 9..].find("-----").map(|c| e + 9 + c + 5))
-            .ok_or_else(|| TrustError::Pem { what, reason: "no END line".into() })?;
-        let (label, der) = der::pem::decode_vec(rest[..end].as_bytes())
-            .map_err(|e| TrustError::Pem { what, reason: e.to_string() })?;
+            .ok_or_else(|| TrustError::Pem {
+                what,
+                reason: "no END line".into(),
+            })?;
+        let (label, der) =
+            der::pem::decode_vec(&rest.as_bytes()[..end]).map_err(|e| TrustError::Pem {
+                what,
+                reason: e.to_string(),
+            })?;
         blocks.push((label.to_string(), der));
         rest = &rest[end..];
     }
     if blocks.is_empty() {
-        return Err(TrustError::Pem { what, reason: "no BEGIN line".into() });
+        return Err(TrustError::Pem {
+            what,
+            reason: "no BEGIN line".into(),
+        });
     }
     Ok(blocks)
 }

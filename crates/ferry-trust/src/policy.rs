@@ -83,7 +83,7 @@ pub struct Verified {
 /// What the signature was made with.
 pub(crate) enum Material {
     /// A certificate (keyless), with the chain the signature carried (untrusted; the root decides).
-    Certificate(Cert),
+    Certificate(Box<Cert>),
     /// No verification material: try the policy's keys.
     Keys,
 }
@@ -133,9 +133,12 @@ impl Policy {
                 Err(e) => why = Some(e),
             }
         }
-        let needs_log = self.tlog == TlogPolicy::Require || matches!(claim.material, Material::Certificate(_));
+        let needs_log =
+            self.tlog == TlogPolicy::Require || matches!(claim.material, Material::Certificate(_));
         if evidence.is_none() && needs_log {
-            return Err(why.unwrap_or_else(|| TrustError::Tlog("the signature has no Rekor entry".into())));
+            return Err(
+                why.unwrap_or_else(|| TrustError::Tlog("the signature has no Rekor entry".into()))
+            );
         }
         let (signer, verifier_der) = match &claim.material {
             Material::Certificate(leaf) => {
@@ -144,11 +147,24 @@ impl Policy {
                 leaf.check_valid_at(at)?;
                 leaf.check_code_signing()?;
                 let id = leaf.identity()?;
-                if !self.identities.iter().any(|i| i.accepts(&id.issuer, &id.subject)) {
-                    return Err(TrustError::IdentityMismatch { issuer: id.issuer, subject: id.subject });
+                if !self
+                    .identities
+                    .iter()
+                    .any(|i| i.accepts(&id.issuer, &id.subject))
+                {
+                    return Err(TrustError::IdentityMismatch {
+                        issuer: id.issuer,
+                        subject: id.subject,
+                    });
                 }
                 check(&leaf.key, &claim.signed, claim.signature)?;
-                (Signer::Certificate { issuer: id.issuer, subject: id.subject }, leaf.der.clone())
+                (
+                    Signer::Certificate {
+                        issuer: id.issuer,
+                        subject: id.subject,
+                    },
+                    leaf.der.clone(),
+                )
             }
             Material::Keys => {
                 let key = self
@@ -162,7 +178,11 @@ impl Policy {
         if let Some(entry) = evidence {
             rekor::check_body(
                 entry,
-                &Expect { payload_sha256: &claim.logged_sha256, signature: claim.signature, verifier_der: &verifier_der },
+                &Expect {
+                    payload_sha256: &claim.logged_sha256,
+                    signature: claim.signature,
+                    verifier_der: &verifier_der,
+                },
             )?;
         }
         Ok(Verified {

@@ -39,9 +39,14 @@ pub fn verify_set<'r>(root: &'r TrustedRoot, entry: &Entry) -> Result<&'r Log> {
         .set
         .as_deref()
         .ok_or_else(|| TrustError::Tlog("the entry has no signed entry timestamp".into()))?;
-    let log = root.tlog(&entry.log_id, entry.integrated_time).ok_or_else(|| {
-        TrustError::Tlog(format!("log id {} is not a log of the trusted root", hex::encode(&entry.log_id)))
-    })?;
+    let log = root
+        .tlog(&entry.log_id, entry.integrated_time)
+        .ok_or_else(|| {
+            TrustError::Tlog(format!(
+                "log id {} is not a log of the trusted root",
+                hex::encode(&entry.log_id)
+            ))
+        })?;
     // RFC 8785 canonical JSON of the four fields: keys sorted, no spaces; the strings are
     // base64 and hex, which need no escaping.
     let canonical = format!(
@@ -51,9 +56,12 @@ pub fn verify_set<'r>(root: &'r TrustedRoot, entry: &Entry) -> Result<&'r Log> {
         hex::encode(&entry.log_id),
         entry.log_index
     );
-    log.key
-        .verify(canonical.as_bytes(), set)
-        .map_err(|_| TrustError::Tlog(format!("the SET does not verify under the key of {}", log.base_url)))?;
+    log.key.verify(canonical.as_bytes(), set).map_err(|_| {
+        TrustError::Tlog(format!(
+            "the SET does not verify under the key of {}",
+            log.base_url
+        ))
+    })?;
     Ok(log)
 }
 
@@ -80,8 +88,10 @@ fn verifier_der(b64_text: &str) -> Result<Vec<u8>> {
 /// Refuses an entry whose body does not log exactly this signature.
 pub fn check_body(entry: &Entry, expect: &Expect<'_>) -> Result<()> {
     let body = b64("Rekor entry body", &entry.body_b64)?;
-    let body: Value = serde_json::from_slice(&body)
-        .map_err(|e| TrustError::Json { what: "Rekor entry body", reason: e.to_string() })?;
+    let body: Value = serde_json::from_slice(&body).map_err(|e| TrustError::Json {
+        what: "Rekor entry body",
+        reason: e.to_string(),
+    })?;
     let kind = str_at(&body, &["kind"])?;
     let mismatch = |what: &str| TrustError::Tlog(format!("the entry logs another {what}"));
     match kind {
@@ -91,11 +101,17 @@ pub fn check_body(entry: &Entry, expect: &Expect<'_>) -> Result<()> {
             if alg != "sha256" || !value.eq_ignore_ascii_case(&hex::encode(expect.payload_sha256)) {
                 return Err(mismatch("payload"));
             }
-            let sig = b64("Rekor entry signature", str_at(&body, &["spec", "signature", "content"])?)?;
+            let sig = b64(
+                "Rekor entry signature",
+                str_at(&body, &["spec", "signature", "content"])?,
+            )?;
             if sig != expect.signature {
                 return Err(mismatch("signature"));
             }
-            let key = verifier_der(str_at(&body, &["spec", "signature", "publicKey", "content"])?)?;
+            let key = verifier_der(str_at(
+                &body,
+                &["spec", "signature", "publicKey", "content"],
+            )?)?;
             if key != expect.verifier_der {
                 return Err(mismatch("signer"));
             }
@@ -110,9 +126,10 @@ pub fn check_body(entry: &Entry, expect: &Expect<'_>) -> Result<()> {
                 .and_then(Value::as_array)
                 .ok_or_else(|| TrustError::Tlog("the entry body has no spec.signatures".into()))?;
             for s in sigs {
-                let (Some(sig), Some(ver)) =
-                    (s.get("signature").and_then(Value::as_str), s.get("verifier").and_then(Value::as_str))
-                else {
+                let (Some(sig), Some(ver)) = (
+                    s.get("signature").and_then(Value::as_str),
+                    s.get("verifier").and_then(Value::as_str),
+                ) else {
                     continue;
                 };
                 if b64("Rekor entry signature", sig)? == expect.signature
@@ -123,7 +140,9 @@ pub fn check_body(entry: &Entry, expect: &Expect<'_>) -> Result<()> {
             }
             Err(mismatch("signature or signer"))
         }
-        other => Err(TrustError::Unsupported(format!("Rekor entry kind {other:?}"))),
+        other => Err(TrustError::Unsupported(format!(
+            "Rekor entry kind {other:?}"
+        ))),
     }
 }
 

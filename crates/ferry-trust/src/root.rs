@@ -1,9 +1,9 @@
 //! The Sigstore TrustedRoot (`trusted_root.json`): Fulcio CAs, Rekor logs, timestamp authorities.
 //! The public-good root is built in (see the crate doc for its version); a file replaces it.
 
+use der::Decode as _;
 use serde::Deserialize;
 use x509_cert::Certificate;
-use der::Decode as _;
 
 use crate::error::{Result, TrustError, b64};
 use crate::keys::PublicKey;
@@ -128,7 +128,10 @@ struct RawWindow {
 fn time(what: &'static str, text: &str) -> Result<i64> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.timestamp())
-        .map_err(|e| TrustError::Json { what, reason: format!("time {text:?}: {e}") })
+        .map_err(|e| TrustError::Json {
+            what,
+            reason: format!("time {text:?}: {e}"),
+        })
 }
 
 fn window(raw: Option<&RawWindow>) -> Result<Window> {
@@ -153,7 +156,10 @@ fn authority(raw: &RawAuthority) -> Result<Authority> {
         })?);
     }
     if chain.is_empty() {
-        return Err(TrustError::Json { what: "trusted root", reason: "an authority with no certificate".into() });
+        return Err(TrustError::Json {
+            what: "trusted root",
+            reason: "an authority with no certificate".into(),
+        });
     }
     let name = match &raw.subject {
         serde_json::Value::Object(m) => m
@@ -163,21 +169,33 @@ fn authority(raw: &RawAuthority) -> Result<Authority> {
             .to_string(),
         _ => "(unnamed)".to_string(),
     };
-    Ok(Authority { name, chain, valid: window(raw.valid_for.as_ref())? })
+    Ok(Authority {
+        name,
+        chain,
+        valid: window(raw.valid_for.as_ref())?,
+    })
 }
 
 impl TrustedRoot {
     /// Parses `trusted_root.json` (media type `application/vnd.dev.sigstore.trustedroot+json`).
     pub fn from_json(bytes: &[u8]) -> Result<TrustedRoot> {
         if bytes.len() > MAX_ROOT_BYTES {
-            return Err(TrustError::TooLarge { what: "trusted root", limit: MAX_ROOT_BYTES as u64 });
+            return Err(TrustError::TooLarge {
+                what: "trusted root",
+                limit: MAX_ROOT_BYTES as u64,
+            });
         }
-        let raw: RawRoot = serde_json::from_slice(bytes)
-            .map_err(|e| TrustError::Json { what: "trusted root", reason: e.to_string() })?;
+        let raw: RawRoot = serde_json::from_slice(bytes).map_err(|e| TrustError::Json {
+            what: "trusted root",
+            reason: e.to_string(),
+        })?;
         if let Some(media) = &raw.media_type
             && !media.starts_with("application/vnd.dev.sigstore.trustedroot")
         {
-            return Err(TrustError::Json { what: "trusted root", reason: format!("media type {media:?}") });
+            return Err(TrustError::Json {
+                what: "trusted root",
+                reason: format!("media type {media:?}"),
+            });
         }
         let mut tlogs = Vec::new();
         for log in &raw.tlogs {
@@ -189,22 +207,37 @@ impl TrustedRoot {
                 valid: window(log.public_key.valid_for.as_ref())?,
             });
         }
-        let certificate_authorities =
-            raw.certificate_authorities.iter().map(authority).collect::<Result<Vec<_>>>()?;
-        let timestamp_authorities =
-            raw.timestamp_authorities.iter().map(authority).collect::<Result<Vec<_>>>()?;
-        Ok(TrustedRoot { certificate_authorities, tlogs, timestamp_authorities })
+        let certificate_authorities = raw
+            .certificate_authorities
+            .iter()
+            .map(authority)
+            .collect::<Result<Vec<_>>>()?;
+        let timestamp_authorities = raw
+            .timestamp_authorities
+            .iter()
+            .map(authority)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TrustedRoot {
+            certificate_authorities,
+            tlogs,
+            timestamp_authorities,
+        })
     }
 
     /// Reads a `trusted_root.json` file (refused past [`MAX_ROOT_BYTES`] before it is read whole).
     pub fn from_file(path: &std::path::Path) -> Result<TrustedRoot> {
         use std::io::Read as _;
-        let file = std::fs::File::open(path)
-            .map_err(|e| TrustError::Io { what: "trusted root", reason: format!("{}: {e}", path.display()) })?;
+        let file = std::fs::File::open(path).map_err(|e| TrustError::Io {
+            what: "trusted root",
+            reason: format!("{}: {e}", path.display()),
+        })?;
         let mut bytes = Vec::new();
         file.take(MAX_ROOT_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| TrustError::Io { what: "trusted root", reason: format!("{}: {e}", path.display()) })?;
+            .map_err(|e| TrustError::Io {
+                what: "trusted root",
+                reason: format!("{}: {e}", path.display()),
+            })?;
         TrustedRoot::from_json(&bytes)
     }
 
@@ -215,6 +248,8 @@ impl TrustedRoot {
 
     /// The log with this id whose key was valid at `at`.
     pub fn tlog(&self, log_id: &[u8], at: i64) -> Option<&Log> {
-        self.tlogs.iter().find(|l| l.log_id == log_id && l.valid.contains(at))
+        self.tlogs
+            .iter()
+            .find(|l| l.log_id == log_id && l.valid.contains(at))
     }
 }

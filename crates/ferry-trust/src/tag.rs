@@ -63,12 +63,20 @@ struct RawIdentity {
 /// Parses a simple-signing payload; refuses one whose `critical.type` is not cosign's.
 pub fn parse_simple_signing(payload: &[u8]) -> Result<SimpleSigning> {
     if payload.len() > MAX_LAYER_BYTES {
-        return Err(TrustError::TooLarge { what: "simple-signing payload", limit: MAX_LAYER_BYTES as u64 });
+        return Err(TrustError::TooLarge {
+            what: "simple-signing payload",
+            limit: MAX_LAYER_BYTES as u64,
+        });
     }
-    let raw: RawPayload = serde_json::from_slice(payload)
-        .map_err(|e| TrustError::Json { what: "simple-signing payload", reason: e.to_string() })?;
+    let raw: RawPayload = serde_json::from_slice(payload).map_err(|e| TrustError::Json {
+        what: "simple-signing payload",
+        reason: e.to_string(),
+    })?;
     if raw.critical.kind != COSIGN_TYPE {
-        return Err(TrustError::Unsupported(format!("simple-signing type {:?}", raw.critical.kind)));
+        return Err(TrustError::Unsupported(format!(
+            "simple-signing type {:?}",
+            raw.critical.kind
+        )));
     }
     Ok(SimpleSigning {
         manifest_digest: raw.critical.image.digest,
@@ -107,10 +115,15 @@ struct RawRekorPayload {
 /// Parses the `dev.sigstore.cosign/bundle` annotation into a log entry.
 pub fn parse_rekor_bundle(text: &str) -> Result<Entry> {
     if text.len() > MAX_LAYER_BYTES {
-        return Err(TrustError::TooLarge { what: "Rekor bundle annotation", limit: MAX_LAYER_BYTES as u64 });
+        return Err(TrustError::TooLarge {
+            what: "Rekor bundle annotation",
+            limit: MAX_LAYER_BYTES as u64,
+        });
     }
-    let raw: RawRekorBundle = serde_json::from_str(text)
-        .map_err(|e| TrustError::Json { what: "Rekor bundle annotation", reason: e.to_string() })?;
+    let raw: RawRekorBundle = serde_json::from_str(text).map_err(|e| TrustError::Json {
+        what: "Rekor bundle annotation",
+        reason: e.to_string(),
+    })?;
     Ok(Entry {
         body_b64: raw.payload.body,
         integrated_time: raw.payload.integrated_time,
@@ -129,18 +142,28 @@ impl Policy {
     pub fn verify_cosign_layer(&self, digest: &Digest, layer: CosignLayer<'_>) -> Result<Verified> {
         let ss = parse_simple_signing(layer.payload)?;
         if !ss.manifest_digest.eq_ignore_ascii_case(&digest.to_string()) {
-            return Err(TrustError::DigestMismatch { expected: digest.to_string(), found: ss.manifest_digest });
+            return Err(TrustError::DigestMismatch {
+                expected: digest.to_string(),
+                found: ss.manifest_digest,
+            });
         }
-        let sig_text = layer
-            .annotations
-            .get(SIGNATURE)
-            .ok_or_else(|| TrustError::Unsupported(format!("a layer without the {SIGNATURE} annotation")))?;
+        let sig_text = layer.annotations.get(SIGNATURE).ok_or_else(|| {
+            TrustError::Unsupported(format!("a layer without the {SIGNATURE} annotation"))
+        })?;
         let signature = b64("cosign signature annotation", sig_text)?;
-        let material = match layer.annotations.get(CERTIFICATE).filter(|c| !c.trim().is_empty()) {
-            Some(pem) => Material::Certificate(Cert::from_pem(pem.as_bytes())?),
+        let material = match layer
+            .annotations
+            .get(CERTIFICATE)
+            .filter(|c| !c.trim().is_empty())
+        {
+            Some(pem) => Material::Certificate(Box::new(Cert::from_pem(pem.as_bytes())?)),
             None => Material::Keys,
         };
-        if let Some(chain) = layer.annotations.get(CHAIN).filter(|c| !c.trim().is_empty()) {
+        if let Some(chain) = layer
+            .annotations
+            .get(CHAIN)
+            .filter(|c| !c.trim().is_empty())
+        {
             // Parsed so malformed input is refused; trust comes from the root, not from here.
             Cert::chain_from_pem(chain.as_bytes())?;
         }

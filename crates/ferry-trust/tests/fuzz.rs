@@ -8,7 +8,10 @@ use base64::Engine as _;
 use ferry_distribution::Digest;
 use ferry_testkit::trust_signer::{Keyless, TestSigstore};
 use ferry_trust::tag::{BUNDLE, CERTIFICATE, CHAIN, SIGNATURE};
-use ferry_trust::{Cert, CosignLayer, Identity, Policy, PrivateKey, PublicKey, SubjectMatch, TlogPolicy, TrustedRoot};
+use ferry_trust::{
+    Cert, CosignLayer, Identity, Policy, PrivateKey, PublicKey, SubjectMatch, TlogPolicy,
+    TrustedRoot,
+};
 use proptest::prelude::*;
 
 struct Fixture {
@@ -25,11 +28,18 @@ fn fixture() -> &'static Fixture {
         let bundle = s.dsse_bundle(&Keyless::new("https://i.test", "a@b.test"), &digest);
         let policy = Policy {
             keys: vec![PrivateKey::generate_p256().public_key()],
-            identities: vec![Identity { issuer: "https://i.test".into(), subject: SubjectMatch::Exact("a@b.test".into()) }],
+            identities: vec![Identity {
+                issuer: "https://i.test".into(),
+                subject: SubjectMatch::Exact("a@b.test".into()),
+            }],
             root: Arc::new(s.trusted_root()),
             tlog: TlogPolicy::Require,
         };
-        Fixture { policy, digest, bundle }
+        Fixture {
+            policy,
+            digest,
+            bundle,
+        }
     })
 }
 

@@ -4,37 +4,61 @@
 use ferry_trust::{PrivateKey, PublicKey, TrustError};
 
 fn vector(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/vectors/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read(format!(
+        "{}/tests/vectors/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
 }
 
 #[test]
 fn cosign_generated_encrypted_key_opens_with_its_empty_password_and_signs() {
-    let key = PrivateKey::from_pem(&vector("sigstore-rs-cosign_generated_encrypted_empty_private.key"), Some(b""))
-        .unwrap();
+    let key = PrivateKey::from_pem(
+        &vector("sigstore-rs-cosign_generated_encrypted_empty_private.key"),
+        Some(b""),
+    )
+    .unwrap();
     let public = key.public_key();
     assert_eq!(public.kind(), "ECDSA P-256");
     let sig = key.sign(b"payload");
     public.verify(b"payload", &sig).unwrap();
-    assert!(matches!(public.verify(b"payloaD", &sig), Err(TrustError::BadSignature { .. })));
+    assert!(matches!(
+        public.verify(b"payloaD", &sig),
+        Err(TrustError::BadSignature { .. })
+    ));
 }
 
 #[test]
 fn encrypted_key_refuses_a_wrong_password_without_printing_it() {
-    let err = PrivateKey::from_pem(&vector("sigstore-rs-ecdsa_encrypted_private.key"), Some(b"hunter2"))
-        .unwrap_err();
+    let err = PrivateKey::from_pem(
+        &vector("sigstore-rs-ecdsa_encrypted_private.key"),
+        Some(b"hunter2"),
+    )
+    .unwrap_err();
     assert_eq!(err, TrustError::Decrypt);
     assert!(!err.to_string().contains("hunter2"));
-    let key = PrivateKey::from_pem(&vector("sigstore-rs-ecdsa_encrypted_private.key"), Some(b"123")).unwrap();
+    let key = PrivateKey::from_pem(
+        &vector("sigstore-rs-ecdsa_encrypted_private.key"),
+        Some(b"123"),
+    )
+    .unwrap();
     let sig = key.sign(b"m");
     key.public_key().verify(b"m", &sig).unwrap();
     let plain = PrivateKey::from_pem(&vector("sigstore-rs-ecdsa_private.key"), None).unwrap();
-    assert!(plain.public_key().verify(b"m", &sig).is_err(), "another key must not verify");
+    assert!(
+        plain.public_key().verify(b"m", &sig).is_err(),
+        "another key must not verify"
+    );
 }
 
 #[test]
 fn encrypted_key_without_a_password_is_refused() {
-    let err = PrivateKey::from_pem(&vector("sigstore-rs-ecdsa_encrypted_private.key"), None).unwrap_err();
-    assert!(matches!(err, TrustError::UnsupportedKey(ref m) if m.contains("password")), "{err}");
+    let err =
+        PrivateKey::from_pem(&vector("sigstore-rs-ecdsa_encrypted_private.key"), None).unwrap_err();
+    assert!(
+        matches!(err, TrustError::UnsupportedKey(ref m) if m.contains("password")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -58,9 +82,17 @@ fn own_keys_seal_and_open_as_cosign_does() {
         assert!(sealed.starts_with("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----"));
         let opened = PrivateKey::from_pem(sealed.as_bytes(), Some(b"s3cret")).unwrap();
         assert_eq!(opened.public_key(), key.public_key());
-        assert_eq!(PrivateKey::from_pem(sealed.as_bytes(), Some(b"s3creT")).unwrap_err(), TrustError::Decrypt);
+        assert_eq!(
+            PrivateKey::from_pem(sealed.as_bytes(), Some(b"s3creT")).unwrap_err(),
+            TrustError::Decrypt
+        );
         let pem = key.to_pkcs8_pem().unwrap();
-        assert_eq!(PrivateKey::from_pem(pem.as_bytes(), None).unwrap().public_key(), key.public_key());
+        assert_eq!(
+            PrivateKey::from_pem(pem.as_bytes(), None)
+                .unwrap()
+                .public_key(),
+            key.public_key()
+        );
     }
 }
 
@@ -69,7 +101,10 @@ fn private_key_debug_shows_only_the_public_fingerprint() {
     let key = PrivateKey::generate_p256();
     let secret_hex = hex::encode(&key.to_pkcs8_der().unwrap()[..]);
     let debug = format!("{key:?}");
-    assert!(debug.contains(&key.public_key().fingerprint().to_string()), "{debug}");
+    assert!(
+        debug.contains(&key.public_key().fingerprint().to_string()),
+        "{debug}"
+    );
     // No 8-byte window of the secret DER shows up in the Debug text.
     for i in (0..secret_hex.len() - 16).step_by(2) {
         assert!(!debug.contains(&secret_hex[i..i + 16]), "{debug}");
@@ -91,7 +126,12 @@ fn rsa_public_key_pem_verifies_pkcs1v15() {
     let pem = vector("rsa-2048.pub");
     let key = PublicKey::from_pem(&pem).unwrap();
     assert_eq!(key.kind(), "RSA");
-    let sig = hex::decode(String::from_utf8(vector("rsa-2048.sig.hex")).unwrap().trim()).unwrap();
+    let sig = hex::decode(
+        String::from_utf8(vector("rsa-2048.sig.hex"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
     key.verify(b"ferry rsa vector\n", &sig).unwrap();
     assert!(key.verify(b"ferry rsa vector!", &sig).is_err());
 }
@@ -107,6 +147,9 @@ fn malformed_pem_is_refused_by_name() {
     ];
     for case in cases {
         let err = PublicKey::from_pem(case).unwrap_err();
-        assert!(matches!(err, TrustError::Pem { .. } | TrustError::Der { .. }), "{err:?}");
+        assert!(
+            matches!(err, TrustError::Pem { .. } | TrustError::Der { .. }),
+            "{err:?}"
+        );
     }
 }
