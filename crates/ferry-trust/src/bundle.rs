@@ -86,7 +86,44 @@ struct RawTlogEntry {
     log_id: RawLogId,
     integrated_time: Value,
     inclusion_promise: Option<RawPromise>,
+    inclusion_proof: Option<RawProof>,
     canonicalized_body: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawProof {
+    log_index: Value,
+    root_hash: String,
+    tree_size: Value,
+    #[serde(default)]
+    hashes: Vec<String>,
+    checkpoint: RawCheckpoint,
+}
+
+#[derive(Deserialize)]
+struct RawCheckpoint {
+    envelope: String,
+}
+
+fn proof(raw: &RawProof) -> Result<crate::inclusion::Proof> {
+    let unsigned = |what, v| {
+        u64::try_from(int(what, v)?).map_err(|_| TrustError::Json {
+            what,
+            reason: "negative".into(),
+        })
+    };
+    Ok(crate::inclusion::Proof {
+        log_index: unsigned("inclusion proof logIndex", &raw.log_index)?,
+        tree_size: unsigned("inclusion proof treeSize", &raw.tree_size)?,
+        root_hash: b64("inclusion proof root hash", &raw.root_hash)?,
+        hashes: raw
+            .hashes
+            .iter()
+            .map(|h| b64("inclusion proof hash", h))
+            .collect::<Result<_>>()?,
+        checkpoint: raw.checkpoint.envelope.clone(),
+    })
 }
 
 #[derive(Deserialize)]
@@ -244,6 +281,13 @@ impl Policy {
         };
         let mut entries = Vec::new();
         for e in &vm.tlog_entries {
+            if let Some(raw) = &e.inclusion_proof {
+                // A proof that is present must hold, SET or not.
+                let body = b64("tlog entry body", &e.canonicalized_body)?;
+                let at = int("tlog entry integratedTime", &e.integrated_time)?;
+                let log_id = b64("tlog entry log id", &e.log_id.key_id)?;
+                crate::inclusion::verify(&self.root, &log_id, at, &body, &proof(raw)?)?;
+            }
             entries.push(Entry {
                 body_b64: e.canonicalized_body.clone(),
                 integrated_time: int("tlog entry integratedTime", &e.integrated_time)?,

@@ -13,8 +13,12 @@
 //! - [`PublicKey`] and [`PrivateKey`]: cosign's PEM keys, PKCS#8, and cosign's encrypted private
 //!   key, for signing and verifying bytes (ferry's signed bundles, issue 37).
 //!
-//! Not yet: inclusion proofs with checkpoints (a bundle whose entry has no SET is refused under
-//! `Require`), RFC 3161 timestamps (parsed from the root, not checked), Rekor v2 entries.
+//! A bundle's inclusion proof, when present, must hold: the RFC 6962 path from the entry to the
+//! proof's root and the checkpoint naming that root, signed by the log (ECDSA logs).
+//!
+//! Not yet: a proof alone does not stand in for a SET (a bundle whose entry has no SET is refused
+//! under `Require`, and keyless always needs the SET's time); RFC 3161 timestamps (parsed from the
+//! root, not checked); Rekor v2 entries (Ed25519 checkpoints, no SET).
 //!
 //! # Dependencies
 //!
@@ -39,6 +43,7 @@ pub mod bundle;
 pub mod cert;
 pub mod cosign_key;
 mod error;
+mod inclusion;
 pub mod keys;
 pub mod policy;
 pub mod rekor;

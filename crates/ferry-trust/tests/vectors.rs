@@ -320,3 +320,44 @@ fn cosign_v03_bundle_refuses_each_one_byte_change() {
         .unwrap_err();
     assert!(matches!(err, TrustError::Tlog(_)), "{err:?}");
 }
+
+#[test]
+fn cosign_v03_bundle_inclusion_proof_and_checkpoint_are_checked() {
+    let policy = bundle_policy("cosign-trusted_root_pgi.json");
+    let bundle = vector("cosign-oci-attestation.sigstore.json");
+    let v: serde_json::Value = serde_json::from_slice(&bundle).unwrap();
+    let proof = &v["verificationMaterial"]["tlogEntries"][0]["inclusionProof"];
+    assert_eq!(proof["hashes"].as_array().unwrap().len(), 16);
+    use base64::Engine as _;
+    let std = base64::engine::general_purpose::STANDARD;
+    // One byte of one audit-path hash.
+    let h = std.decode(proof["hashes"][3].as_str().unwrap()).unwrap();
+    let mut altered = v.clone();
+    altered["verificationMaterial"]["tlogEntries"][0]["inclusionProof"]["hashes"][3] =
+        std.encode(flip(&h, 0)).into();
+    let err = policy
+        .verify_bundle(
+            &digest(BUNDLE_DIGEST),
+            &serde_json::to_vec(&altered).unwrap(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, TrustError::Tlog(ref m) if m.contains("root hash")),
+        "{err:?}"
+    );
+    // An extra line in the checkpoint's note: its signature no longer holds.
+    let cp = proof["checkpoint"]["envelope"].as_str().unwrap();
+    let mut altered = v.clone();
+    altered["verificationMaterial"]["tlogEntries"][0]["inclusionProof"]["checkpoint"]["envelope"] =
+        cp.replacen("\n\n", "\nextra\n\n", 1).into();
+    let err = policy
+        .verify_bundle(
+            &digest(BUNDLE_DIGEST),
+            &serde_json::to_vec(&altered).unwrap(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, TrustError::Tlog(ref m) if m.contains("not signed")),
+        "{err:?}"
+    );
+}
