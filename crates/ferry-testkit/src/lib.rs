@@ -1,11 +1,13 @@
 //! Test-only parts for ferry: an in-process OCI registry with fault knobs (`registry`), a
 //! harness that starts the real CNCF distribution registry on loopback (`distribution`), a
-//! private CA for TLS tests (`pki`), and what both test layers set a run up with (`fixtures`).
+//! private CA for TLS tests (`pki`), what both test layers set a run up with (`fixtures`), and a
+//! test Sigstore that signs images (`trust_signer`).
 
 pub mod distribution;
 pub mod fixtures;
 pub mod pki;
 pub mod registry;
+pub mod trust_signer;
 
 /// Deterministic pseudo-random bytes (xorshift) for test blobs that neither compress nor repeat.
 pub fn noise(seed: u64, len: usize) -> Vec<u8> {
