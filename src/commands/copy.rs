@@ -65,6 +65,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         copy: Some(format!("{source} -> {target}")),
         state_dir: args.state_dir.clone().or(config.state_dir.clone()),
         state_dir_named: true,
+        every_host: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }

@@ -30,9 +30,13 @@ pub enum Source {
 }
 
 impl Source {
-    /// Opens `origin`: a registry's client (built once per run by `registries`), or a layout
-    /// directory, which must exist.
-    pub async fn open(origin: &Origin, registries: &Registries) -> Result<Source, Error> {
+    /// Opens `origin`: a registry's client (built once per run by `registries`), a layout
+    /// directory, which must exist, or an archive (indexed once per run by `stores`).
+    pub async fn open(
+        origin: &Origin,
+        registries: &Registries,
+        stores: &ferry_store::archive::Stores,
+    ) -> Result<Source, Error> {
         match origin {
             Origin::Registry {
                 registry,
@@ -43,7 +47,7 @@ impl Source {
             }),
             Origin::OciLayout { path } => Ok(Source::Layout(LayoutReader::open(path)?)),
             Origin::OciArchive { .. } | Origin::DockerArchive { .. } => {
-                Ok(Source::Archive(ArchiveReader::open(origin).await?))
+                Ok(Source::Archive(stores.read(origin).await?))
             }
         }
     }

@@ -97,10 +97,14 @@ enum Key<'a> {
 impl Destination {
     /// Opens `target`: its registry's client (built once per run by `registries`), or a writer
     /// for its layout directory.
-    /// In an export (`Registries::archives` holds a bundle) every target is the bundle: a
-    /// registry target names its images there by its `host/repository`.
-    pub async fn open(target: &Target, registries: &Registries) -> Result<Destination, Error> {
-        if let Some(bundle) = registries.archives().export() {
+    /// In an export (`stores` write a bundle) every target is the bundle: a registry target
+    /// names its images there by its `host/repository`.
+    pub async fn open(
+        target: &Target,
+        registries: &Registries,
+        stores: &ferry_store::archive::Stores,
+    ) -> Result<Destination, Error> {
+        if let Some(bundle) = stores.export() {
             let reference = match target {
                 Target::Registry { .. } => Some(target.to_string()),
                 _ => None,
@@ -113,7 +117,7 @@ impl Destination {
         match target {
             Target::OciLayout { path } => Ok(Destination::Layout(LayoutWriter::new(path))),
             Target::OciArchive { path, reference } => Ok(Destination::Archive {
-                writer: registries.archives().at(path),
+                writer: stores.write_at(path),
                 reference: reference.clone(),
             }),
             Target::DockerArchive { .. } => Err(target.archive_not_yet(Operation::UploadStart)),

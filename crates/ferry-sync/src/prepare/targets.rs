@@ -14,7 +14,7 @@ use crate::registries::Registries;
 use ferry_config::Target;
 
 /// One target's listing, taken once and used for every image of the mapping.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
@@ -60,10 +60,11 @@ impl TargetListing {
     pub async fn take(
         target: &Target,
         registries: &Registries,
+        stores: &ferry_store::archive::Stores,
         prunes: bool,
     ) -> Result<Self, Error> {
         // An export writes a bundle: the (disconnected) target registry is never asked.
-        if registries.archives().export().is_some() {
+        if stores.export().is_some() {
             return Ok(TargetListing::Archive);
         }
         let (registry, repository) = match target {

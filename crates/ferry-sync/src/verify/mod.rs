@@ -243,7 +243,7 @@ async fn state_now(
     image: &ImagePlan,
     registries: &Registries,
 ) -> Result<TargetState, ferry_distribution::Error> {
-    let side = crate::source::Source::open(target, registries).await?;
+    let side = crate::source::Source::open(target, registries, &Default::default()).await?;
     let reference = match &image.tag {
         Some(tag) => tag.to_string(),
         None => image.digest.to_string(),
