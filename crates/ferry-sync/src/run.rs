@@ -156,6 +156,23 @@ impl Run {
         &self.ctx.registries
     }
 
+    /// Resolves every mapping and returns the plan, reading only: the first phase of a sync
+    /// on its own (what a test or a tool inspects before anything is copied).
+    pub async fn plan(self) -> Plan {
+        let prepare = self.prepare_options();
+        let tracker = self.tracker();
+        resolve_all(&self.config, &self.ctx.registries, &prepare, tracker).await
+    }
+
+    /// Copies what `plan` (resolved earlier by [`Run::plan`]) says is stale, with no prepare
+    /// phase and no pruning: the engine's own requests alone.
+    pub async fn copy(self, plan: &Plan) -> SyncReport {
+        let mut engine = EngineOptions::from_settings(&self.config.engine);
+        engine.progress = Arc::clone(&self.ctx.progress.sync);
+        engine.stores = self.ctx.stores.clone();
+        crate::engine::sync(plan, &self.ctx.registries, &engine, &self.ctx.stop).await
+    }
+
     /// Syncs (or, in [`Mode::DryRun`], measures) every mapping of the config.
     pub async fn sync(self) -> Outcome {
         let prepare = self.prepare_options();

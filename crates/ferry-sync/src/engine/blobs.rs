@@ -358,3 +358,7 @@ async fn copy_to(
     }
     outcome
 }
+
+#[cfg(test)]
+#[path = "blobs_tests.rs"]
+mod tests;

@@ -152,14 +152,6 @@ impl Destination {
         }
     }
 
-    /// The registry's host, for a registry repository.
-    pub fn host(&self) -> Option<&str> {
-        match self {
-            Destination::Registry { client, .. } => Some(client.host()),
-            Destination::Layout(_) | Destination::Archive { .. } => None,
-        }
-    }
-
     /// An error about this destination: naming the registry and repository, or the layout.
     pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
         match self {

@@ -167,3 +167,7 @@ pub(crate) fn references(manifest: &Manifest) -> Result<Refs, String> {
     }
     Ok(Refs::Blobs(blobs))
 }
+
+#[cfg(test)]
+#[path = "graph_tests.rs"]
+mod tests;
