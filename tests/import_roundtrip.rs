@@ -173,7 +173,11 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
     let src = RegistryClient::new(RegistryOptions::insecure_at(&source.url())).unwrap();
     // Two repositories sharing a layer, one of them with two tags.
     let layer = ferry_testkit::noise(43, 200_000);
-    for (repo, tag, seed) in [("apps/one", "1.0", 1), ("apps/one", "1.1", 2), ("apps/two", "2.0", 3)] {
+    for (repo, tag, seed) in [
+        ("apps/one", "1.0", 1),
+        ("apps/one", "1.1", 2),
+        ("apps/two", "2.0", 3),
+    ] {
         let config = format!(r#"{{"os":"linux","architecture":"amd64","n":{seed}}}"#);
         push_one_layer(&src, repo, tag, &config, &layer).await;
     }
@@ -211,8 +215,22 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
     let by_sync = requests(&synced.access_log().await.unwrap());
     // Both put the same three images there: three manifests each, and the blobs (one shared
     // layer, three configs) pushed at least once.
-    assert_eq!(by_import.iter().filter(|r| r.starts_with("PUT ") && r.contains("/manifests/")).count(), 3, "{by_import:#?}");
-    assert_eq!(by_sync.iter().filter(|r| r.starts_with("PUT ") && r.contains("/manifests/")).count(), 3, "{by_sync:#?}");
+    assert_eq!(
+        by_import
+            .iter()
+            .filter(|r| r.starts_with("PUT ") && r.contains("/manifests/"))
+            .count(),
+        3,
+        "{by_import:#?}"
+    );
+    assert_eq!(
+        by_sync
+            .iter()
+            .filter(|r| r.starts_with("PUT ") && r.contains("/manifests/"))
+            .count(),
+        3,
+        "{by_sync:#?}"
+    );
     assert!(
         by_import.len() <= by_sync.len(),
         "the import sent {} requests, the direct sync {}:\nimport {by_import:#?}\nsync {by_sync:#?}",

@@ -99,7 +99,14 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         output,
         bundle: spec,
     };
-    super::sync::run_door(&config, &options, progress, false, super::sync::Door::Export(spec)).await
+    super::sync::run_door(
+        &config,
+        &options,
+        progress,
+        false,
+        super::sync::Door::Export(spec),
+    )
+    .await
 }
 
 /// Every `--since` record, read on a blocking thread (the tar's headers, seeking past bodies),

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_config::Config;
 use ferry_store::archive::Stores;
+use ferry_sync::PrepareTracker;
+use ferry_sync::StopSignal;
 use ferry_sync::import::ImportError;
 use ferry_sync::plan::Plan;
-use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::registries::{Breakers, Registries};
 use ferry_sync::run::{ExportSpec, Mode, Outcome, Run, RunContext, RunObserver, RunProgress};
-use ferry_sync::StopSignal;
 use futures::future::BoxFuture;
 
 use crate::cli::SyncArgs;

@@ -21,7 +21,7 @@ pub use health::Health;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ferry_sync::engine::StopSignal;
+use ferry_sync::StopSignal;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 

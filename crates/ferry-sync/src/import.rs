@@ -335,9 +335,8 @@ async fn needed(reader: &ArchiveReader, root: &Digest) -> Result<Vec<Needed>, Er
             continue;
         };
         // The engine's parser: a manifest that does not parse is an error naming it.
-        let refs = references(&m).map_err(|message| {
-            reader_error(reader, Operation::ManifestGet, message)
-        })?;
+        let refs = references(&m)
+            .map_err(|message| reader_error(reader, Operation::ManifestGet, message))?;
         match refs {
             Refs::Children(children) => stack.extend(children),
             Refs::Blobs(blobs) => out.extend(

@@ -284,11 +284,16 @@ impl Run {
         engine.progress = Arc::clone(&self.ctx.progress.sync);
         engine.stores = self.ctx.stores.clone();
         let (config, registries, stop) = (&self.config, &self.ctx.registries, &self.ctx.stop);
-        let (plan, (), mut report) =
-            prepare_and_sync(config, registries, &prepare, tracker, &engine, stop, |plan| {
-                self.prepared(plan)
-            })
-            .await;
+        let (plan, (), mut report) = prepare_and_sync(
+            config,
+            registries,
+            &prepare,
+            tracker,
+            &engine,
+            stop,
+            |plan| self.prepared(plan),
+        )
+        .await;
         if let Some(o) = &self.ctx.progress.observer {
             o.synced().await;
         }

@@ -240,7 +240,9 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     entries[2].body = other;
     let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
     let registries = Registries::new(&empty_config());
-    let source = Source::open(&oci(&path), &registries, &Default::default()).await.unwrap();
+    let source = Source::open(&oci(&path), &registries, &Default::default())
+        .await
+        .unwrap();
     let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
     let mut delivered = 0usize;
     let mut failure = None;
@@ -273,7 +275,9 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     // The honest blob streams whole, in chunks.
     let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
     let path = write(dir.path(), "honest.tar", &tar_bytes(&entries));
-    let source = Source::open(&oci(&path), &registries, &Default::default()).await.unwrap();
+    let source = Source::open(&oci(&path), &registries, &Default::default())
+        .await
+        .unwrap();
     let got: Vec<Bytes> = source
         .open_blob(&l, layer.len() as u64, 0)
         .await
@@ -395,7 +399,9 @@ async fn a_docker_archive_follows_its_links_inside_itself_only() {
     let info = reader.head_manifest("v1").await.unwrap().unwrap();
     assert_eq!(info.media_type, media::DOCKER_MANIFEST);
     let registries = Registries::new(&empty_config());
-    let source = Source::open(&origin, &registries, &Default::default()).await.unwrap();
+    let source = Source::open(&origin, &registries, &Default::default())
+        .await
+        .unwrap();
     let m = source.get_manifest("v1").await.unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
     assert_eq!(doc["layers"][0]["digest"], l.to_string());

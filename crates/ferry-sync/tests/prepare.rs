@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::ALL_TAGS;
 use ferry_config::Config;
-use ferry_sync::plan::TargetState;
 use ferry_sync::PrepareTracker;
+use ferry_sync::plan::TargetState;
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 

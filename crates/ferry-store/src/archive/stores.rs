@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use ferry_distribution::Error;
 use ferry_config::Origin;
+use ferry_distribution::Error;
 
 use super::reader::{ArchiveReader, ArchiveSet};
 use super::writer::{ArchiveWriter, Archives};

@@ -36,7 +36,12 @@ fn registries(regs: &[&TestRegistry]) -> Registries {
 }
 
 async fn pair() -> (TestRegistry, TestRegistry) {
-    let start = || async { TestRegistry::builder().start().await.expect("test registry starts") };
+    let start = || async {
+        TestRegistry::builder()
+            .start()
+            .await
+            .expect("test registry starts")
+    };
     (start().await, start().await)
 }
 

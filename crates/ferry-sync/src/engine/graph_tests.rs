@@ -137,4 +137,3 @@ async fn a_manifest_served_with_a_wrong_media_type_is_refused_clearly() {
         }
     }
 }
-

@@ -416,7 +416,8 @@ async fn take_in(
             let graph = graph_of(intake, source, &image, platforms).await;
             let mut resolved = Vec::new();
             for (target, state) in targets {
-                let place = open_target(&target, &state, graph.is_ok(), registries, &options.stores).await;
+                let place =
+                    open_target(&target, &state, graph.is_ok(), registries, &options.stores).await;
                 resolved.push(ResolvedTarget {
                     target,
                     state,

@@ -19,8 +19,8 @@ use tokio::time::Instant;
 
 use crate::plan::{MappingPlan, Plan};
 use crate::registries::Registries;
-use targets::TargetListing;
 use ferry_config::Config;
+use targets::TargetListing;
 
 pub use tracker::PrepareTracker;
 

@@ -12,11 +12,11 @@ use ferry_config::{self as config, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::Plan;
 use ferry_sync::progress::SyncProgress;
-use ferry_sync::run::{Outcome, RunContext, RunObserver, RunProgress};
-use ferry_sync::{PrepareTracker, StopSignal};
 use ferry_sync::prune::PruneReport;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
+use ferry_sync::run::{Outcome, RunContext, RunObserver, RunProgress};
+use ferry_sync::{PrepareTracker, StopSignal};
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{TestRegistry, TestRegistryBuilder};
 
@@ -304,7 +304,10 @@ pub async fn prepare_only(config: &Config, registries: &Registries) -> Plan {
 }
 
 /// `prepare_only`, and the tracker that counted it.
-pub async fn prepare_tracked(config: &Config, registries: &Registries) -> (Plan, Arc<PrepareTracker>) {
+pub async fn prepare_tracked(
+    config: &Config,
+    registries: &Registries,
+) -> (Plan, Arc<PrepareTracker>) {
     let observer = Arc::new(Observer {
         on_prepared: std::sync::Mutex::new(None),
         tracker: std::sync::Mutex::new(None),
@@ -313,7 +316,12 @@ pub async fn prepare_tracked(config: &Config, registries: &Registries) -> (Plan,
     ctx.registries = registries.clone();
     ctx.progress.observer = Some(observer.clone());
     let plan = ferry_sync::run::Run::new(config, ctx).plan().await;
-    let tracker = observer.tracker.lock().unwrap().take().expect("the run reported its prepare phase");
+    let tracker = observer
+        .tracker
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the run reported its prepare phase");
     (plan, tracker)
 }
 
