@@ -52,7 +52,7 @@ pub struct EngineOptions {
 
 impl EngineOptions {
     /// The options the config's `engine` section sets, each at least 1.
-    pub fn from_settings(s: &EngineSettings) -> Self {
+    pub(crate) fn from_settings(s: &EngineSettings) -> Self {
         EngineOptions {
             images_in_flight: s.images_in_flight.max(1),
             blobs_in_flight: s.blobs_in_flight.max(1),
@@ -113,7 +113,7 @@ fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Runs the sync for every stale (mapping, image, target) of `plan`.
-pub async fn sync(
+pub(crate) async fn sync(
     plan: &Plan,
     registries: &Registries,
     options: &EngineOptions,

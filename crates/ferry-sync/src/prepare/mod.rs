@@ -77,7 +77,7 @@ impl PrepareOptions {
 
 impl PrepareOptions {
     /// The options the config sets: `concurrency` mappings at once, a watch line every 5 s.
-    pub fn from_config(config: &Config) -> Self {
+    pub(crate) fn from_config(config: &Config) -> Self {
         PrepareOptions {
             concurrency: config.concurrency.max(1),
             watch_interval: Some(Duration::from_secs(5)),
@@ -93,7 +93,7 @@ impl PrepareOptions {
 /// Resolves every mapping of `config`. Mappings run through `buffer_unordered`, so a deep,
 /// slow repository holds one slot and no more: each finished mapping frees its slot at once.
 /// Outcomes carry their index and are sorted once all are in, so the plan is in config order.
-pub async fn resolve_all(
+pub(crate) async fn resolve_all(
     config: &Config,
     registries: &Registries,
     options: &PrepareOptions,

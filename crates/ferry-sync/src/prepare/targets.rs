@@ -57,7 +57,7 @@ impl TargetListing {
     /// JSON, a `Link` to nowhere or off the origin, a loop) is, for a mapping that does not
     /// prune, no listing: every image is compared with a HEAD of its own, as for a registry
     /// that refuses listing. A pruning mapping needs the whole listing, and fails.
-    pub async fn take(
+    pub(crate) async fn take(
         target: &Target,
         registries: &Registries,
         stores: &ferry_store::archive::Stores,
@@ -144,7 +144,7 @@ impl TargetListing {
     /// The state of every image on this target: a HEAD for each tag the target has (and each
     /// pinned digest in a repository that exists), nothing for the rest. A tag in `immutable`
     /// that the listing names is up to date without a HEAD: it never changes once pushed.
-    pub async fn states(
+    pub(crate) async fn states(
         &self,
         images: &[ImagePlan],
         immutable: &HashSet<Tag>,
