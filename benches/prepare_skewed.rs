@@ -11,8 +11,36 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_config as config;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
+use ferry_sync::PrepareTracker;
+use ferry_sync::plan::Plan;
 use ferry_sync::registries::Registries;
+use ferry_sync::run::{Run, RunContext, RunObserver};
+
+/// Keeps the prepare phase's tracker (to read its durations) and draws nothing.
+#[derive(Default)]
+struct Keep(std::sync::Mutex<Option<Arc<PrepareTracker>>>);
+
+impl RunObserver for Keep {
+    fn preparing(&self, tracker: &Arc<PrepareTracker>) {
+        *self.0.lock().unwrap() = Some(Arc::clone(tracker));
+    }
+}
+
+/// The prepare phase alone over `cfg` with `registries`, and the tracker that counted it.
+async fn prepare(cfg: &config::Config, registries: &Registries) -> (Plan, Arc<PrepareTracker>) {
+    let keep = Arc::new(Keep::default());
+    let mut ctx = RunContext::new(cfg);
+    ctx.registries = registries.clone();
+    ctx.progress.observer = Some(keep.clone());
+    let plan = Run::new(cfg, ctx).plan().await;
+    let tracker = keep
+        .0
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the run reported its prepare phase");
+    (plan, tracker)
+}
 use ferry_testkit::registry::{OCI_MANIFEST, TestRegistry};
 
 const MAPPINGS: usize = 95;
@@ -60,19 +88,10 @@ async fn main() {
         );
         let cfg = config::parse(&text, Path::new("bench.yaml"), &|_| None).expect("config");
         let registries = Registries::new(&cfg);
-        let mut options = PrepareOptions::from_config(&cfg);
-        options.watch_interval = None;
         // Warm the AIMD window so it is not what limits the run.
-        let _ = resolve_all(
-            &cfg,
-            &registries,
-            &options,
-            Arc::new(PrepareTracker::new(MAPPINGS)),
-        )
-        .await;
-        let tracker = Arc::new(PrepareTracker::new(MAPPINGS));
+        let _ = prepare(&cfg, &registries).await;
         let start = Instant::now();
-        let plan = resolve_all(&cfg, &registries, &options, Arc::clone(&tracker)).await;
+        let (plan, tracker) = prepare(&cfg, &registries).await;
         let wall = start.elapsed();
         assert_eq!(plan.failed().count(), 0, "every mapping resolves");
         if concurrency == 1 {

@@ -27,11 +27,14 @@ use std::time::{Duration, Instant};
 
 use ferry_config as config;
 use ferry_distribution::{RegistryClient, RegistryOptions};
-use ferry_sync::engine::{EngineOptions, StopSignal};
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::registries::Registries;
 use ferry_sync::report::{ImageStatus, SyncReport};
-use ferry_sync::run::prepare_and_sync;
+use ferry_sync::run::{Outcome as Finished, Run, RunContext, RunObserver};
+
+/// Draws nothing; with it the prepare phase writes no watch line (as the CLI's display).
+struct Quiet;
+
+impl RunObserver for Quiet {}
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::registry::{
     FaultProxy, FaultRule, OpKind, RandomFaultKind, RandomFaults, RequestRecord, TokenBucket,
@@ -292,21 +295,17 @@ async fn run(
     let cfg = config::parse(&text, Path::new("bench.yaml"), &|_| None)
         .map_err(|e| format!("bench config: {e:?}"))?;
     let registries = Registries::new(&cfg);
-    let mut options = PrepareOptions::from_config(&cfg);
-    options.watch_interval = None;
+    let mut ctx = RunContext::new(&cfg);
+    ctx.registries = registries.clone();
+    ctx.progress.observer = Some(Arc::new(Quiet));
     let started = Instant::now();
     let started_tokio = tokio::time::Instant::now();
     // As `ferry sync` runs: each mapping is synced the moment it is resolved.
-    let (plan, (), report) = prepare_and_sync(
-        &cfg,
-        &registries,
-        &options,
-        Arc::new(PrepareTracker::new(cfg.mappings.len())),
-        &EngineOptions::from_settings(&cfg.engine),
-        &StopSignal::default(),
-        |_| async {},
-    )
-    .await;
+    let outcome = match Run::new(&cfg, ctx).sync().await {
+        Finished::Synced(outcome) => *outcome,
+        Finished::DryRun(_) => return Err("a writing run measured nothing".into()),
+    };
+    let (plan, report) = (outcome.plan, outcome.report);
     let wall = started.elapsed();
     let mut finished = BTreeMap::new();
     for record in target_proxy.requests() {

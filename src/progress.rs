@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use ferry_distribution::text::{escape_terminal, escape_terminal_lines};
-use ferry_sync::prepare::PrepareTracker;
+use ferry_sync::PrepareTracker;
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::human_bytes;

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{code, ferry, push_one_layer, text};
+use common::{code, ferry, push_one_layer, text, write_config};
 use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::RealRegistry;
 use ferry_testkit::fixtures::{ALL_TAGS, mirror_yaml};
@@ -135,6 +135,111 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
         tags(&other, "direct/one").await
     );
     for r in [source, target, empty] {
+        r.stop().await.unwrap();
+    }
+}
+
+/// Each logged request as `METHOD path` with digests and upload session ids folded, sorted:
+/// what two runs of the same images into two registries can be compared by.
+fn requests(log: &ferry_testkit::distribution::AccessLog) -> Vec<String> {
+    let mut out: Vec<String> = log
+        .entries
+        .iter()
+        .map(|e| {
+            let path = e.path.split('?').next().unwrap_or_default();
+            // An upload session's id is the registry's: fold it.
+            let path = match path.find("/blobs/uploads/") {
+                Some(i) => format!("{}/blobs/uploads/…", &path[..i]),
+                None => path.to_owned(),
+            };
+            format!("{} {path}", e.method)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_same_images() {
+    let Some(source) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let imported = RealRegistry::start().await.expect("registry");
+    let synced = RealRegistry::start().await.expect("registry");
+    let src = RegistryClient::new(RegistryOptions::insecure_at(&source.url())).unwrap();
+    // Two repositories sharing a layer, one of them with two tags.
+    let layer = ferry_testkit::noise(43, 200_000);
+    for (repo, tag, seed) in [
+        ("apps/one", "1.0", 1),
+        ("apps/one", "1.1", 2),
+        ("apps/two", "2.0", 3),
+    ] {
+        let config = format!(r#"{{"os":"linux","architecture":"amd64","n":{seed}}}"#);
+        push_one_layer(&src, repo, tag, &config, &layer).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let registries = [&source, &imported, &synced]
+        .iter()
+        .map(|r| {
+            format!(
+                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+                r.host(),
+                r.url()
+            )
+        })
+        .collect::<String>();
+    let mappings = |to: &RealRegistry| {
+        format!(
+            "  - source: {src}/apps/one\n    targets: [{to}/mirror/one]\n    tags: {{ include: [\"*\"] }}\n  - source: {src}/apps/two\n    targets: [{to}/mirror/two]\n    tags: {{ include: [\"*\"] }}\n",
+            src = source.host(),
+            to = to.host()
+        )
+    };
+    let export_config = write_config(dir.path(), &registries, &mappings(&imported));
+    let bundle = dir.path().join("bundle.tar");
+    let out = run(&["export", "-c", s(&export_config), "-o", s(&bundle)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let sync_dir = tempfile::tempdir().unwrap();
+    let sync_config = write_config(sync_dir.path(), &registries, &mappings(&synced));
+
+    let out = run(&["import", s(&bundle), "-c", s(&export_config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = run(&["sync", "-c", s(&sync_config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    let by_import = requests(&imported.access_log().await.unwrap());
+    let by_sync = requests(&synced.access_log().await.unwrap());
+    // Both put the same three images there: three manifests each, and the blobs (one shared
+    // layer, three configs) pushed at least once.
+    assert_eq!(
+        by_import
+            .iter()
+            .filter(|r| r.starts_with("PUT ") && r.contains("/manifests/"))
+            .count(),
+        3,
+        "{by_import:#?}"
+    );
+    assert_eq!(
+        by_sync
+            .iter()
+            .filter(|r| r.starts_with("PUT ") && r.contains("/manifests/"))
+            .count(),
+        3,
+        "{by_sync:#?}"
+    );
+    assert!(
+        by_import.len() <= by_sync.len(),
+        "the import sent {} requests, the direct sync {}:\nimport {by_import:#?}\nsync {by_sync:#?}",
+        by_import.len(),
+        by_sync.len()
+    );
+    let dst = RegistryClient::new(RegistryOptions::insecure_at(&imported.url())).unwrap();
+    let other = RegistryClient::new(RegistryOptions::insecure_at(&synced.url())).unwrap();
+    for repo in ["mirror/one", "mirror/two"] {
+        assert_eq!(tags(&dst, repo).await, tags(&other, repo).await);
+        assert!(!tags(&dst, repo).await.is_empty());
+    }
+    for r in [source, imported, synced] {
         r.stop().await.unwrap();
     }
 }

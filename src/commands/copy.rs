@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use ferry_config::filter::{TagFilter, TagFilterSpec, TagGlobs};
+use ferry_config::filter::{TagFilter, TagFilterSpec};
 use ferry_config::platform::Platform;
-use ferry_config::{Mapping, Origin, Target};
+use ferry_config::{Mapping, Origin, Pick, Target};
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Reference};
 
@@ -65,6 +65,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         copy: Some(format!("{source} -> {target}")),
         state_dir: args.state_dir.clone().or(config.state_dir.clone()),
         state_dir_named: true,
+        every_host: None,
     };
     super::sync::run_config(&config, &options, progress).await
 }
@@ -85,18 +86,10 @@ fn one_mapping(
     if let Some(include) = all_tags {
         return all_tags_mapping(source, target, origin, (tag, digest), platforms, include);
     }
-    let (tags, digests) = match (&tag, &digest) {
-        (Some(tag), _) => {
-            let spec = TagFilterSpec {
-                exact: vec![tag.clone()],
-                ..TagFilterSpec::default()
-            };
-            let filter = TagFilter::compile(&spec).map_err(|e| format!("tag {tag}: {e}"))?;
-            (filter, Vec::new())
-        }
+    let pick = match (&tag, &digest) {
+        (Some(tag), _) => Pick::Tag(Tag::parse(tag).map_err(|e| format!("tag {tag}: {e}"))?),
         (None, Some(digest)) => {
-            let digest = Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?;
-            (TagFilter::none(), vec![digest])
+            Pick::Digest(Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?)
         }
         (None, None) => {
             return Err(format!(
@@ -141,25 +134,10 @@ fn one_mapping(
             }
         }
     };
-    Ok(Mapping {
-        index: 0,
-        source: origin.to_string(),
-        origin,
-        targets: vec![target],
-        tags,
-        digests,
-        platforms,
-        referrers: false,
-        referrer_filter: Default::default(),
-        require_referrers: Vec::new(),
-        immutable: TagGlobs::default(),
-        prune: false,
-        retag,
-        platforms_keep_digest: false,
-        schedule: None,
-        line: 0,
-        repositories: None,
-    })
+    let mut mapping = Mapping::one_image(0, origin, vec![target], pick);
+    mapping.platforms = platforms;
+    mapping.retag = retag;
+    Ok(mapping)
 }
 
 /// `copy --all-tags SRC DST`: every tag of SRC (that an `--include` glob matches) to DST, both

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use ferry_store::archive::writer::{ArchiveWriter, Archives, Naming, Output};
+use ferry_store::archive::writer::Output;
 use ferry_store::bundle::BundleRecord;
 
 use crate::exit::Exit;
@@ -81,7 +81,6 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         true => Output::Stdout,
         false => Output::File(args.output.clone()),
     };
-    let bundle = ArchiveWriter::new(output, Naming::FullReference, Some(spec));
     let options = super::sync::RunOptions {
         dry_run: args.dry_run,
         json: args.json,
@@ -94,8 +93,20 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         // An export writes a tar, no upload session to resume.
         state_dir: None,
         state_dir_named: false,
+        every_host: None,
     };
-    super::sync::run_config_into(&config, &options, progress, Archives::bundle(bundle)).await
+    let spec = ferry_sync::run::ExportSpec {
+        output,
+        bundle: spec,
+    };
+    super::sync::run_door(
+        &config,
+        &options,
+        progress,
+        false,
+        super::sync::Door::Export(spec),
+    )
+    .await
 }
 
 /// Every `--since` record, read on a blocking thread (the tar's headers, seeking past bodies),

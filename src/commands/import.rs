@@ -4,10 +4,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_config::Origin;
-use ferry_store::archive::reader::ArchiveReader;
-use ferry_sync::import;
-use ferry_sync::registries::Registries;
 
 use crate::cli::RegistryAccess;
 use crate::exit::Exit;
@@ -54,73 +50,26 @@ pub struct ImportArgs {
 }
 
 pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
-    let mut config = match &args.access.config {
+    let config = match &args.access.config {
         Some(path) => match super::load_registries(path, progress) {
             Ok(c) => c,
             Err(code) => return code,
         },
         None => super::empty_config(),
     };
-    let origin = Origin::OciArchive {
-        path: args.bundle.clone(),
-        reference: None,
-    };
-    let reader = match ArchiveReader::open(&origin).await {
-        Ok(r) => r,
-        Err(e) => {
-            progress.eprint(&format!("error: import {}: {e}", args.bundle.display()));
-            return Exit::Failed;
+    // Every registry an import reaches is one an image goes to: the access flags apply to each
+    // (as `apply_access` applies them to one host).
+    let (insecure, authfile) = (args.access.insecure, args.access.authfile.clone());
+    let every_host: ferry_sync::registries::EveryHost = std::sync::Arc::new(move |settings| {
+        if insecure {
+            settings.insecure = true;
         }
-    };
-    let (images, unplaced) = match import::images(&reader, args.target_prefix.as_deref()) {
-        Ok(found) => found,
-        Err(message) => {
-            progress.eprint(&format!("error: {message}"));
-            return Exit::Usage;
+        if let Some(file) = &authfile {
+            settings.auth = ferry_config::AuthSettings::DockerConfig {
+                path: Some(file.clone()),
+            };
         }
-    };
-    for message in &unplaced {
-        progress.eprint(&format!(
-            "error: import {}: {message}",
-            args.bundle.display()
-        ));
-    }
-    if images.is_empty() {
-        progress.eprint(&format!(
-            "error: import {}: no image of the bundle can be imported",
-            args.bundle.display()
-        ));
-        return Exit::Failed;
-    }
-    let hosts: std::collections::BTreeSet<&str> =
-        images.iter().map(|i| i.registry.as_str()).collect();
-    for host in hosts {
-        let side = super::SideAccess {
-            insecure: args.access.insecure,
-            creds: None,
-            authfile: args.access.authfile.as_deref(),
-        };
-        super::apply_access(&mut config, host, &side);
-    }
-    config.mappings = images
-        .iter()
-        .enumerate()
-        .map(|(n, image)| import::mapping(&args.bundle, image, n))
-        .collect();
-    // Left-out content (an incremental bundle's) is checked before anything is pushed; a
-    // refused image's mapping then fails when the run opens its source.
-    let registries = Registries::new(&config);
-    let check = import::check_base(&reader, &images, &registries, args.dry_run).await;
-    for (ref_name, error) in &check.refused {
-        reader.refuse(ref_name, error.clone());
-    }
-    if check.mounted > 0 {
-        progress.eprint(&format!(
-            "mounted {} blob{} the bundle leaves out from other repositories of the target",
-            check.mounted,
-            if check.mounted == 1 { "" } else { "s" }
-        ));
-    }
+    });
     let options = super::sync::RunOptions {
         dry_run: args.dry_run,
         json: args.json,
@@ -134,11 +83,11 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         // (an import has no config file to sit beside).
         state_dir: config.state_dir.clone(),
         state_dir_named: config.state_dir.is_some(),
+        every_host: Some(every_host),
     };
-    let code = super::sync::run_config(&config, &options, progress).await;
-    if unplaced.is_empty() {
-        code
-    } else {
-        code.max(Exit::Partial)
-    }
+    let door = super::sync::Door::Import {
+        bundle: args.bundle.clone(),
+        prefix: args.target_prefix.clone(),
+    };
+    super::sync::run_door(&config, &options, progress, false, door).await
 }

@@ -133,7 +133,7 @@ async fn inspect(
     name: &str,
     registries: &Registries,
 ) -> Result<(), Failure> {
-    let source = Source::open(origin, registries).await?;
+    let source = Source::open(origin, registries, &Default::default()).await?;
     let manifest = source.get_manifest(name).await?;
     if args.raw {
         let mut out = std::io::stdout().lock();

@@ -2,15 +2,18 @@
 //! handling (first SIGINT/SIGTERM stops new work, the second exits at once), report and exit code.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_config::Config;
-use ferry_sync::engine::{EngineOptions, StopSignal};
+use ferry_store::archive::Stores;
+use ferry_sync::PrepareTracker;
+use ferry_sync::StopSignal;
+use ferry_sync::import::ImportError;
 use ferry_sync::plan::Plan;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::registries::{Breakers, Registries};
-use ferry_sync::run;
+use ferry_sync::run::{ExportSpec, Mode, Outcome, Run, RunContext, RunObserver, RunProgress};
+use futures::future::BoxFuture;
 
 use crate::cli::SyncArgs;
 use crate::exit::{self, Exit};
@@ -38,6 +41,8 @@ pub struct RunOptions {
     /// Whether `state_dir` was named (`--state-dir`, `state_dir:`) rather than the default
     /// beside the lock file: only a named one that cannot be used is warned about.
     pub state_dir_named: bool,
+    /// Applied to every registry's settings, listed or not (`ferry import`'s access flags).
+    pub every_host: Option<ferry_sync::registries::EveryHost>,
 }
 
 /// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
@@ -79,13 +84,14 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
             config.state_dir.as_deref(),
         )),
         state_dir_named: args.scope.state_dir.is_some() || config.state_dir.is_some(),
+        every_host: None,
     };
-    run_config_then(&config, &options, progress, args.verify, Default::default()).await
+    run_door(&config, &options, progress, args.verify, Door::Sync).await
 }
 
 /// Counters the signal handler prints when a second signal ends the run at once.
 #[derive(Default)]
-struct Known {
+pub struct Known {
     tracker: OnceLock<Arc<PrepareTracker>>,
     sync: OnceLock<Arc<SyncProgress>>,
 }
@@ -114,37 +120,45 @@ impl Known {
 /// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
-    run_config_then(config, options, progress, false, Default::default()).await
+    run_door(config, options, progress, false, Door::Sync).await
 }
 
-/// [`run_config`] with every target written into `archives`' bundle (`ferry export`).
-pub async fn run_config_into(
-    config: &Config,
-    options: &RunOptions,
-    progress: &Progress,
-    archives: ferry_store::archive::writer::Archives,
-) -> Exit {
-    run_config_then(config, options, progress, false, archives).await
+/// Which door of the run a command goes through.
+pub enum Door {
+    /// `ferry sync` (and `copy`, `watch`): the config's mappings.
+    Sync,
+    /// `ferry export`: every target written into one bundle.
+    Export(ExportSpec),
+    /// `ferry import BUNDLE [--target-prefix P]`.
+    Import {
+        bundle: PathBuf,
+        prefix: Option<String>,
+    },
 }
 
-/// [`run_config`], and with `verify` (`ferry sync --verify`) a shallow verify of what the run
-/// touched once it is done: anything missing or drifted fails the run (exit 1 at least).
-async fn run_config_then(
+/// Builds the run's context (clients, journal, signals, display), goes through `door`, renders
+/// the outcome and maps it to an exit code. With `verify` (`ferry sync --verify`) the run
+/// verifies what it touched, and its findings fail the run (exit 1 at least).
+pub async fn run_door(
     config: &Config,
     options: &RunOptions,
     progress: &Progress,
     verify: bool,
-    archives: ferry_store::archive::writer::Archives,
+    door: Door,
 ) -> Exit {
     let stop = options.stop.clone().unwrap_or_default();
     let mut registries = match &options.breakers {
         Some(b) => Registries::new(config).with_breakers(b.clone()),
         None => Registries::new(config),
+    };
+    if let Some(adjust) = &options.every_host {
+        registries = registries.with_every_host(Arc::clone(adjust));
     }
-    .with_archives(archives);
-    if let Some(journal) = state_dir(options, &stop, progress) {
-        registries = registries.with_journal(journal);
-    }
+    let journal = state_dir(options, &stop, progress);
+    let registries = match &journal {
+        Some(j) => registries.with_journal(Arc::clone(j)),
+        None => registries,
+    };
     if let Some(slot) = &options.registries {
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(registries.clone());
     }
@@ -163,32 +177,98 @@ async fn run_config_then(
             None
         }
     };
-
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let _ = known.tracker.set(Arc::clone(&tracker));
-    let mut prepare = PrepareOptions::from_config(config);
-    // The CLI draws its own progress (bars or plain lines) from the tracker.
-    prepare.watch_interval = None;
-    let prepared = Prepared {
-        watch: progress.watch_prepare(Arc::clone(&tracker)),
-        options: prepare,
-        tracker,
+    let counters = Arc::new(progress.sync_counters());
+    let _ = known.sync.set(Arc::clone(&counters));
+    let display = Arc::new(Display::new(
+        progress,
+        Some(Arc::clone(&known)),
+        Some((Arc::clone(&counters), registries.clone())),
+        options.dry_run,
+    ));
+    let mode = match (options.dry_run, verify) {
+        (true, _) => Mode::DryRun,
+        (false, true) => Mode::WriteThenVerify,
+        (false, false) => Mode::Write,
     };
-    if options.dry_run {
-        dry_run(config, &registries, prepared, options, progress).await
-    } else {
-        sync(
-            config,
-            &registries,
-            prepared,
-            &stop,
-            &known,
-            options,
-            progress,
-            verify,
-        )
-        .await
+    let ctx = RunContext {
+        registries,
+        stores: Stores::default(),
+        journal,
+        mode,
+        stop: stop.clone(),
+        progress: RunProgress {
+            sync: counters,
+            observer: Some(display),
+        },
+    };
+    let mut run = Run::new(config, ctx);
+    if let Some(label) = &options.copy {
+        run = run.labelled(label.clone());
     }
+    let (outcome, floor) = match door {
+        Door::Sync => (run.sync().await, Exit::Clean),
+        Door::Export(spec) => (run.export(spec).await, Exit::Clean),
+        Door::Import { bundle, prefix } => {
+            let shown = bundle.display();
+            match run.import(&bundle, prefix.as_deref()).await {
+                Ok(imported) => {
+                    for message in &imported.unplaced {
+                        progress.eprint(&format!("error: import {shown}: {message}"));
+                    }
+                    if imported.mounted > 0 {
+                        progress.eprint(&format!(
+                            "mounted {} blob{} the bundle leaves out from other repositories of the target",
+                            imported.mounted,
+                            if imported.mounted == 1 { "" } else { "s" }
+                        ));
+                    }
+                    let floor = match imported.unplaced.is_empty() {
+                        true => Exit::Clean,
+                        false => Exit::Partial,
+                    };
+                    (imported.outcome, floor)
+                }
+                Err(ImportError::Prefix(message)) => {
+                    progress.eprint(&format!("error: {message}"));
+                    return Exit::Usage;
+                }
+                Err(ImportError::Nothing { unplaced }) => {
+                    for message in &unplaced {
+                        progress.eprint(&format!("error: import {shown}: {message}"));
+                    }
+                    progress.eprint(&format!(
+                        "error: import {shown}: no image of the bundle can be imported"
+                    ));
+                    return Exit::Failed;
+                }
+                Err(e) => {
+                    progress.eprint(&format!("error: import {shown}: {e}"));
+                    return Exit::Failed;
+                }
+            }
+        }
+    };
+    let code = match outcome {
+        Outcome::DryRun(outcome) => {
+            emit(options, progress, outcome.to_json(), || {
+                print_stdout(&outcome.render_text());
+            });
+            exit::for_dry_run(&outcome.plan, &outcome.dry)
+        }
+        Outcome::Synced(outcome) => {
+            progress.eprint_report(&outcome.render_text());
+            emit(options, progress, outcome.to_json(), || {});
+            if let Some(verified) = &outcome.verify {
+                progress.eprint_report(&verified.render_text());
+            }
+            let code = exit::for_outcome(&outcome);
+            if let Some(metrics) = &options.metrics {
+                metrics.record(Some(&outcome.report), code, std::time::SystemTime::now());
+            }
+            code
+        }
+    };
+    code.max(floor)
 }
 
 /// The run's state directory as the clients' upload journal (not for a dry run, which
@@ -226,96 +306,82 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// The prepare phase, set up but not started: its options, its tracker and the display of it.
-struct Prepared {
-    options: PrepareOptions,
-    tracker: Arc<PrepareTracker>,
-    watch: Watch,
+/// The CLI's display of a run: the prepare phase's bars or lines, then the copy's.
+pub struct Display {
+    progress: Progress,
+    known: Option<Arc<Known>>,
+    /// The copy's counters and the clients whose requests it shows (none: no copy display).
+    copy: Option<(Arc<SyncProgress>, Registries)>,
+    dry_run: bool,
+    watch: Arc<Mutex<Option<Watch>>>,
 }
 
-/// `--dry-run`: resolves every mapping, then measures what a sync would copy and what pruning
-/// would delete; writes nothing.
-async fn dry_run(
-    config: &Config,
-    registries: &Registries,
-    prepared: Prepared,
-    options: &RunOptions,
-    progress: &Progress,
-) -> Exit {
-    let watch = prepared.watch;
-    let outcome = run::dry_run(
-        config,
-        registries,
-        &prepared.options,
-        prepared.tracker,
-        |plan| {
-            log_prepared(plan);
-            watch.finish()
-        },
-    )
-    .await;
-    emit(options, progress, outcome.to_json(), || {
-        print_stdout(&outcome.render_text());
-    });
-    exit::for_dry_run(&outcome.plan, &outcome.dry)
-}
-
-/// The real run: the engine copies what is stale as mappings resolve, then pruning deletes
-/// (unless a signal stopped the run); the outcome is rendered and mapped to an exit code. With
-/// `verify`, a shallow verify of the plan's images follows (on stderr), and its findings fail
-/// the run.
-#[allow(clippy::too_many_arguments)]
-async fn sync(
-    config: &Config,
-    registries: &Registries,
-    prepared: Prepared,
-    stop: &StopSignal,
-    known: &Known,
-    options: &RunOptions,
-    progress: &Progress,
-    verify: bool,
-) -> Exit {
-    let counters = Arc::new(progress.sync_counters());
-    let _ = known.sync.set(Arc::clone(&counters));
-    let mut engine_options = EngineOptions::from_settings(&config.engine);
-    engine_options.progress = Arc::clone(&counters);
-    // The engine starts on each mapping as soon as it is resolved, while slower mappings
-    // (one waiting out throttles) still resolve; once all are, the display follows the engine.
-    let watch = prepared.watch;
-    let (mut outcome, ()) = run::run(
-        config,
-        registries,
-        &prepared.options,
-        prepared.tracker,
-        &engine_options,
-        stop,
-        |plan| {
-            log_prepared(plan);
-            let (counters, registries) = (Arc::clone(&counters), registries.clone());
-            async move {
-                watch.finish().await;
-                progress.watch_sync(counters, registries)
-            }
-        },
-        // The copy phase's display ends with the engine, before pruning.
-        Watch::finish,
-    )
-    .await;
-    outcome.report.copy = options.copy.clone();
-    progress.eprint_report(&outcome.render_text());
-    emit(options, progress, outcome.to_json(), || {});
-    let mut code = exit::for_outcome(&outcome);
-    if verify && !stop.is_stopped() {
-        let verified = ferry_sync::verify::after_sync(&outcome.plan, config, registries).await;
-        progress.eprint_report(&verified.render_text());
-        if verified.verdict() != ferry_sync::verify::VerifyVerdict::Complete {
-            code = code.max(Exit::Partial);
+impl Display {
+    pub fn new(
+        progress: &Progress,
+        known: Option<Arc<Known>>,
+        copy: Option<(Arc<SyncProgress>, Registries)>,
+        dry_run: bool,
+    ) -> Self {
+        Display {
+            progress: progress.clone(),
+            known,
+            copy,
+            dry_run,
+            watch: Arc::default(),
         }
     }
-    if let Some(metrics) = &options.metrics {
-        metrics.record(Some(&outcome.report), code, std::time::SystemTime::now());
+
+    fn take(&self) -> Option<Watch> {
+        self.watch.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
-    code
+
+    /// Draws the last state of whatever is shown and stops.
+    pub async fn finish(&self) {
+        if let Some(w) = self.take() {
+            w.finish().await;
+        }
+    }
+}
+
+impl RunObserver for Display {
+    fn preparing(&self, tracker: &Arc<PrepareTracker>) {
+        if let Some(known) = &self.known {
+            let _ = known.tracker.set(Arc::clone(tracker));
+        }
+        let watch = self.progress.watch_prepare(Arc::clone(tracker));
+        *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+    }
+
+    fn prepared(&self, plan: &Plan) -> BoxFuture<'static, ()> {
+        log_prepared(plan);
+        let prepare = self.take();
+        // The engine goes on while slower mappings resolve; once all are, the display follows it.
+        let next = match self.dry_run {
+            true => None,
+            false => self.copy.clone(),
+        };
+        let (progress, slot) = (self.progress.clone(), Arc::clone(&self.watch));
+        Box::pin(async move {
+            if let Some(w) = prepare {
+                w.finish().await;
+            }
+            if let Some((counters, registries)) = next {
+                let watch = progress.watch_sync(counters, registries);
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+            }
+        })
+    }
+
+    // The copy phase's display ends with the engine, before pruning.
+    fn synced(&self) -> BoxFuture<'static, ()> {
+        let watch = self.take();
+        Box::pin(async move {
+            if let Some(w) = watch {
+                w.finish().await;
+            }
+        })
+    }
 }
 
 fn log_prepared(plan: &Plan) {

@@ -67,7 +67,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         super::apply_access(&mut config, registry, &side);
     }
     let registries = Registries::new(&config);
-    let listed = match Source::open(&origin, &registries).await {
+    let listed = match Source::open(&origin, &registries, &Default::default()).await {
         Ok(source) => source.list_tags().await,
         Err(e) => Err(e),
     };

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use clap::Args;
 use ferry_config::shard::Shard;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker};
-use ferry_sync::registries::Registries;
-use ferry_sync::verify::{self, VerifyOptions, VerifyReport, VerifyVerdict};
+use ferry_sync::run::{Run, RunContext};
+use ferry_sync::verify::{VerifyReport, VerifyVerdict};
+
+use super::sync::Display;
 
 use crate::cli::ConfigArg;
 use crate::exit::Exit;
@@ -57,19 +58,16 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
         Ok(c) => super::scope::apply(c, args.shard, false, progress),
         Err(code) => return code,
     };
-    let registries = Registries::new(&config);
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let mut prepare = PrepareOptions::from_config(&config);
-    prepare.watch_interval = None;
     progress.eprint(&format!(
         "verify: {} mappings{}",
         config.mappings.len(),
         if args.deep { ", deep (every blob)" } else { "" }
     ));
-    let watch = progress.watch_prepare(Arc::clone(&tracker));
-    let options = VerifyOptions { deep: args.deep };
-    let report = verify::run(&config, &registries, &prepare, tracker, options).await;
-    watch.finish().await;
+    let display = Arc::new(Display::new(progress, None, None, false));
+    let mut ctx = RunContext::new(&config);
+    ctx.progress.observer = Some(display.clone());
+    let report = Run::new(&config, ctx).verify(args.deep).await;
+    display.finish().await;
     if args.json {
         match report.to_json() {
             Ok(json) => println!("{json}"),

@@ -21,7 +21,7 @@ pub use health::Health;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ferry_sync::engine::StopSignal;
+use ferry_sync::StopSignal;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
@@ -143,6 +143,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             current.state_dir.as_deref(),
         )),
         state_dir_named: args.scope.state_dir.is_some() || current.state_dir.is_some(),
+        every_host: None,
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -279,6 +280,7 @@ async fn event_syncs(
                 // must not share one upload's record.
                 state_dir: None,
                 state_dir_named: false,
+                every_host: None,
             };
             let code = run_config(&config, &options, progress).await;
             let registries = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -304,14 +306,12 @@ async fn event_syncs(
 
 /// A deep verify of `config` (`--verify-every`), its findings recorded in `metrics`.
 async fn deep_verify(config: &ferry_config::Config, metrics: &WatchMetrics) -> Exit {
-    let registries = ferry_sync::registries::Registries::new(config);
-    let tracker = Arc::new(ferry_sync::prepare::PrepareTracker::new(
-        config.mappings.len(),
-    ));
-    let mut prepare = ferry_sync::prepare::PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    let options = ferry_sync::verify::VerifyOptions { deep: true };
-    let report = ferry_sync::verify::run(config, &registries, &prepare, tracker, options).await;
+    /// Draws nothing, and keeps the prepare phase from logging lines of its own.
+    struct Quiet;
+    impl ferry_sync::run::RunObserver for Quiet {}
+    let mut ctx = ferry_sync::run::RunContext::new(config);
+    ctx.progress.observer = Some(Arc::new(Quiet));
+    let report = ferry_sync::run::Run::new(config, ctx).verify(true).await;
     metrics.record_verify(&report, std::time::SystemTime::now());
     super::verify::exit_for(&report)
 }

@@ -275,9 +275,19 @@ impl DryRun {
     /// The report with sizes: for each stale image, its manifest graph and which of its blobs
     /// each stale target lacks. Sends only GET and HEAD requests.
     pub async fn measure(plan: &Plan, registries: &Registries) -> DryRun {
+        DryRun::measure_in(plan, registries, &Default::default()).await
+    }
+
+    /// [`DryRun::measure`], reading and writing archives through the run's `stores` (an
+    /// export's dry run asks its bundle what it would carry).
+    pub(crate) async fn measure_in(
+        plan: &Plan,
+        registries: &Registries,
+        stores: &ferry_store::archive::Stores,
+    ) -> DryRun {
         let mut out = DryRun::from_plan(plan);
         out.repositories_to_create = to_create(plan, registries);
-        let checker = BlobChecker::new(registries);
+        let checker = BlobChecker::new(registries, stores);
         type Job<'a> = (usize, usize, &'a Origin, &'a [Platform], &'a ImagePlan);
         let jobs: Vec<Job<'_>> = plan
             .mappings
@@ -482,13 +492,15 @@ struct TargetSize {
 /// Answers "does this target hold this blob", asking each (repository, blob) once.
 struct BlobChecker<'a> {
     registries: &'a Registries,
+    stores: &'a ferry_store::archive::Stores,
     held: Mutex<HashMap<(Destination, Digest), bool>>,
 }
 
 impl<'a> BlobChecker<'a> {
-    fn new(registries: &'a Registries) -> Self {
+    fn new(registries: &'a Registries, stores: &'a ferry_store::archive::Stores) -> Self {
         BlobChecker {
             registries,
+            stores,
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -499,7 +511,7 @@ impl<'a> BlobChecker<'a> {
         platforms: &[Platform],
         image: &ImagePlan,
     ) -> Result<Vec<TargetSize>, Error> {
-        let source = Source::open(origin, self.registries).await?;
+        let source = Source::open(origin, self.registries, self.stores).await?;
         let fetched = image.root.as_ref();
         let graph = fetch_graph(&source, &image.source_digest, platforms, false, fetched).await?;
         let mut out = Vec::new();
@@ -507,7 +519,7 @@ impl<'a> BlobChecker<'a> {
         for (n, t) in stale.enumerate() {
             // The engine's questions, asked of the same destination: a repository that does not
             // exist holds nothing, a layout holds a blob only as a regular file.
-            let destination = Destination::open(&t.target, self.registries).await?;
+            let destination = Destination::open(&t.target, self.registries, self.stores).await?;
             let new_repository = t.state == TargetState::NewRepository;
             let missing = self
                 .missing(&source, &destination, new_repository, &graph.blobs)

@@ -9,25 +9,109 @@
 //! `ref.name` that is a bare tag (`v1`, as `skopeo copy … oci-archive:x.tar:v1` writes) goes
 //! to the prefix itself (`site.local:5000/dc1:v1`) and needs one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::MountOutcome;
 use ferry_distribution::reference::Tag;
-use ferry_distribution::{Digest, Operation, Reference, RegistryClient, media};
+use ferry_distribution::{Digest, Operation, Reference, RegistryClient};
 
+use crate::engine::graph::{Refs, references};
 use crate::registries::Registries;
-use ferry_config::filter::{TagFilter, TagFilterSpec, TagGlobs};
-use ferry_config::{Mapping, Origin, Target};
+use crate::run::Outcome;
+use ferry_config::{Mapping, Origin, Pick};
+use ferry_store::archive::Stores;
 use ferry_store::archive::reader::ArchiveReader;
 
 /// At most this many missing digests are named in an image's refusal.
 const NAMED_MISSING: usize = 3;
 
+/// What `ferry import` did: the run's outcome, the archive's entries that could not be placed
+/// (with why), and the blobs mounted before the run from other repositories of the target.
+#[derive(Debug)]
+pub struct Imported {
+    /// Entries left out: no `ref.name`, a bare tag without a prefix, a name that is not a
+    /// reference, or a second image for one target.
+    pub unplaced: Vec<String>,
+    /// Blobs an incremental bundle leaves out, mounted into an image's repository first.
+    pub mounted: u64,
+    /// The run of the placed images.
+    pub outcome: Outcome,
+}
+
+/// Why an import did not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The archive could not be opened or indexed.
+    #[error("{0}")]
+    Open(Error),
+    /// `--target-prefix` is not `HOST[/PATH]`.
+    #[error("{0}")]
+    Prefix(String),
+    /// No entry of the archive can be imported.
+    #[error("no image of the bundle can be imported")]
+    Nothing {
+        /// Why each entry was left out.
+        unplaced: Vec<String>,
+    },
+}
+
+/// The import's plan: one-image mappings, the images the base check refused (by mapping),
+/// and what it mounted.
+pub(crate) struct ImportPlan {
+    pub mappings: Vec<Mapping>,
+    pub refused: HashMap<usize, Error>,
+    pub unplaced: Vec<String>,
+    pub mounted: u64,
+}
+
+/// Reads the archive at `path` (through the run's `stores`, so the run reads the same
+/// indexing), places its images, and checks the base an incremental bundle leaves out on the
+/// target with the run's `registries` (mounting nothing in a dry run).
+pub(crate) async fn plan(
+    path: &Path,
+    prefix: Option<&str>,
+    registries: &Registries,
+    stores: &Stores,
+    dry_run: bool,
+) -> Result<ImportPlan, ImportError> {
+    let origin = Origin::OciArchive {
+        path: path.to_path_buf(),
+        reference: None,
+    };
+    let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
+    let (images, unplaced) = images(&reader, prefix).map_err(ImportError::Prefix)?;
+    if images.is_empty() {
+        return Err(ImportError::Nothing { unplaced });
+    }
+    let check = check_base(&reader, &images, registries, dry_run).await;
+    let mappings: Vec<Mapping> = images
+        .iter()
+        .enumerate()
+        .map(|(n, image)| mapping(path, image, n))
+        .collect();
+    let by_name: HashMap<&str, usize> = images
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.ref_name.as_str(), n))
+        .collect();
+    let refused = check
+        .refused
+        .into_iter()
+        .filter_map(|(name, e)| by_name.get(name.as_str()).map(|n| (*n, e)))
+        .collect();
+    Ok(ImportPlan {
+        mappings,
+        refused,
+        unplaced,
+        mounted: check.mounted,
+    })
+}
+
 /// One image of the archive and where it goes.
 #[derive(Debug, Clone)]
-pub struct ImportImage {
+pub(crate) struct ImportImage {
     /// Its `ref.name` in `index.json`, as written.
     pub ref_name: String,
     /// Its manifest (or index) digest.
@@ -42,7 +126,7 @@ pub struct ImportImage {
 
 impl ImportImage {
     /// `registry/repository:tag` (or `@digest`), as messages name the target.
-    pub fn target(&self) -> String {
+    pub(crate) fn target(&self) -> String {
         match &self.tag {
             Some(t) => format!("{}/{}:{}", self.registry, self.repository, t.as_str()),
             None => format!("{}/{}@{}", self.registry, self.repository, self.digest),
@@ -52,7 +136,7 @@ impl ImportImage {
 
 /// The archive's images with their targets, and the entries that cannot be imported (with
 /// why): no `ref.name`, a bare tag without a prefix, or a name that is not a reference.
-pub fn images(
+pub(crate) fn images(
     reader: &ArchiveReader,
     prefix: Option<&str>,
 ) -> Result<(Vec<ImportImage>, Vec<String>), String> {
@@ -151,53 +235,27 @@ fn place(
     })
 }
 
-/// The one-image mapping (index `index`) that pushes `image` from the archive at `path`.
-pub fn mapping(path: &Path, image: &ImportImage, index: usize) -> Mapping {
+/// The one-image mapping (index `index`) that pushes `image` from the archive at `path`: the
+/// source's tag is the one the reference names, and the target keeps it.
+fn mapping(path: &Path, image: &ImportImage, index: usize) -> Mapping {
     let origin = Origin::OciArchive {
         path: path.to_path_buf(),
         reference: Some(image.ref_name.clone()),
     };
-    let (tags, digests) = match &image.tag {
-        Some(tag) => {
-            let spec = TagFilterSpec {
-                exact: vec![tag.as_str().to_owned()],
-                ..TagFilterSpec::default()
-            };
-            (
-                TagFilter::compile(&spec).unwrap_or_else(|_| TagFilter::none()),
-                Vec::new(),
-            )
-        }
-        None => (TagFilter::none(), vec![image.digest.clone()]),
+    let target = ferry_config::Target::Registry {
+        registry: image.registry.clone(),
+        repository: image.repository.clone(),
     };
-    Mapping {
-        index,
-        source: origin.to_string(),
-        origin,
-        targets: vec![Target::Registry {
-            registry: image.registry.clone(),
-            repository: image.repository.clone(),
-        }],
-        tags,
-        digests,
-        platforms: Vec::new(),
-        referrers: false,
-        referrer_filter: Default::default(),
-        require_referrers: Vec::new(),
-        immutable: TagGlobs::default(),
-        prune: false,
-        // The source's tag is the one the reference names; the target keeps it.
-        retag: None,
-        platforms_keep_digest: false,
-        schedule: None,
-        line: 0,
-        repositories: None,
-    }
+    let pick = match &image.tag {
+        Some(tag) => Pick::Tag(tag.clone()),
+        None => Pick::Digest(image.digest.clone()),
+    };
+    Mapping::one_image(index, origin, vec![target], pick)
 }
 
 /// What the base check did.
 #[derive(Debug, Default)]
-pub struct BaseCheck {
+pub(crate) struct BaseCheck {
     /// Blobs mounted into an image's repository from another repository of its registry.
     pub mounted: u64,
     /// Images refused before anything of them was pushed: (ref.name, why).
@@ -211,7 +269,7 @@ pub struct BaseCheck {
 /// (not in a dry run) once every digest of the image is found. An image with a digest found
 /// nowhere is refused before anything of it is pushed (the run then fails its mapping),
 /// naming the bundle's bases and the first missing digests.
-pub async fn check_base(
+pub(crate) async fn check_base(
     reader: &ArchiveReader,
     images: &[ImportImage],
     registries: &Registries,
@@ -276,27 +334,25 @@ async fn needed(reader: &ArchiveReader, root: &Digest) -> Result<Vec<Needed>, Er
             out.push(Needed::Manifest(digest));
             continue;
         };
-        let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap_or_default();
-        let digests = |field: &str| -> Vec<Digest> {
-            let list = match field {
-                "config" => vec![doc["config"].clone()],
-                f => doc[f].as_array().cloned().unwrap_or_default(),
-            };
-            list.iter()
-                .filter_map(|d| d["digest"].as_str().and_then(|s| Digest::parse(s).ok()))
-                .collect()
-        };
-        if media::is_index(&m.media_type) {
-            stack.extend(digests("manifests"));
-        } else {
-            for d in digests("config").into_iter().chain(digests("layers")) {
-                if !reader.carries(&d) {
-                    out.push(Needed::Blob(d));
-                }
-            }
+        // The engine's parser: a manifest that does not parse is an error naming it.
+        let refs = references(&m)
+            .map_err(|message| reader_error(reader, Operation::ManifestGet, message))?;
+        match refs {
+            Refs::Children(children) => stack.extend(children),
+            Refs::Blobs(blobs) => out.extend(
+                blobs
+                    .into_iter()
+                    .filter(|b| !reader.carries(&b.digest))
+                    .map(|b| Needed::Blob(b.digest)),
+            ),
         }
     }
     Ok(out)
+}
+
+/// An error about the archive `reader` reads.
+fn reader_error(reader: &ArchiveReader, operation: Operation, message: String) -> Error {
+    Error::new(reader.name(), None, operation, ErrorKind::Local(message))
 }
 
 /// The digests found nowhere, and for each blob found in another repository, where.

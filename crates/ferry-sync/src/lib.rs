@@ -1,60 +1,59 @@
 #![deny(missing_docs)]
-//! ferry's sync layer: the mirror.yaml config, tag filters, the prepare phase that resolves
-//! every mapping, the engine that copies what is stale, and the report of what happened.
+//! ferry's sync layer, the run: the prepare phase that resolves every mapping, the engine that
+//! copies what is stale, pruning, the dry run, verify, export and import, and their reports.
 //!
-//! A run goes through one door, [`run::run`] (or [`run::dry_run`], which writes nothing): it
-//! resolves every mapping, syncs each as soon as it is resolved, prunes, and returns one
-//! [`RunOutcome`] that a caller only renders and maps to an exit code.
+//! A run goes through one door, [`Run`]: made from a config and a [`RunContext`] (the registry
+//! clients, the archives it reads and writes, the upload journal, the mode, the stop and the
+//! progress), it `sync`s, `dry_run`s, `verify`s, `export`s or `import`s, and returns one
+//! outcome that a caller only renders and maps to an exit code.
 //!
 //! ```no_run
-//! use std::{path::Path, sync::Arc};
+//! use std::path::Path;
 //!
-//! use ferry_sync::{EngineOptions, PrepareOptions, PrepareTracker, Registries, StopSignal};
+//! use ferry_sync::{Outcome, Run, RunContext, Verdict};
 //!
 //! async fn mirror(path: &Path) -> Result<bool, ferry_sync::ConfigError> {
 //!     let config = ferry_sync::load(path)?;
-//!     let registries = Registries::new(&config);
-//!     let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-//!     let (outcome, ()) = ferry_sync::run::run(
-//!         &config,
-//!         &registries,
-//!         &PrepareOptions::from_config(&config),
-//!         tracker,
-//!         &EngineOptions::from_settings(&config.engine),
-//!         &StopSignal::default(),
-//!         |_plan| async {},
-//!         |()| async {},
-//!     )
-//!     .await;
-//!     print!("{}", outcome.render_text());
-//!     Ok(outcome.verdict() == ferry_sync::Verdict::Clean)
+//!     let ctx = RunContext::new(&config);
+//!     match Run::new(&config, ctx).sync().await {
+//!         Outcome::Synced(outcome) => {
+//!             print!("{}", outcome.render_text());
+//!             Ok(outcome.verdict() == Verdict::Clean)
+//!         }
+//!         Outcome::DryRun(outcome) => {
+//!             print!("{}", outcome.render_text());
+//!             Ok(true)
+//!         }
+//!     }
 //! }
 //! # fn main() {}
 //! ```
 //!
-//! The modules, in the order a run meets them:
+//! The public modules, in the order a run meets them (what to mirror is `ferry_config`'s,
+//! images on disk `ferry_store`'s):
 //!
-//! - [`config`]: mirror.yaml read, checked and resolved into a [`Config`]; [`filter`],
-//!   [`platform`] and [`shard`] are the parts of it that select tags, platforms and mappings.
+//! - [`run`]: the front door, [`Run`], its [`RunContext`] and outcomes.
 //! - [`registries`]: one client per registry host for the run; [`ecr`] gives it ECR's
 //!   credentials and repositories.
-//! - [`source`] and [`layout`]: where images are read from and written to besides a registry
-//!   (an OCI image-layout directory).
-//! - [`prepare`] resolves every mapping into a [`Plan`] ([`plan`]); [`dryrun`] measures it.
-//! - [`engine`] copies what the plan says is stale, counted by [`progress`] while it runs and
-//!   reported in a [`SyncReport`] ([`report`]), failures that are not a registry's answer
-//!   being [`SyncError`]s ([`error`]).
-//! - [`prune`] deletes what the source no longer has; [`run`] puts the steps together.
+//! - [`source`]: where an image is read from (a registry repository, a layout, an archive).
+//! - [`plan`]: every mapping as the prepare phase resolved it; [`dryrun`] measures it.
+//! - [`progress`] counts the engine while it runs; [`report`] is what it did, failures that
+//!   are not a registry's answer being [`SyncError`]s ([`error`]).
+//! - [`prune`] deletes what the source no longer has.
 //! - [`verify`] proves the targets hold what a sync would leave there (`ferry verify`).
+//! - [`import`]: `ferry import`'s placement of a bundle's images and its outcome.
+//!
+//! The prepare phase (`prepare`) and the engine (`engine`) are the run's own, reached only
+//! through [`Run`].
 
 pub mod dryrun;
 pub mod ecr;
-pub mod engine;
+pub(crate) mod engine;
 pub mod error;
 pub mod import;
 pub(crate) mod in_window;
 pub mod plan;
-pub mod prepare;
+pub(crate) mod prepare;
 pub mod progress;
 pub mod prune;
 pub mod registries;
@@ -64,13 +63,13 @@ pub mod source;
 pub mod verify;
 
 pub use dryrun::DryRun;
-pub use engine::{EngineOptions, StopSignal};
 pub use error::SyncError;
 pub use ferry_config::{Config, ConfigError, load};
+pub use ferry_distribution::StopSignal;
 pub use plan::Plan;
-pub use prepare::{PrepareOptions, PrepareTracker};
+pub use prepare::PrepareTracker;
 pub use progress::SyncProgress;
 pub use prune::PruneReport;
 pub use registries::Registries;
 pub use report::{SyncReport, Totals, Verdict};
-pub use run::{DryRunOutcome, RunOutcome};
+pub use run::{DryRunOutcome, Mode, Outcome, Run, RunContext, RunOutcome};

@@ -37,11 +37,24 @@ pub struct Registries {
     created: Arc<Mutex<Creations>>,
     /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
     breakers: Breakers,
-    /// The `oci-archive:` files this run writes, and `ferry export`'s bundle.
-    archives: ferry_store::archive::writer::Archives,
     /// Where every client records its uploads in flight (the state directory), if anywhere.
     journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
+    /// Applied to every host's settings, listed or not (`ferry import`'s access flags).
+    every_host: Option<Adjust>,
 }
+
+/// [`EveryHost`], printed as its name.
+#[derive(Clone)]
+struct Adjust(EveryHost);
+
+impl std::fmt::Debug for Adjust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EveryHost")
+    }
+}
+
+/// Adjusts every host's settings (see [`Registries::with_every_host`]).
+pub type EveryHost = Arc<dyn Fn(&mut RegistrySettings) + Send + Sync>;
 
 /// Each registry's circuit breaker, by host, kept beyond one run's [`Registries`]: `ferry watch`
 /// hands the same `Breakers` to every run, so a registry one run found down is not hammered
@@ -83,21 +96,16 @@ impl Registries {
             ecr: None,
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
-            archives: Default::default(),
             journal: None,
+            every_host: None,
         }
     }
 
-    /// Writes every target of the run into `archives`' bundle (`ferry export`): a registry
-    /// target is neither listed nor written, its images go into the bundle under its name.
-    pub fn with_archives(mut self, archives: ferry_store::archive::writer::Archives) -> Self {
-        self.archives = archives;
+    /// Applies `adjust` to the settings of every host this run talks to, whether the config
+    /// lists it or not (`ferry import --insecure`: every host an image of the bundle goes to).
+    pub fn with_every_host(mut self, adjust: EveryHost) -> Self {
+        self.every_host = Some(Adjust(adjust));
         self
-    }
-
-    /// The archives this run writes.
-    pub fn archives(&self) -> &ferry_store::archive::writer::Archives {
-        &self.archives
     }
 
     /// Records every client's uploads in flight in `journal` (the run's state directory), so
@@ -204,11 +212,16 @@ impl Registries {
     }
 
     fn settings_for(&self, host: &str) -> RegistrySettings {
-        self.settings
+        let mut settings = self
+            .settings
             .iter()
             .find(|r| r.host == host)
             .cloned()
-            .unwrap_or_else(|| RegistrySettings::unlisted(host))
+            .unwrap_or_else(|| RegistrySettings::unlisted(host));
+        if let Some(Adjust(adjust)) = &self.every_host {
+            adjust(&mut settings);
+        }
+        settings
     }
 
     /// The client for `host`, built on first use.

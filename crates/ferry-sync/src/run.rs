@@ -1,21 +1,341 @@
-//! A whole run, ferry-sync's one entry point for it: prepare and engine overlapped (each mapping
-//! goes to the engine as it resolves), then pruning, returned as one [`RunOutcome`].
+//! A whole run, ferry-sync's one front door: [`Run`] over a config and its [`RunContext`], with
+//! `sync`, `dry_run`, `verify`, `export` and `import`, each returning its outcome.
 
-use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::dryrun::DryRun;
 use crate::engine::{EngineOptions, StopSignal, sync_as_resolved};
+use crate::import::{ImportError, Imported};
 use crate::plan::Plan;
 use crate::prepare::{PrepareOptions, PrepareTracker, resolve_all, resolve_each};
+use crate::progress::SyncProgress;
 use crate::prune::{self, PruneReport};
 use crate::registries::Registries;
 use crate::report::{SyncReport, Verdict};
+use crate::verify::{VerifyOptions, VerifyReport, VerifyVerdict};
 use ferry_config::Config;
+use ferry_distribution::ops::UploadJournal;
+use ferry_store::archive::Stores;
+use ferry_store::archive::writer::{ArchiveWriter, BundleSpec, Naming, Output};
+
+/// Whether a run writes, and what follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Copy what is stale, then prune.
+    #[default]
+    Write,
+    /// [`Mode::Write`], then a shallow verify of what the run touched (`ferry sync --verify`):
+    /// anything missing or drifted makes the run partial.
+    WriteThenVerify,
+    /// Resolve and measure; write nothing.
+    DryRun,
+}
+
+/// What watches a run as its phases end (a display); every method does nothing by default.
+pub trait RunObserver: Send + Sync {
+    /// The prepare phase starts; `tracker` counts its mappings.
+    fn preparing(&self, tracker: &Arc<PrepareTracker>) {
+        let _ = tracker;
+    }
+    /// Every mapping is resolved (the engine goes on), with the plan in config order.
+    fn prepared(&self, plan: &Plan) -> BoxFuture<'static, ()> {
+        let _ = plan;
+        Box::pin(async {})
+    }
+    /// The engine is done, before pruning.
+    fn synced(&self) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// How a run reports while it goes: the engine's counters and an observer of its phases.
+#[derive(Clone, Default)]
+pub struct RunProgress {
+    /// Counters the engine keeps as it copies (what a progress line reads).
+    pub sync: Arc<SyncProgress>,
+    /// Told as each phase ends; with one, the prepare phase writes no log line of its own.
+    pub observer: Option<Arc<dyn RunObserver>>,
+}
+
+impl std::fmt::Debug for RunProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunProgress")
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
+}
+
+/// Everything a run uses besides its config, made by the caller: the registry clients, the
+/// archives it reads and writes, the upload journal, the mode, the stop and the progress.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    /// One client per registry host (`Registries::new(&config)`, or one kept across runs).
+    pub registries: Registries,
+    /// The archives the run reads (each indexed once) and writes.
+    pub stores: Stores,
+    /// Where uploads in flight are recorded for the next run (the state directory), if anywhere.
+    pub journal: Option<Arc<dyn UploadJournal>>,
+    /// Whether the run writes, and what follows.
+    pub mode: Mode,
+    /// Set to stop starting work (a signal, a bound).
+    pub stop: StopSignal,
+    /// Counters and an observer of the phases.
+    pub progress: RunProgress,
+}
+
+impl RunContext {
+    /// A context for `config`: its own clients and archives, no journal, writing, not stopped,
+    /// unobserved.
+    pub fn new(config: &Config) -> Self {
+        RunContext {
+            registries: Registries::new(config),
+            stores: Stores::default(),
+            journal: None,
+            mode: Mode::Write,
+            stop: StopSignal::default(),
+            progress: RunProgress::default(),
+        }
+    }
+}
+
+/// `ferry export`'s bundle: where it goes and its record.
+#[derive(Debug)]
+pub struct ExportSpec {
+    /// The file (or standard output).
+    pub output: Output,
+    /// The record (`ferry-bundle.json`): mappings, bases, creation time.
+    pub bundle: BundleSpec,
+}
+
+/// A run's outcome by its mode: a real run's, or a dry run's.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The run wrote.
+    Synced(Box<RunOutcome>),
+    /// The run only measured.
+    DryRun(Box<DryRunOutcome>),
+}
+
+/// One run of a config: the front door every command goes through.
+#[derive(Debug)]
+pub struct Run {
+    config: Config,
+    ctx: RunContext,
+    label: Option<String>,
+}
+
+impl Run {
+    /// A run of `config` with `ctx`'s clients, archives, journal, mode, stop and progress.
+    pub fn new(config: &Config, mut ctx: RunContext) -> Self {
+        if let Some(journal) = ctx.journal.clone()
+            && ctx.mode != Mode::DryRun
+        {
+            ctx.registries = ctx.registries.with_journal(journal);
+        }
+        Run {
+            config: config.clone(),
+            ctx,
+            label: None,
+        }
+    }
+
+    /// Names the run's one mapping in the report's text (`ferry copy`'s `SRC -> DST`).
+    pub fn labelled(mut self, label: String) -> Self {
+        self.label = Some(label);
+        self
+    }
+
+    /// The registry clients the run uses (what a display counts requests on).
+    pub fn registries(&self) -> &Registries {
+        &self.ctx.registries
+    }
+
+    /// Resolves every mapping and returns the plan, reading only: the first phase of a sync
+    /// on its own (what a test or a tool inspects before anything is copied).
+    pub async fn plan(self) -> Plan {
+        let prepare = self.prepare_options();
+        let tracker = self.tracker();
+        resolve_all(&self.config, &self.ctx.registries, &prepare, tracker).await
+    }
+
+    /// Copies what `plan` (resolved earlier by [`Run::plan`]) says is stale, with no prepare
+    /// phase and no pruning: the engine's own requests alone.
+    pub async fn copy(self, plan: &Plan) -> SyncReport {
+        let mut engine = EngineOptions::from_settings(&self.config.engine);
+        engine.progress = Arc::clone(&self.ctx.progress.sync);
+        engine.stores = self.ctx.stores.clone();
+        crate::engine::sync(plan, &self.ctx.registries, &engine, &self.ctx.stop).await
+    }
+
+    /// Syncs (or, in [`Mode::DryRun`], measures) every mapping of the config.
+    pub async fn sync(self) -> Outcome {
+        let prepare = self.prepare_options();
+        self.go(prepare).await
+    }
+
+    /// Resolves every mapping, then measures what a sync would copy and what pruning would
+    /// delete; writes nothing, whatever the mode.
+    pub async fn dry_run(self) -> DryRunOutcome {
+        let prepare = self.prepare_options();
+        self.measure(prepare).await
+    }
+
+    /// `ferry verify`: every target audited against its source, read-only; `deep` checks every
+    /// blob the manifests reference too.
+    pub async fn verify(self, deep: bool) -> VerifyReport {
+        let prepare = self.prepare_options();
+        let tracker = self.tracker();
+        crate::verify::run(
+            &self.config,
+            &self.ctx.registries,
+            &prepare,
+            tracker,
+            VerifyOptions { deep },
+        )
+        .await
+    }
+
+    /// `ferry export`: every image the config selects written into one bundle (its every
+    /// target, named there by the target's reference; the target registries never asked);
+    /// nothing pruned.
+    pub async fn export(mut self, spec: ExportSpec) -> Outcome {
+        for m in &mut self.config.mappings {
+            m.prune = false;
+        }
+        let bundle = ArchiveWriter::new(spec.output, Naming::FullReference, Some(spec.bundle));
+        self.ctx.stores = self.ctx.stores.exporting_to(bundle);
+        self.sync().await
+    }
+
+    /// `ferry import`: every image of the archive at `bundle` pushed where its `ref.name` says
+    /// (or under `prefix`), as one-image mappings; the base an incremental bundle leaves out
+    /// is checked on the target first, with the run's own clients.
+    pub async fn import(
+        mut self,
+        bundle: &Path,
+        prefix: Option<&str>,
+    ) -> Result<Imported, ImportError> {
+        let planned = crate::import::plan(
+            bundle,
+            prefix,
+            &self.ctx.registries,
+            &self.ctx.stores,
+            self.ctx.mode == Mode::DryRun,
+        )
+        .await?;
+        self.config.mappings = planned.mappings;
+        let mut prepare = self.prepare_options();
+        prepare.refused = Arc::new(planned.refused);
+        // One-image mappings share their targets: each target is listed once for the run.
+        prepare.shared_listings = Some(Arc::default());
+        let outcome = self.go(prepare).await;
+        Ok(Imported {
+            unplaced: planned.unplaced,
+            mounted: planned.mounted,
+            outcome,
+        })
+    }
+
+    fn prepare_options(&self) -> PrepareOptions {
+        let mut prepare = PrepareOptions::from_config(&self.config);
+        prepare.stores = self.ctx.stores.clone();
+        if self.ctx.progress.observer.is_some() {
+            prepare.watch_interval = None;
+        }
+        prepare
+    }
+
+    fn tracker(&self) -> Arc<PrepareTracker> {
+        let tracker = Arc::new(PrepareTracker::new(self.config.mappings.len()));
+        if let Some(o) = &self.ctx.progress.observer {
+            o.preparing(&tracker);
+        }
+        tracker
+    }
+
+    /// The observer told the plan is in; the future it returned, to await.
+    fn prepared(&self, plan: &Plan) -> BoxFuture<'static, ()> {
+        match &self.ctx.progress.observer {
+            Some(o) => o.prepared(plan),
+            None => Box::pin(async {}),
+        }
+    }
+
+    async fn go(self, prepare: PrepareOptions) -> Outcome {
+        match self.ctx.mode {
+            Mode::DryRun => Outcome::DryRun(Box::new(self.measure(prepare).await)),
+            Mode::Write | Mode::WriteThenVerify => {
+                Outcome::Synced(Box::new(self.write(prepare).await))
+            }
+        }
+    }
+
+    /// The real run: prepare and engine overlapped, then pruning (every candidate reported
+    /// interrupted once stopped), then, for [`Mode::WriteThenVerify`], the shallow verify.
+    async fn write(self, prepare: PrepareOptions) -> RunOutcome {
+        let tracker = self.tracker();
+        let mut engine = EngineOptions::from_settings(&self.config.engine);
+        engine.progress = Arc::clone(&self.ctx.progress.sync);
+        engine.stores = self.ctx.stores.clone();
+        let (config, registries, stop) = (&self.config, &self.ctx.registries, &self.ctx.stop);
+        let (plan, (), mut report) = prepare_and_sync(
+            config,
+            registries,
+            &prepare,
+            tracker,
+            &engine,
+            stop,
+            |plan| self.prepared(plan),
+        )
+        .await;
+        if let Some(o) = &self.ctx.progress.observer {
+            o.synced().await;
+        }
+        let prune = match prunes(config) {
+            true => {
+                let decision = prune::decide(&plan, config, Some(&report));
+                let mut pruned = prune::execute(decision.candidates, registries, stop).await;
+                pruned.add_skipped(decision.skipped);
+                Some(pruned)
+            }
+            false => None,
+        };
+        report.refresh_capabilities(registries);
+        report.copy = self.label.clone();
+        let verify = match self.ctx.mode == Mode::WriteThenVerify && !stop.is_stopped() {
+            true => Some(crate::verify::after_sync(&plan, config, registries).await),
+            false => None,
+        };
+        RunOutcome {
+            plan,
+            report,
+            prune,
+            verify,
+        }
+    }
+
+    /// The dry run: resolve, then measure what a sync would copy and pruning would delete.
+    async fn measure(self, prepare: PrepareOptions) -> DryRunOutcome {
+        let tracker = self.tracker();
+        let (config, registries) = (&self.config, &self.ctx.registries);
+        let plan = resolve_all(config, registries, &prepare, tracker).await;
+        self.prepared(&plan).await;
+        let dry = DryRun::measure_in(&plan, registries, &self.ctx.stores).await;
+        let prune = prunes(config).then(|| {
+            let decision = prune::decide(&plan, config, None);
+            let mut report = prune::dry_run(decision.candidates);
+            report.add_skipped(decision.skipped);
+            report
+        });
+        DryRunOutcome { plan, dry, prune }
+    }
+}
 
 /// Everything a run did: the plan it resolved, the sync report (with every registry's
 /// capabilities as the run ended, pruning included) and, when a mapping prunes, the prune
@@ -28,6 +348,8 @@ pub struct RunOutcome {
     pub report: SyncReport,
     /// What pruning did, when some mapping prunes (`None` otherwise).
     pub prune: Option<PruneReport>,
+    /// The shallow verify that followed ([`Mode::WriteThenVerify`], not after a stop).
+    pub verify: Option<VerifyReport>,
 }
 
 /// A dry run's outcome: the plan, what a sync would copy and what pruning would delete.
@@ -52,10 +374,17 @@ struct WithPrune<'a, T: Serialize> {
 
 impl RunOutcome {
     /// How the run ended: the sync report's verdict, and a clean sync whose pruning left a tag
-    /// that should have gone is partial.
+    /// that should have gone, or whose verify found something missing or drifted (or could not
+    /// check it), is partial.
     pub fn verdict(&self) -> Verdict {
+        let verified = self
+            .verify
+            .as_ref()
+            .is_none_or(|v| v.verdict() == VerifyVerdict::Complete);
         match self.report.verdict() {
-            Verdict::Clean if self.prune.as_ref().is_some_and(PruneReport::has_failures) => {
+            Verdict::Clean
+                if self.prune.as_ref().is_some_and(PruneReport::has_failures) || !verified =>
+            {
                 Verdict::Partial
             }
             v => v,
@@ -123,89 +452,11 @@ fn prunes(config: &Config) -> bool {
     config.mappings.iter().any(|m| m.prune)
 }
 
-/// A whole run of `config`: resolves every mapping and syncs each as soon as it is resolved,
-/// then prunes (every candidate reported interrupted once `stop` is set). `on_prepared` runs
-/// once the last mapping is resolved (while the engine goes on), with the plan in config
-/// order; `on_synced` gets what it returned once the engine is done, before pruning (a display
-/// of the copy phase ends there, on the report's figures); what that returns comes back beside
-/// the outcome. The report's `elapsed` is the prepare phase and the engine (pruning not
-/// included).
-#[allow(clippy::too_many_arguments)]
-pub async fn run<F, Fut, G, Gut>(
-    config: &Config,
-    registries: &Registries,
-    prepare: &PrepareOptions,
-    tracker: Arc<PrepareTracker>,
-    engine: &EngineOptions,
-    stop: &StopSignal,
-    on_prepared: F,
-    on_synced: G,
-) -> (RunOutcome, Gut::Output)
-where
-    F: FnOnce(&Plan) -> Fut,
-    Fut: Future,
-    G: FnOnce(Fut::Output) -> Gut,
-    Gut: Future,
-{
-    let (plan, output, mut report) = prepare_and_sync(
-        config,
-        registries,
-        prepare,
-        tracker,
-        engine,
-        stop,
-        on_prepared,
-    )
-    .await;
-    let output = on_synced(output).await;
-    let prune = match prunes(config) {
-        true => {
-            let decision = prune::decide(&plan, config, Some(&report));
-            let mut pruned = prune::execute(decision.candidates, registries, stop).await;
-            pruned.add_skipped(decision.skipped);
-            Some(pruned)
-        }
-        false => None,
-    };
-    report.refresh_capabilities(registries);
-    let outcome = RunOutcome {
-        plan,
-        report,
-        prune,
-    };
-    (outcome, output)
-}
-
-/// A dry run of `config`: resolves every mapping, then measures what a sync would copy and what
-/// pruning would delete; writes nothing. `on_prepared` runs once the plan is in.
-pub async fn dry_run<F, Fut>(
-    config: &Config,
-    registries: &Registries,
-    prepare: &PrepareOptions,
-    tracker: Arc<PrepareTracker>,
-    on_prepared: F,
-) -> DryRunOutcome
-where
-    F: FnOnce(&Plan) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let plan = resolve_all(config, registries, prepare, tracker).await;
-    on_prepared(&plan).await;
-    let dry = DryRun::measure(&plan, registries).await;
-    let prune = prunes(config).then(|| {
-        let decision = prune::decide(&plan, config, None);
-        let mut report = prune::dry_run(decision.candidates);
-        report.add_skipped(decision.skipped);
-        report
-    });
-    DryRunOutcome { plan, dry, prune }
-}
-
 /// Resolves every mapping of `config` and syncs each as soon as it is resolved, without
-/// pruning: the two overlapped phases of [`run`]. `on_prepared` runs once the last mapping is
+/// pruning: the two overlapped phases of [`Run::sync`]. `on_prepared` runs once the last mapping is
 /// resolved (while the engine goes on), with the plan in config order; what it returns comes
 /// back with the plan and the report. The report's `elapsed` is the whole run.
-pub async fn prepare_and_sync<F, Fut>(
+pub(crate) async fn prepare_and_sync<F, Fut>(
     config: &Config,
     registries: &Registries,
     prepare: &PrepareOptions,
@@ -216,7 +467,7 @@ pub async fn prepare_and_sync<F, Fut>(
 ) -> (Plan, Fut::Output, SyncReport)
 where
     F: FnOnce(&Plan) -> Fut,
-    Fut: Future,
+    Fut: std::future::Future,
 {
     let start = Instant::now();
     let (resolved, to_engine) = futures::channel::mpsc::unbounded();

@@ -10,7 +10,6 @@ use ferry_distribution::{Digest, Operation, RegistryClient};
 
 use crate::registries::Registries;
 use ferry_config::Origin;
-use ferry_store::archive::reader::ArchiveReader;
 use ferry_store::layout::LayoutReader;
 use ferry_store::store::StoreRead;
 
@@ -37,9 +36,13 @@ impl Source {
         Source::Store(Arc::new(reader))
     }
 
-    /// Opens `origin`: a registry's client (built once per run by `registries`), or a layout
-    /// directory, which must exist.
-    pub async fn open(origin: &Origin, registries: &Registries) -> Result<Source, Error> {
+    /// Opens `origin`: a registry's client (built once per run by `registries`), a layout
+    /// directory, which must exist, or an archive (indexed once per run by `stores`).
+    pub async fn open(
+        origin: &Origin,
+        registries: &Registries,
+        stores: &ferry_store::archive::Stores,
+    ) -> Result<Source, Error> {
         match origin {
             Origin::Registry {
                 registry,
@@ -50,7 +53,7 @@ impl Source {
             }),
             Origin::OciLayout { path } => Ok(Source::store(LayoutReader::open(path)?)),
             Origin::OciArchive { .. } | Origin::DockerArchive { .. } => {
-                Ok(Source::store(ArchiveReader::open(origin).await?))
+                Ok(Source::store(stores.read(origin).await?))
             }
         }
     }

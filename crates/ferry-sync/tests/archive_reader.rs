@@ -119,7 +119,7 @@ fn oci(path: &Path) -> Origin {
 }
 
 async fn refusal(origin: &Origin) -> String {
-    match ArchiveReader::open_uncached(origin).await {
+    match ArchiveReader::open(origin).await {
         Ok(_) => panic!("{origin} was opened"),
         Err(e) => e.to_string(),
     }
@@ -206,7 +206,7 @@ async fn every_hostile_entry_refuses_the_archive_naming_the_entry() {
     }
     // The same image without a hostile entry opens, and serves its tag.
     let path = write(dir.path(), "good.tar", &tar_bytes(&good));
-    let reader = ArchiveReader::open_uncached(&oci(&path)).await.unwrap();
+    let reader = ArchiveReader::open(&oci(&path)).await.unwrap();
     assert_eq!(reader.list_tags().unwrap(), ["v1"]);
 }
 
@@ -245,7 +245,9 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     entries[2].body = other;
     let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
     let registries = Registries::new(&empty_config());
-    let source = Source::open(&oci(&path), &registries).await.unwrap();
+    let source = Source::open(&oci(&path), &registries, &Default::default())
+        .await
+        .unwrap();
     let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
     let mut delivered = 0usize;
     let mut failure = None;
@@ -278,7 +280,9 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     // The honest blob streams whole, in chunks.
     let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
     let path = write(dir.path(), "honest.tar", &tar_bytes(&entries));
-    let source = Source::open(&oci(&path), &registries).await.unwrap();
+    let source = Source::open(&oci(&path), &registries, &Default::default())
+        .await
+        .unwrap();
     let got: Vec<Bytes> = source
         .open_blob(&l, layer.len() as u64, 0)
         .await
@@ -348,7 +352,7 @@ async fn a_bundle_whose_record_does_not_match_what_it_carries_is_refused() {
         &serde_json::to_vec(&record).unwrap(),
     ));
     let path = write(dir.path(), "bundle.tar", &tar_bytes(&entries));
-    let reader = ArchiveReader::open_uncached(&oci(&path)).await.unwrap();
+    let reader = ArchiveReader::open(&oci(&path)).await.unwrap();
     assert_eq!(reader.record().unwrap().bases[0].name, "week-47.tar");
     // A blob slipped in after the export: the record no longer describes the bundle.
     let extra = b"slipped in";
@@ -386,12 +390,14 @@ async fn a_docker_archive_follows_its_links_inside_itself_only() {
         path: path.clone(),
         reference: Some("myrepo/app:v1".into()),
     };
-    let reader = ArchiveReader::open_uncached(&origin).await.unwrap();
+    let reader = ArchiveReader::open(&origin).await.unwrap();
     assert_eq!(reader.list_tags().unwrap(), ["v1"]);
     let info = reader.head_manifest("v1").await.unwrap().unwrap();
     assert_eq!(info.media_type, media::DOCKER_MANIFEST);
     let registries = Registries::new(&empty_config());
-    let source = Source::open(&origin, &registries).await.unwrap();
+    let source = Source::open(&origin, &registries, &Default::default())
+        .await
+        .unwrap();
     let m = source.get_manifest("v1").await.unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
     assert_eq!(doc["layers"][0]["digest"], l.to_string());

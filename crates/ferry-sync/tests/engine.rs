@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{ALL_TAGS, RunOptions, run_sync, run_sync_with};
 use ferry_config::Config;
-use ferry_sync::engine::StopSignal;
+use ferry_sync::StopSignal;
 use ferry_sync::report::{ImageStatus, SyncReport};
 use ferry_testkit::registry::{FaultAction, FaultRule, OCI_MANIFEST, OpKind, TestRegistry};
 
@@ -608,15 +608,23 @@ async fn sync_second_after_first_lands(
         )
         .repo(format!("lib/{second}")),
     );
-    let landed = std::cell::Cell::new(false);
+    let landed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen, repo) = (Arc::clone(&landed), format!("m/{first}"));
+    let client = ferry_distribution::RegistryClient::new(
+        ferry_distribution::RegistryOptions::insecure_at(&dst.url()),
+    )
+    .unwrap();
     let options = RunOptions {
-        on_prepared: Some(Box::new(|_| {
-            landed.set(!dst.tags(&format!("m/{first}")).is_empty());
+        on_prepared: Some(Box::new(move |_| {
+            Box::pin(async move {
+                let tags = client.list_tags(&repo).await.unwrap_or_default();
+                seen.store(!tags.is_empty(), std::sync::atomic::Ordering::SeqCst);
+            })
         })),
         ..RunOptions::default()
     };
     let report = run_sync_with(&cfg, options).await.report;
-    (report, landed.get())
+    (report, landed.load(std::sync::atomic::Ordering::SeqCst))
 }
 
 /// The engine starts on a mapping the moment it is resolved: a healthy repository's image is

@@ -472,7 +472,11 @@ async fn a_blob_broken_part_way_leaves_nothing_under_its_digest_and_a_rerun_comp
 #[tokio::test(start_paused = true)]
 async fn a_layout_write_cut_off_mid_blob_like_a_crash_leaves_nothing_under_the_digest() {
     use ferry_store::layout::writer::LayoutWriter;
-    use ferry_sync::engine::graph::BlobRef;
+    /// A blob's digest and size.
+    struct BlobRef {
+        digest: Digest,
+        size: u64,
+    }
     use futures::StreamExt as _;
     let tmp = tempfile::tempdir().unwrap();
     let bytes = noise(11, 200_000);

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::ALL_TAGS;
 use ferry_config::Config;
+use ferry_sync::PrepareTracker;
 use ferry_sync::plan::TargetState;
-use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};
 
@@ -41,9 +41,7 @@ async fn run(
     config: &Config,
     registries: &Registries,
 ) -> (ferry_sync::plan::Plan, Arc<PrepareTracker>) {
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let plan = common::prepare_tracked(config, registries, Arc::clone(&tracker)).await;
-    (plan, tracker)
+    common::prepare_tracked(config, registries).await
 }
 
 /// A few deep, slow repositories placed among shallow ones, so an ordered queue would be held

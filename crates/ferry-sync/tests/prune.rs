@@ -10,7 +10,7 @@ use ferry_config::Config;
 use ferry_distribution::capabilities::{Feature, Support};
 use ferry_distribution::ops::Manifest;
 use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, media};
-use ferry_sync::engine::StopSignal;
+use ferry_sync::StopSignal;
 use ferry_sync::prune::{self, PruneReport, PruneStatus};
 use ferry_sync::registries::Registries;
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, TestRegistry};

@@ -7,13 +7,11 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use common::{RunOptions, run_sync_with};
 use ferry_config::{self as config, Config};
 use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::{ListedIn, Plan};
-use ferry_sync::prepare::PrepareTracker;
 use ferry_sync::report::{SyncReport, Verdict};
 use ferry_testkit::registry::{FaultAction, FaultRule, OpKind, RetryAfter, TestRegistry};
 
@@ -49,13 +47,8 @@ fn testkit_config(src: &TestRegistry, dst: &TestRegistry, source: &str, extra: &
 
 /// A whole run, its tracker checked: the glob and each expansion are counted once.
 async fn run(config: &Config) -> (Plan, SyncReport) {
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let options = RunOptions {
-        tracker: Some(Arc::clone(&tracker)),
-        ..RunOptions::default()
-    };
-    let run = run_sync_with(config, options).await;
-    let snapshot = tracker.snapshot();
+    let run = run_sync_with(config, RunOptions::default()).await;
+    let snapshot = run.tracker.snapshot();
     assert_eq!(
         (snapshot.done, snapshot.total),
         (run.plan.mappings.len(), run.plan.mappings.len()),

@@ -5,5 +5,8 @@
 pub mod docker;
 pub mod reader;
 pub mod reader_tar;
+mod stores;
 pub mod writer;
 mod writer_tar;
+
+pub use stores::Stores;

@@ -1,9 +1,9 @@
-//! An `oci-archive:` or `docker-archive:` tar as a source: indexed once per file per run, then
-//! read like a layout (tags, manifests, referrers), every blob streamed from its offset, checked.
+//! An `oci-archive:` or `docker-archive:` tar as a source: indexed once per file per run (its
+//! [`ArchiveSet`]), then read like a layout, every blob streamed from its offset, checked.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -44,9 +44,6 @@ pub struct Indexed {
     pub tar: TarIndex,
     pub content: Content,
     referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
-    /// Images refused before the run (`ferry import`'s base check), by `ref.name`: opening
-    /// one as a `:REF` source fails with its error, so its mapping fails and nothing is pushed.
-    refused: Mutex<HashMap<String, Error>>,
     /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
     /// base check (each checked against its digest when supplied).
     supplied: Mutex<HashMap<Digest, Manifest>>,
@@ -62,104 +59,88 @@ pub struct ArchiveReader {
     reference: Option<String>,
 }
 
-type Cache = Mutex<HashMap<(PathBuf, bool), Arc<OnceCell<Result<Arc<Indexed>, String>>>>>;
+/// One archive's indexing, shared by every reader of it in an [`ArchiveSet`].
+type Indexing = Arc<OnceCell<Result<Arc<Indexed>, String>>>;
 
-/// Archives indexed in this process, by path and kind: a bundle of a thousand images is
-/// indexed once, not once per image.
-fn cache() -> &'static Cache {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(Cache::default)
+/// The archives one run reads, by path and kind, each indexed once however many mappings read
+/// it (a bundle of a thousand images is indexed once, not once per image). Owned by whoever
+/// runs (a command, a test) and handed to the run; cheap to clone, clones share.
+#[derive(Debug, Clone, Default)]
+pub struct ArchiveSet {
+    open: Arc<Mutex<HashMap<(PathBuf, bool), Indexing>>>,
 }
 
-impl ArchiveReader {
-    /// Opens the archive `origin` names (indexing it, once per process), checking a ferry
-    /// bundle's record and that a `:REF` names an image in it.
-    pub async fn open(origin: &Origin) -> Result<ArchiveReader, Error> {
-        let (path, reference, oci) = match origin {
-            Origin::OciArchive { path, reference } => (path, reference, true),
-            Origin::DockerArchive { path, reference } => (path, reference, false),
-            _ => {
-                return Err(Error::new(
-                    origin.to_string(),
-                    None,
-                    Operation::TagList,
-                    ErrorKind::Local("not an archive".into()),
-                ));
-            }
-        };
-        let name = origin.to_string();
-        let fail = |m: String| Error::new(&name, None, Operation::TagList, ErrorKind::Local(m));
+impl ArchiveSet {
+    /// Opens the archive `origin` names, indexing it on the set's first open of it, checking a
+    /// ferry bundle's record and that a `:REF` names an image in it.
+    pub async fn open(&self, origin: &Origin) -> Result<ArchiveReader, Error> {
+        let (path, oci) = archive_of(origin)?;
         let key = (
             std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             oci,
         );
-        let cell = cache()
+        let cell = self
+            .open
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(key)
             .or_default()
             .clone();
-        let indexed = cell
-            .get_or_init(|| index_archive(path.clone(), oci))
-            .await
-            .clone()
-            .map_err(fail)?;
-        let reader = ArchiveReader {
-            inner: indexed,
-            name: name.clone(),
-            reference: reference.clone(),
+        let indexed = cell.get_or_init(|| index_archive(path.clone(), oci)).await;
+        ArchiveReader::over(origin, indexed.clone())
+    }
+}
+
+/// The archive file `origin` names and whether it is an OCI archive (else `docker save`'s).
+fn archive_of(origin: &Origin) -> Result<(&PathBuf, bool), Error> {
+    match origin {
+        Origin::OciArchive { path, .. } => Ok((path, true)),
+        Origin::DockerArchive { path, .. } => Ok((path, false)),
+        _ => Err(Error::new(
+            origin.to_string(),
+            None,
+            Operation::TagList,
+            ErrorKind::Local("not an archive".into()),
+        )),
+    }
+}
+
+impl ArchiveReader {
+    /// Opens the archive `origin` names, indexing it now (outside any [`ArchiveSet`]: one
+    /// archive read once, or a test of a hostile archive), checking a ferry bundle's record
+    /// and that a `:REF` names an image in it.
+    pub async fn open(origin: &Origin) -> Result<ArchiveReader, Error> {
+        let (path, oci) = archive_of(origin)?;
+        let indexed = index_archive(path.clone(), oci).await;
+        ArchiveReader::over(origin, indexed)
+    }
+
+    /// The reader of `origin` over its indexing's outcome.
+    fn over(origin: &Origin, indexed: Result<Arc<Indexed>, String>) -> Result<Self, Error> {
+        let name = origin.to_string();
+        let fail = |m: String| Error::new(&name, None, Operation::TagList, ErrorKind::Local(m));
+        let reference = match origin {
+            Origin::OciArchive { reference, .. } | Origin::DockerArchive { reference, .. } => {
+                reference.clone()
+            }
+            _ => None,
         };
-        if let Some(r) = &reference {
-            let refused = reader
-                .inner
-                .refused
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some(e) = refused.get(r) {
-                return Err(e.clone());
-            }
-            drop(refused);
-            if reader.selected().is_empty() {
-                return Err(fail(format!("the archive holds no image named {r:?}")));
-            }
+        let reader = ArchiveReader {
+            inner: indexed.map_err(fail)?,
+            name: name.clone(),
+            reference,
+        };
+        if let Some(r) = &reader.reference
+            && reader.selected().is_empty()
+        {
+            return Err(fail(format!("the archive holds no image named {r:?}")));
         }
         Ok(reader)
     }
 
-    /// Indexes the archive at `path` now, without the process's cache: what tests of hostile
-    /// archives call.
-    pub async fn open_uncached(origin: &Origin) -> Result<ArchiveReader, Error> {
-        let (path, oci) = match origin {
-            Origin::OciArchive { path, .. } => (path, true),
-            Origin::DockerArchive { path, .. } => (path, false),
-            _ => {
-                return Err(Error::new(
-                    origin.to_string(),
-                    None,
-                    Operation::TagList,
-                    ErrorKind::Local("not an archive".into()),
-                ));
-            }
-        };
-        cache().lock().unwrap_or_else(|p| p.into_inner()).remove(&(
-            std::path::absolute(path).unwrap_or_else(|_| path.clone()),
-            oci,
-        ));
-        Self::open(origin).await
-    }
-
-    /// Refuses the image `ref_name` for the rest of the process: a later open of it as a
-    /// `:REF` source answers `error` (how `ferry import` fails an image before the run).
-    pub fn refuse(&self, ref_name: &str, error: Error) {
-        self.inner
-            .refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(ref_name.to_owned(), error);
-    }
-
     /// Supplies a manifest the archive leaves out (read from where a base bundle put it), so
-    /// an image over it can be read; refused unless its bytes hash to its digest.
+    /// an image over it can be read by every reader of this archive in its set; refused unless
+    /// its bytes hash to its digest.
     pub fn supply(&self, manifest: Manifest) -> bool {
         let actual = Digest::of_bytes(manifest.digest.algorithm(), &manifest.bytes);
         if actual != manifest.digest {
@@ -554,7 +535,6 @@ async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String>
         tar,
         content,
         referrers: OnceCell::new(),
-        refused: Mutex::default(),
         supplied: Mutex::default(),
     }))
 }

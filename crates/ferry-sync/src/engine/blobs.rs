@@ -91,7 +91,7 @@ pub struct BlobScheduler {
 impl BlobScheduler {
     /// An empty scheduler moving at most `blobs_in_flight` blobs at once; places are added with
     /// [`BlobScheduler::need`].
-    pub fn new(
+    pub(crate) fn new(
         blobs_in_flight: usize,
         shape: UploadShape,
         progress: Arc<crate::progress::SyncProgress>,
@@ -111,7 +111,7 @@ impl BlobScheduler {
 
     /// Records that `blob` (read from `source`) must be at `place`. Returns the bytes this adds
     /// to what the run will read from sources: the blob's size when it starts a new generation.
-    pub fn need(
+    pub(crate) fn need(
         &self,
         blob: &BlobRef,
         source: &Source,
@@ -163,7 +163,11 @@ impl BlobScheduler {
     /// pending, and the next caller runs its transfer again from the start (the skip check finds
     /// what already landed). Callers waiting on another caller's run wait on; if that run is
     /// dropped, one of them takes it over.
-    pub async fn ensure(&self, digest: &Digest, place: &Destination) -> Result<(), SyncError> {
+    pub(crate) async fn ensure(
+        &self,
+        digest: &Digest,
+        place: &Destination,
+    ) -> Result<(), SyncError> {
         let unplanned = |what: &'static str| {
             Err(SyncError::Unplanned {
                 destination: place.name(),
@@ -356,3 +360,7 @@ async fn copy_to(
     }
     outcome
 }
+
+#[cfg(test)]
+#[path = "blobs_tests.rs"]
+mod tests;

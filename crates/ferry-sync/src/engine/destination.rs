@@ -100,10 +100,14 @@ impl Destination {
 
     /// Opens `target`: its registry's client (built once per run by `registries`), or a writer
     /// for its layout directory.
-    /// In an export (`Registries::archives` holds a bundle) every target is the bundle: a
-    /// registry target names its images there by its `host/repository`.
-    pub async fn open(target: &Target, registries: &Registries) -> Result<Destination, Error> {
-        if let Some(bundle) = registries.archives().export() {
+    /// In an export (`stores` write a bundle) every target is the bundle: a registry target
+    /// names its images there by its `host/repository`.
+    pub async fn open(
+        target: &Target,
+        registries: &Registries,
+        stores: &ferry_store::archive::Stores,
+    ) -> Result<Destination, Error> {
+        if let Some(bundle) = stores.export() {
             let reference = match target {
                 Target::Registry { .. } => Some(target.to_string()),
                 _ => None,
@@ -113,7 +117,7 @@ impl Destination {
         match target {
             Target::OciLayout { path } => Ok(Destination::store(LayoutWriter::new(path))),
             Target::OciArchive { path, reference } => Ok(Destination::archive(
-                registries.archives().at(path),
+                stores.write_at(path),
                 reference.clone(),
             )),
             Target::DockerArchive { .. } => Err(target.archive_not_yet(Operation::UploadStart)),
@@ -143,14 +147,6 @@ impl Destination {
                 format!("{}/{repository}", client.host())
             }
             Destination::Store(s) => s.name(),
-        }
-    }
-
-    /// The registry's host, for a registry repository.
-    pub fn host(&self) -> Option<&str> {
-        match self {
-            Destination::Registry { client, .. } => Some(client.host()),
-            Destination::Store(_) => None,
         }
     }
 

@@ -37,7 +37,7 @@ pub struct ImageGraph {
 
 impl ImageGraph {
     /// The root manifest (what the tag names), the last one fetched.
-    pub fn root(&self) -> &Manifest {
+    pub(crate) fn root(&self) -> &Manifest {
         self.manifests
             .last()
             .expect("a graph always holds its root")
@@ -48,7 +48,7 @@ impl ImageGraph {
 /// under it. With `platforms`, an index root keeps only those platforms' children (and becomes
 /// a new index, see [`ferry_config::platform`]); with `keep_original` too, the source's index is kept
 /// beside it as [`ImageGraph::original_root`].
-pub async fn fetch_graph(
+pub(crate) async fn fetch_graph(
     source: &Source,
     digest: &Digest,
     platforms: &[Platform],
@@ -167,3 +167,7 @@ pub(crate) fn references(manifest: &Manifest) -> Result<Refs, String> {
     }
     Ok(Refs::Blobs(blobs))
 }
+
+#[cfg(test)]
+#[path = "graph_tests.rs"]
+mod tests;

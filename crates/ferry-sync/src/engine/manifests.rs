@@ -32,7 +32,7 @@ pub(crate) struct ManifestPusher {
 
 impl ManifestPusher {
     /// A pusher that counts what it writes into layouts in `progress`.
-    pub fn new(progress: Arc<crate::progress::SyncProgress>) -> Self {
+    pub(crate) fn new(progress: Arc<crate::progress::SyncProgress>) -> Self {
         ManifestPusher {
             progress,
             ..ManifestPusher::default()

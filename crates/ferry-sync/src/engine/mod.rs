@@ -47,11 +47,13 @@ pub struct EngineOptions {
     pub shape: UploadShape,
     /// Counters the CLI's progress display reads.
     pub progress: Arc<crate::progress::SyncProgress>,
+    /// The archives the run reads and writes (the run's own, from its context).
+    pub(crate) stores: ferry_store::archive::Stores,
 }
 
 impl EngineOptions {
     /// The options the config's `engine` section sets, each at least 1.
-    pub fn from_settings(s: &EngineSettings) -> Self {
+    pub(crate) fn from_settings(s: &EngineSettings) -> Self {
         EngineOptions {
             images_in_flight: s.images_in_flight.max(1),
             blobs_in_flight: s.blobs_in_flight.max(1),
@@ -60,6 +62,7 @@ impl EngineOptions {
                 monolithic_limit: s.monolithic_limit,
             },
             progress: Arc::default(),
+            stores: Default::default(),
         }
     }
 }
@@ -111,7 +114,7 @@ fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Runs the sync for every stale (mapping, image, target) of `plan`.
-pub async fn sync(
+pub(crate) async fn sync(
     plan: &Plan,
     registries: &Registries,
     options: &EngineOptions,
@@ -231,7 +234,7 @@ where
         .rejected_names
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
-    let archives = finish_archives(registries, &archive_rows, &mut images).await;
+    let archives = finish_archives(&options.stores, &archive_rows, &mut images).await;
     let mut report = summarise(
         images,
         failed_mappings,
@@ -249,12 +252,12 @@ where
 /// Finishes every archive the run wrote (`oci-layout`, `index.json`, the bundle record, the
 /// rename); an archive that fails there fails every image report `rows` names for it.
 async fn finish_archives(
-    registries: &Registries,
+    stores: &ferry_store::archive::Stores,
     rows: &[(ferry_store::archive::writer::Output, usize)],
     images: &mut [ImageReport],
 ) -> Vec<crate::report::ArchiveReport> {
     let mut done = Vec::new();
-    for writer in registries.archives().take_all() {
+    for writer in stores.take_writers() {
         match writer.finish().await {
             Ok(r) => done.push(r),
             Err(e) => {
@@ -352,7 +355,7 @@ async fn take_in(
     }
     let source = match stale_images.is_empty() {
         true => None,
-        false => Some(Source::open(&resolved.origin, registries).await),
+        false => Some(Source::open(&resolved.origin, registries, &options.stores).await),
     };
     let source = match source {
         None => {
@@ -414,7 +417,8 @@ async fn take_in(
             let graph = graph_of(intake, source, &image, platforms).await;
             let mut resolved = Vec::new();
             for (target, state) in targets {
-                let place = open_target(&target, &state, graph.is_ok(), registries).await;
+                let place =
+                    open_target(&target, &state, graph.is_ok(), registries, &options.stores).await;
                 resolved.push(ResolvedTarget {
                     target,
                     state,
@@ -701,6 +705,7 @@ async fn open_target(
     state: &TargetState,
     fetched: bool,
     registries: &Registries,
+    stores: &ferry_store::archive::Stores,
 ) -> Result<Destination, Error> {
     if fetched
         && let Some((registry, repository)) =
@@ -709,7 +714,7 @@ async fn open_target(
     {
         return Err(e);
     }
-    Destination::open(target, registries).await
+    Destination::open(target, registries, stores).await
 }
 
 async fn copy_to_target(

@@ -26,7 +26,7 @@ pub use ferry_distribution::ops::UploadShape;
 /// Reads `blob` from `source` once and writes it to every destination (into the upload session
 /// given with it, if any), each retried and resumed on its own. The result for destination `i`
 /// is at position `i`.
-pub async fn transfer(
+pub(crate) async fn transfer(
     source: &Source,
     blob: &BlobRef,
     to: Vec<(Destination, Option<UploadSession>)>,

@@ -11,7 +11,6 @@ use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, Unfetche
 use crate::prepare::PrepareOptions;
 use crate::prepare::referrers::{self, Listing};
 use crate::prepare::source::{Wanted, resolve_images};
-use crate::prepare::targets::TargetListing;
 use crate::registries::Registries;
 use crate::source::Source;
 use ferry_config::Mapping;
@@ -23,7 +22,10 @@ pub(crate) async fn resolve_mapping(
     options: &PrepareOptions,
     waiting_on: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<ResolvedMapping, Error> {
-    let source = Source::open(&mapping.origin, registries).await?;
+    if let Some(e) = options.refused.get(&mapping.index) {
+        return Err(e.clone());
+    }
+    let source = Source::open(&mapping.origin, registries, &options.stores).await?;
 
     // Only `exact` tags and digests, and no pruning: each is resolved by its own HEAD/GET, and
     // the source is not listed (thousands of tags to learn about two; or a registry or token
@@ -59,7 +61,7 @@ pub(crate) async fn resolve_mapping(
                 ),
             ));
         }
-        listings.push(TargetListing::take(target, registries, mapping.prune).await?);
+        listings.push(options.listing(target, registries, mapping.prune).await?);
     }
     // The source's manifests next.
     waiting_on(&mapping.source);

@@ -8,7 +8,10 @@ pub(crate) mod source;
 pub(crate) mod targets;
 pub mod tracker;
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use ferry_distribution::Error;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -17,6 +20,7 @@ use tokio::time::Instant;
 use crate::plan::{MappingPlan, Plan};
 use crate::registries::Registries;
 use ferry_config::Config;
+use targets::TargetListing;
 
 pub use tracker::PrepareTracker;
 
@@ -33,16 +37,55 @@ pub struct PrepareOptions {
     /// HEAD (a GET only where a platform filter must compute the digest), and each target's
     /// listing is kept in `target_tags` for every mapping (for the extra tags).
     pub audit: bool,
+    /// The archives the run reads and writes (the run's own, from its context).
+    pub(crate) stores: ferry_store::archive::Stores,
+    /// Mappings failed before they are resolved, by index, with why (`ferry import`'s base
+    /// check refused the image): nothing of them is read or pushed.
+    pub(crate) refused: Arc<HashMap<usize, Error>>,
+    /// Each target listed once for every mapping, where mappings share targets and none
+    /// prunes (`ferry import`'s one-image mappings); `None`: each mapping lists its own.
+    pub(crate) shared_listings: Option<Arc<SharedListings>>,
+}
+
+/// Target listings by target, each taken once for the run.
+pub(crate) type SharedListings =
+    std::sync::Mutex<HashMap<String, Arc<tokio::sync::OnceCell<Result<TargetListing, Error>>>>>;
+
+impl PrepareOptions {
+    /// `target` listed for a mapping (once for the run where listings are shared).
+    pub(crate) async fn listing(
+        &self,
+        target: &ferry_config::Target,
+        registries: &Registries,
+        prunes: bool,
+    ) -> Result<TargetListing, Error> {
+        let Some(shared) = &self.shared_listings else {
+            return TargetListing::take(target, registries, &self.stores, prunes).await;
+        };
+        let cell = Arc::clone(
+            shared
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(target.to_string())
+                .or_default(),
+        );
+        cell.get_or_init(|| TargetListing::take(target, registries, &self.stores, prunes))
+            .await
+            .clone()
+    }
 }
 
 impl PrepareOptions {
     /// The options the config sets: `concurrency` mappings at once, a watch line every 5 s.
-    pub fn from_config(config: &Config) -> Self {
+    pub(crate) fn from_config(config: &Config) -> Self {
         PrepareOptions {
             concurrency: config.concurrency.max(1),
             watch_interval: Some(Duration::from_secs(5)),
             heads_per_mapping: 8,
             audit: false,
+            stores: Default::default(),
+            refused: Arc::default(),
+            shared_listings: None,
         }
     }
 }
@@ -50,7 +93,7 @@ impl PrepareOptions {
 /// Resolves every mapping of `config`. Mappings run through `buffer_unordered`, so a deep,
 /// slow repository holds one slot and no more: each finished mapping frees its slot at once.
 /// Outcomes carry their index and are sorted once all are in, so the plan is in config order.
-pub async fn resolve_all(
+pub(crate) async fn resolve_all(
     config: &Config,
     registries: &Registries,
     options: &PrepareOptions,

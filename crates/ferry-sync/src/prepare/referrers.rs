@@ -45,7 +45,7 @@ pub struct Listing<'a> {
 /// Looks up the referrers of `images` (the selected images, not referrers themselves):
 /// those to copy when `mapping.referrers`, after its filter, and the images that lack a kind
 /// `mapping.require_referrers` names.
-pub async fn find(
+pub(crate) async fn find(
     mapping: &Mapping,
     source: &Source,
     images: &[ImagePlan],

@@ -14,7 +14,7 @@ use crate::registries::Registries;
 use ferry_config::Target;
 
 /// One target's listing, taken once and used for every image of the mapping.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum TargetListing {
     /// A registry repository: its tags, or `None` when it does not exist yet.
     Registry {
@@ -57,13 +57,14 @@ impl TargetListing {
     /// JSON, a `Link` to nowhere or off the origin, a loop) is, for a mapping that does not
     /// prune, no listing: every image is compared with a HEAD of its own, as for a registry
     /// that refuses listing. A pruning mapping needs the whole listing, and fails.
-    pub async fn take(
+    pub(crate) async fn take(
         target: &Target,
         registries: &Registries,
+        stores: &ferry_store::archive::Stores,
         prunes: bool,
     ) -> Result<Self, Error> {
         // An export writes a bundle: the (disconnected) target registry is never asked.
-        if registries.archives().export().is_some() {
+        if stores.export().is_some() {
             return Ok(TargetListing::Archive);
         }
         let (registry, repository) = match target {
@@ -143,7 +144,7 @@ impl TargetListing {
     /// The state of every image on this target: a HEAD for each tag the target has (and each
     /// pinned digest in a repository that exists), nothing for the rest. A tag in `immutable`
     /// that the listing names is up to date without a HEAD: it never changes once pushed.
-    pub async fn states(
+    pub(crate) async fn states(
         &self,
         images: &[ImagePlan],
         immutable: &HashSet<Tag>,

@@ -77,7 +77,7 @@ impl<'a> ContentChecker<'a> {
         keep_digest: bool,
     ) -> Vec<Finding> {
         let name = image.name();
-        let side = match Source::open(target, self.registries).await {
+        let side = match Source::open(target, self.registries, &Default::default()).await {
             Ok(s) => s,
             Err(e) => return vec![Finding::unreadable(format!("{target}"), &e)],
         };

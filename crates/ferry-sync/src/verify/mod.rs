@@ -40,7 +40,7 @@ pub struct VerifyOptions {
 
 /// Verifies every mapping of `config` (already narrowed to a shard): the prepare phase with
 /// `audit` on, then each target's findings. Sends only GET and HEAD requests.
-pub async fn run(
+pub(crate) async fn run(
     config: &Config,
     registries: &Registries,
     prepare: &PrepareOptions,
@@ -56,7 +56,11 @@ pub async fn run(
 /// After a sync (`ferry sync --verify`): a shallow verify of what the run touched, each image
 /// of `plan` HEADed again on every target (the plan's states are from before the copy). The
 /// source is not read again, and no extra tags are looked for (that is pruning's business).
-pub async fn after_sync(plan: &Plan, config: &Config, registries: &Registries) -> VerifyReport {
+pub(crate) async fn after_sync(
+    plan: &Plan,
+    config: &Config,
+    registries: &Registries,
+) -> VerifyReport {
     check(
         plan,
         config,
@@ -243,7 +247,7 @@ async fn state_now(
     image: &ImagePlan,
     registries: &Registries,
 ) -> Result<TargetState, ferry_distribution::Error> {
-    let side = crate::source::Source::open(target, registries).await?;
+    let side = crate::source::Source::open(target, registries, &Default::default()).await?;
     let reference = match &image.tag {
         Some(tag) => tag.to_string(),
         None => image.digest.to_string(),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use ferry_testkit::registry::TestRegistry;
 
 use super::*;
-use crate::engine::{EngineOptions, StopSignal};
 
 fn report(findings: Vec<Finding>, checked: u64) -> VerifyReport {
     let mut r = VerifyReport {
@@ -102,18 +101,13 @@ fn config(text: &str) -> Config {
 }
 
 async fn sync(config: &Config) {
-    let registries = Registries::new(config);
-    let (outcome, ()) = crate::run::run(
-        config,
-        &registries,
-        &quiet(config),
-        Arc::new(PrepareTracker::new(config.mappings.len())),
-        &EngineOptions::from_settings(&config.engine),
-        &StopSignal::default(),
-        |_| async {},
-        |()| async {},
-    )
-    .await;
+    let outcome = match crate::run::Run::new(config, crate::run::RunContext::new(config))
+        .sync()
+        .await
+    {
+        crate::run::Outcome::Synced(outcome) => outcome,
+        crate::run::Outcome::DryRun(_) => unreachable!("a writing run"),
+    };
     assert_eq!(
         outcome.verdict(),
         crate::Verdict::Clean,

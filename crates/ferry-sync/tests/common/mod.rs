@@ -1,5 +1,6 @@
 //! What ferry-sync's tests share: the test kit's registry pair and config builder, and one way
-//! to run a sync, `run_sync`, through the binary's own path (state-directory journal included).
+//! to run a sync, `run_sync`, through the binary's own door (`Run::sync`, state-directory
+//! journal included: prepare and engine, then pruning).
 #![allow(dead_code)]
 
 pub mod layout;
@@ -11,13 +12,13 @@ use std::sync::Arc;
 use ferry_config::{self as config, Config};
 use ferry_store::resume::StateDir;
 use ferry_sync::dryrun::DryRun;
-use ferry_sync::engine::{self, EngineOptions, StopSignal};
 use ferry_sync::plan::Plan;
-use ferry_sync::prepare::{PrepareOptions, PrepareTracker, resolve_all};
 use ferry_sync::progress::SyncProgress;
 use ferry_sync::prune::PruneReport;
 use ferry_sync::registries::Registries;
 use ferry_sync::report::SyncReport;
+use ferry_sync::run::{Outcome, RunContext, RunObserver, RunProgress};
+use ferry_sync::{PrepareTracker, StopSignal};
 use ferry_testkit::fixtures::{MirrorYaml, Served};
 use ferry_testkit::registry::TestRegistry;
 
@@ -113,10 +114,13 @@ pub struct Run {
     pub state_dir: PathBuf,
     /// The run's own state directory (removed with the `Run`) when the test named none.
     _own_state: Option<tempfile::TempDir>,
+    /// The prepare phase's tracker, read after the run.
+    pub tracker: Arc<PrepareTracker>,
 }
 
-/// A test's look at the plan once every mapping is resolved (while the engine goes on).
-pub type OnPrepared<'a> = Box<dyn FnOnce(&Plan) + 'a>;
+/// A test's look at the plan once every mapping is resolved (while the engine goes on); the
+/// run goes on to pruning only once what it returns is done.
+pub type OnPrepared = Box<dyn FnOnce(&Plan) -> futures::future::BoxFuture<'static, ()> + Send>;
 
 /// What a test may change about a run; the default is the binary's own `ferry sync`.
 #[derive(Default)]
@@ -128,10 +132,8 @@ pub struct RunOptions<'a> {
     pub stop: Option<StopSignal>,
     /// The engine's progress counters, to read after the run.
     pub progress: Option<Arc<SyncProgress>>,
-    /// The prepare phase's tracker, to read after the run.
-    pub tracker: Option<Arc<PrepareTracker>>,
     /// Called once every mapping is resolved, while the engine goes on.
-    pub on_prepared: Option<OnPrepared<'a>>,
+    pub on_prepared: Option<OnPrepared>,
     /// The state directory to journal uploads in (shared by runs that resume each other); by
     /// default one of the run's own.
     pub state_dir: Option<&'a Path>,
@@ -142,14 +144,33 @@ pub async fn run_sync(config: &Config) -> Run {
     run_sync_with(config, RunOptions::default()).await
 }
 
-/// `ferry sync` over `config`, as src/commands/sync.rs runs it: the uploads journalled in a
-/// state directory, prepare and engine overlapped through `run::prepare_and_sync`, then pruning
-/// (unless stopped), then the report's capabilities refreshed. The one place that knows the
-/// entry point's signature.
+/// Tells a test the plan (while the engine goes on) and keeps the prepare phase's tracker.
+struct Observer {
+    on_prepared: std::sync::Mutex<Option<OnPrepared>>,
+    tracker: std::sync::Mutex<Option<Arc<PrepareTracker>>>,
+}
+
+impl RunObserver for Observer {
+    fn preparing(&self, tracker: &Arc<PrepareTracker>) {
+        *self.tracker.lock().unwrap() = Some(Arc::clone(tracker));
+    }
+
+    fn prepared(&self, plan: &Plan) -> futures::future::BoxFuture<'static, ()> {
+        match self.on_prepared.lock().unwrap().take() {
+            Some(hook) => hook(plan),
+            None => Box::pin(async {}),
+        }
+    }
+}
+
+/// `ferry sync` over `config`, as src/commands/sync.rs runs it: through the front door
+/// (`Run::sync`) with the uploads journalled in a state directory, prepare and engine
+/// overlapped, then pruning (unless stopped), then the report's capabilities refreshed. The one
+/// place that knows the entry point's signature.
 pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
     let stop = options.stop.unwrap_or_default();
-    // The run's state directory as the clients' upload journal, as src/commands/sync.rs
-    // wires it (opened on the run's stop signal): the test's, or a directory of the run's own.
+    // The run's state directory as the upload journal, as src/commands/sync.rs wires it
+    // (opened on the run's stop signal): the test's, or a directory of the run's own.
     let own_state = match options.state_dir {
         Some(_) => None,
         None => Some(tempfile::tempdir().expect("state directory")),
@@ -162,37 +183,34 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
     let journal = StateDir::open(&state_dir, stop.clone()).expect("state directory opens");
     let registries = options
         .registries
-        .unwrap_or_else(|| Registries::new(config))
-        .with_journal(Arc::new(journal));
-    let tracker = options
+        .unwrap_or_else(|| Registries::new(config));
+    let observer = Arc::new(Observer {
+        on_prepared: std::sync::Mutex::new(options.on_prepared),
+        tracker: std::sync::Mutex::new(None),
+    });
+    let mut ctx = RunContext::new(config);
+    ctx.registries = registries.clone();
+    ctx.journal = Some(Arc::new(journal));
+    ctx.stop = stop;
+    ctx.progress = RunProgress {
+        sync: options.progress.unwrap_or_default(),
+        observer: Some(observer.clone()),
+    };
+    let outcome = match ferry_sync::run::Run::new(config, ctx).sync().await {
+        Outcome::Synced(outcome) => *outcome,
+        Outcome::DryRun(_) => unreachable!("a writing run"),
+    };
+    let tracker = observer
         .tracker
-        .unwrap_or_else(|| Arc::new(PrepareTracker::new(config.mappings.len())));
-    let prepare = prepare_options(config);
-    let mut engine_options = EngineOptions::from_settings(&config.engine);
-    if let Some(progress) = options.progress {
-        engine_options.progress = progress;
-    }
-    let on_prepared = options.on_prepared;
-    let (outcome, ()) = ferry_sync::run::run(
-        config,
-        &registries,
-        &prepare,
-        tracker,
-        &engine_options,
-        &stop,
-        |plan| {
-            if let Some(hook) = on_prepared {
-                hook(plan);
-            }
-            async {}
-        },
-        |()| async {},
-    )
-    .await;
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the run reported its prepare phase");
     let ferry_sync::run::RunOutcome {
         plan,
         report,
         prune: pruned,
+        verify: _,
     } = outcome;
     Run {
         plan,
@@ -201,6 +219,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
         registries,
         state_dir,
         _own_state: own_state,
+        tracker,
     }
 }
 
@@ -215,16 +234,11 @@ pub struct DryRunOutcome {
 /// `ferry sync --dry-run` over `config` (with `registries`, else new ones), as the binary runs
 /// it: the prepare phase, then the measure and the prune decision from the plan alone.
 pub async fn dry_run(config: &Config, registries: Option<Registries>) -> DryRunOutcome {
-    let registries = registries.unwrap_or_else(|| Registries::new(config));
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    let outcome = ferry_sync::run::dry_run(
-        config,
-        &registries,
-        &prepare_options(config),
-        tracker,
-        |_| async {},
-    )
-    .await;
+    let mut ctx = quiet(config);
+    if let Some(r) = registries {
+        ctx.registries = r;
+    }
+    let outcome = ferry_sync::run::Run::new(config, ctx).dry_run().await;
     DryRunOutcome {
         plan: outcome.plan,
         dry: outcome.dry,
@@ -235,32 +249,51 @@ pub async fn dry_run(config: &Config, registries: Option<Registries>) -> DryRunO
 /// The prepare phase alone, with the binary's options: for tests whose point is the plan (or
 /// the engine over a finished plan), and for the dry run.
 pub async fn prepare_only(config: &Config, registries: &Registries) -> Plan {
-    let tracker = Arc::new(PrepareTracker::new(config.mappings.len()));
-    prepare_tracked(config, registries, tracker).await
+    let mut ctx = quiet(config);
+    ctx.registries = registries.clone();
+    ferry_sync::run::Run::new(config, ctx).plan().await
 }
 
-/// `prepare_only`, counted by `tracker`.
+/// `prepare_only`, and the tracker that counted it.
 pub async fn prepare_tracked(
     config: &Config,
     registries: &Registries,
-    tracker: Arc<PrepareTracker>,
-) -> Plan {
-    resolve_all(config, registries, &prepare_options(config), tracker).await
+) -> (Plan, Arc<PrepareTracker>) {
+    let observer = Arc::new(Observer {
+        on_prepared: std::sync::Mutex::new(None),
+        tracker: std::sync::Mutex::new(None),
+    });
+    let mut ctx = quiet(config);
+    ctx.registries = registries.clone();
+    ctx.progress.observer = Some(observer.clone());
+    let plan = ferry_sync::run::Run::new(config, ctx).plan().await;
+    let tracker = observer
+        .tracker
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the run reported its prepare phase");
+    (plan, tracker)
 }
 
 /// The engine alone over a finished `plan`, with the binary's engine options: for tests whose
 /// point is the engine's own windows, measured with no prepare request beside them.
 pub async fn engine_only(config: &Config, registries: &Registries, plan: &Plan) -> SyncReport {
-    let options = EngineOptions::from_settings(&config.engine);
-    engine::sync(plan, registries, &options, &StopSignal::default()).await
+    let mut ctx = quiet(config);
+    ctx.registries = registries.clone();
+    ferry_sync::run::Run::new(config, ctx).copy(plan).await
 }
 
-/// The prepare options the binary builds: the config's, with no watch line (the CLI draws its
-/// own progress).
-fn prepare_options(config: &Config) -> PrepareOptions {
-    let mut prepare = PrepareOptions::from_config(config);
-    prepare.watch_interval = None;
-    prepare
+/// Draws nothing; with it the prepare phase writes no watch line (as the CLI's display).
+struct Quiet;
+
+impl RunObserver for Quiet {}
+
+/// The context the binary builds, with no display: the config's options, no watch line.
+fn quiet(config: &Config) -> RunContext {
+    let mut ctx = RunContext::new(config);
+    ctx.progress.observer = Some(Arc::new(Quiet));
+    ctx
 }
 
 /// Whether any mapping prunes.

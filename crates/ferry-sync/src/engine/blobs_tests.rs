@@ -1,35 +1,53 @@
 //! The BlobScheduler vouches only for work it did: a transfer dropped part way leaves its blob
 //! pending (the next caller transfers it for real), and a blob or place never planned is an error.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_distribution::Digest;
-use ferry_sync::engine::blobs::BlobScheduler;
-use ferry_sync::engine::destination::Destination;
-use ferry_sync::engine::graph::BlobRef;
-use ferry_sync::engine::transfer::UploadShape;
-use ferry_sync::registries::Registries;
-use ferry_sync::source::Source;
 use ferry_testkit::registry::TestRegistry;
 
+use super::BlobScheduler;
+use crate::engine::destination::Destination;
+use crate::engine::graph::BlobRef;
+use crate::engine::transfer::UploadShape;
+use crate::registries::Registries;
+use crate::source::Source;
+
 fn registries(regs: &[&TestRegistry]) -> Registries {
-    let config = common::config()
-        .registries(regs, &[])
-        .mapping(
-            format!("{}/lib/a", regs[0].host()),
-            &[format!("{}/mirror/a", regs[1].host())],
-            &[],
-        )
-        .build();
+    let registries: String = regs
+        .iter()
+        .map(|r| {
+            format!(
+                "  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n",
+                r.host(),
+                r.url()
+            )
+        })
+        .collect();
+    let text = format!(
+        "version: 1\nregistries:\n{registries}mappings:\n  - source: \"{}/lib/a\"\n    targets: [\"{}/mirror/a\"]\n",
+        regs[0].host(),
+        regs[1].host()
+    );
+    let config = ferry_config::parse(&text, std::path::Path::new("mirror.yaml"), &|_| None)
+        .expect("the test config parses");
     Registries::new(&config)
+}
+
+async fn pair() -> (TestRegistry, TestRegistry) {
+    let start = || async {
+        TestRegistry::builder()
+            .start()
+            .await
+            .expect("test registry starts")
+    };
+    (start().await, start().await)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_reported_done() {
-    let (src, dst) = common::pair().await;
+    let (src, dst) = pair().await;
     let bytes = vec![7u8; 300_000];
     let digest = src.seed_blob("lib/a", &bytes);
     let regs = registries(&[&src, &dst]);
@@ -76,7 +94,7 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
 
 #[tokio::test(start_paused = true)]
 async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
-    let (src, dst) = common::pair().await;
+    let (src, dst) = pair().await;
     let digest = src.seed_blob("lib/a", b"planned");
     let regs = registries(&[&src, &dst]);
     let source = Source::Registry {
@@ -115,7 +133,7 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
     );
     // A broken plan invariant, typed as one (not a registry's answer).
     assert!(
-        matches!(elsewhere, ferry_sync::error::SyncError::Unplanned { .. }),
+        matches!(elsewhere, crate::error::SyncError::Unplanned { .. }),
         "{elsewhere:?}"
     );
     assert!(!dst.has_blob("mirror/b", &digest));
