@@ -14,7 +14,6 @@ use common::{ALL_TAGS, QUICK_RETRY, RunOptions, run_sync_with};
 use ferry_distribution::StopSignal;
 use ferry_distribution::ops::{RecordedSession, UploadJournal, UploadKey};
 use ferry_store::resume::StateDir;
-use ferry_sync::registries::Registries;
 
 /// The binary's journal (a state directory), counting how often each method is called.
 #[derive(Debug)]
@@ -72,9 +71,8 @@ async fn each_blob_upload_asks_the_state_directory_once() {
         recalls: AtomicUsize::new(0),
         forgets: AtomicUsize::new(0),
     });
-    let registries = Registries::new(&config).with_journal(journal.clone());
     let options = RunOptions {
-        registries: Some(registries),
+        journal: Some(journal.clone()),
         ..RunOptions::default()
     };
     let report = run_sync_with(&config, options).await.report;

@@ -137,6 +137,8 @@ pub struct RunOptions<'a> {
     /// The state directory to journal uploads in (shared by runs that resume each other); by
     /// default one of the run's own.
     pub state_dir: Option<&'a Path>,
+    /// The upload journal in place of the state directory's (a test that counts its calls).
+    pub journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
 }
 
 /// `ferry sync` over `config`, as the binary runs it.
@@ -190,7 +192,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
     });
     let mut ctx = RunContext::new(config);
     ctx.registries = registries.clone();
-    ctx.journal = Some(Arc::new(journal));
+    ctx.journal = Some(options.journal.unwrap_or_else(|| Arc::new(journal)));
     ctx.stop = stop;
     ctx.progress = RunProgress {
         sync: options.progress.unwrap_or_default(),
