@@ -58,6 +58,21 @@ fn forward(
     });
 }
 
+/// `ferry watch`'s /metrics at `addr`.
+async fn get_metrics(addr: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: ferry\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(EVENTUALLY, s.read_to_string(&mut out))
+        .await
+        .expect("/metrics answered")
+        .unwrap();
+    out
+}
+
 /// `GET /v2/` requests in `log` (a client's ping), the testkit's own markers left out.
 fn pings(log: &ferry_testkit::distribution::AccessLog) -> usize {
     log.entries
@@ -162,6 +177,25 @@ async fn each_tag_pushed_reaches_the_target_through_its_event() {
         1,
         "ferry watch pinged the registry once, for the first run and the five event syncs"
     );
+    // The metrics count each of ferry's requests once, however many runs shared the clients:
+    // what the registry logged, less the test's own client and the testkit's markers.
+    let logged = log
+        .entries
+        .iter()
+        .filter(|e| !e.path.starts_with("/v2/?ferry-testkit-marker"))
+        .count();
+    let ours = client.gate().stats.snapshot().http_requests as usize;
+    let metrics = get_metrics(addr).await;
+    let series = format!(
+        "ferry_registry_requests_total{{registry=\"{}\"}} ",
+        real.host()
+    );
+    let counted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(logged > ours, "ferry sent requests");
+    assert_eq!(counted, Some((logged - ours) as f64), "{metrics}");
     let mut tags = client.list_tags("dst/app").await.unwrap();
     tags.sort();
     assert_eq!(tags, ["t0", "t1", "t2", "t3", "t4", "t5"]);

@@ -54,8 +54,8 @@ impl Generation {
         let mut counted = lock(&self.counted);
         let mut reports = self.registries.report();
         for r in &mut reports {
-            let now = r.stats.clone();
-            if let Some(before) = counted.insert(r.registry.clone(), now.clone()) {
+            let now = r.stats;
+            if let Some(before) = counted.insert(r.registry.clone(), now) {
                 r.stats = since(&now, &before);
             }
         }
@@ -152,5 +152,59 @@ impl UploadJournal for RunJournal {
 
     fn stopping(&self) -> bool {
         RunJournal::with(|j| j.stopping()).unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn config(max_concurrent: usize, source: &str) -> Config {
+        let yaml = format!(
+            "version: 1\nregistries:\n  - host: r.example\n    max_concurrent: {max_concurrent}\nmappings:\n  - source: r.example/{source}\n    targets: [r.example/dst]\n"
+        );
+        ferry_config::parse(&yaml, Path::new("watch.yaml"), &|_| None).expect("parses")
+    }
+
+    fn current(clients: &Clients) -> Arc<Generation> {
+        Arc::clone(&lock(&clients.current))
+    }
+
+    #[test]
+    fn the_clients_are_made_again_only_when_the_registries_change() {
+        let metrics = WatchMetrics::new();
+        let clients = Clients::new(&config(3, "a"), Breakers::default());
+        let first = current(&clients);
+        // Another mapping, the same registries: the same clients.
+        clients.reload(&config(3, "b"), &metrics);
+        assert!(Arc::ptr_eq(&first, &current(&clients)));
+        assert_eq!(clients.registries().settings("r.example").max_concurrent, 3);
+        // A registry's settings changed: new clients, built from them.
+        clients.reload(&config(5, "b"), &metrics);
+        assert!(!Arc::ptr_eq(&first, &current(&clients)));
+        assert_eq!(clients.registries().settings("r.example").max_concurrent, 5);
+    }
+
+    #[test]
+    fn counters_are_counted_once_as_what_was_added_since_last_time() {
+        let before = StatsSnapshot {
+            http_requests: 4,
+            bytes_written: 100,
+            ..StatsSnapshot::default()
+        };
+        let now = StatsSnapshot {
+            http_requests: 9,
+            bytes_written: 150,
+            retries: 1,
+            ..StatsSnapshot::default()
+        };
+        let added = since(&now, &before);
+        assert_eq!(
+            (added.http_requests, added.bytes_written, added.retries),
+            (5, 50, 1)
+        );
+        assert_eq!(since(&now, &now), StatsSnapshot::default());
     }
 }
