@@ -255,7 +255,8 @@ impl WatchMetrics {
             .get_or_create(&vec![("code", exit.code().to_string())])
             .inc();
         if let Some(report) = report {
-            self.record_registries(&report.registries);
+            // Its registries' counters are not taken from here: the watch counts its clients
+            // (`commands::watch::clients`), whichever run sent the requests.
             let t = &report.totals;
             for (status, n) in [
                 ("synced", t.images_synced),
@@ -283,8 +284,8 @@ impl WatchMetrics {
         }
     }
 
-    /// Adds each registry's counters of one run (its report's, or a cancelled run's registries
-    /// as they stood) and sets its breaker gauge.
+    /// Adds each registry's counters (what the watch's clients sent since last counted) and
+    /// sets its breaker gauge. The one way registry counters reach the metrics.
     pub fn record_registries(&self, registries: &[RegistryReport]) {
         for r in registries {
             let labels = vec![("registry", r.registry.clone())];

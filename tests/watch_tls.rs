@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{FERRY, write_config};
+use common::write_config;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,13 +75,10 @@ async fn the_listener_serves_https_from_the_config_and_nothing_in_plain_text() {
         pki.server_key()
     );
     let config = config(dir.path(), &registry, &tls);
-    let mut child = tokio::process::Command::new(FERRY)
-        .args(["watch", "-c", config.to_str().unwrap()])
+    let mut child = common::command(&["watch", "-c", config.to_str().unwrap()])
         .args(["--interval", "1h", "--listen", "127.0.0.1:0"])
-        .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
@@ -161,10 +158,8 @@ async fn a_listener_tls_file_that_cannot_serve_is_a_config_error_naming_the_fiel
         ),
     ] {
         let config = config(dir.path(), &registry, &tls);
-        let out = tokio::process::Command::new(FERRY)
-            .args(["watch", "-c", config.to_str().unwrap()])
+        let out = common::command(&["watch", "-c", config.to_str().unwrap()])
             .args(["--interval", "1h", "--listen", "127.0.0.1:0"])
-            .env_remove("RUST_LOG")
             .output()
             .await
             .unwrap();

@@ -30,9 +30,9 @@ pub struct RunOptions {
     pub stop: Option<StopSignal>,
     /// `ferry watch`'s registry breakers, the same for every run; else this run's own.
     pub breakers: Option<Breakers>,
-    /// `ferry watch`'s hold on this run's registries, so a run cancelled before its report
-    /// still has its requests counted in the metrics.
-    pub registries: Option<RunRegistries>,
+    /// `ferry watch`'s registry clients, kept for the process and shared by its runs (they
+    /// carry its breakers and its upload journal); else this run builds its own.
+    pub registries: Option<Registries>,
     /// `ferry copy`'s `SRC -> DST`, naming its one mapping in the report's text.
     pub copy: Option<String>,
     /// The state directory: uploads in flight are recorded there and resumed by the next run,
@@ -44,9 +44,6 @@ pub struct RunOptions {
     /// Applied to every registry's settings, listed or not (`ferry import`'s access flags).
     pub every_host: Option<ferry_sync::registries::EveryHost>,
 }
-
-/// Where a run leaves its registries for `ferry watch` (see `RunOptions::registries`).
-pub type RunRegistries = Arc<std::sync::Mutex<Option<Registries>>>;
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
     let shard = match super::scope::resolve_shard(&args.scope, &|name| std::env::var(name).ok()) {
@@ -147,20 +144,17 @@ pub async fn run_door(
     door: Door,
 ) -> Exit {
     let stop = options.stop.clone().unwrap_or_default();
-    let mut registries = match &options.breakers {
-        Some(b) => Registries::new(config).with_breakers(b.clone()),
-        None => Registries::new(config),
+    let mut registries = match (&options.registries, &options.breakers) {
+        (Some(given), _) => given.clone(),
+        (None, Some(b)) => Registries::new(config).with_breakers(b.clone()),
+        (None, None) => Registries::new(config),
     };
     if let Some(adjust) = &options.every_host {
         registries = registries.with_every_host(Arc::clone(adjust));
     }
     let journal = state_dir(options, &stop, progress);
-    let registries = match &journal {
-        Some(j) => registries.with_journal(Arc::clone(j)),
-        None => registries,
-    };
-    if let Some(slot) = &options.registries {
-        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(registries.clone());
+    if let Some(j) = &journal {
+        registries = registries.with_journal(Arc::clone(j));
     }
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
@@ -279,10 +273,21 @@ fn state_dir(
     progress: &Progress,
 ) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
     let dir = options.state_dir.as_deref().filter(|_| !options.dry_run)?;
+    open_state_dir(dir, options.state_dir_named, stop, progress)
+}
+
+/// The state directory `dir` as an upload journal that stops with `stop`; one that cannot be
+/// used is warned about (`named`: `--state-dir` or `state_dir:`; the default only logged).
+pub(crate) fn open_state_dir(
+    dir: &std::path::Path,
+    named: bool,
+    stop: &StopSignal,
+    progress: &Progress,
+) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
     match ferry_store::resume::StateDir::open(dir, stop.clone()) {
         Ok(state) => Some(Arc::new(state)),
         // The default beside a read-only config (a ConfigMap) is not worth a warning per run.
-        Err(e) if !options.state_dir_named => {
+        Err(e) if !named => {
             tracing::info!(
                 "{e}: uploads in flight will not be resumed by the next run (name a state directory with --state-dir DIR)"
             );

@@ -8,6 +8,7 @@
 //! A run that passes its bound (`--run-timeout`) is stopped as a signal stops one: no new work
 //! starts, work in flight gets [`GRACE`] (at most the bound) to finish, then the run is dropped.
 
+mod clients;
 mod endpoint;
 mod events;
 mod health;
@@ -27,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::cli::WatchArgs;
 use crate::commands::scope;
-use crate::commands::sync::{RunOptions, Signals, run_config};
+use crate::commands::sync::{RunOptions, Signals, open_state_dir, run_config};
 use crate::exit::Exit;
 use crate::metrics::WatchMetrics;
 use crate::progress::Progress;
@@ -116,14 +117,22 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         Some(Arc::clone(&intake)),
         tls,
     ));
-    let breakers = ferry_sync::registries::Breakers::default();
+    // One set of clients for the process (what they learned carries from run to run; a
+    // registry one run found down is not hammered afresh by the next), made again only when
+    // the config's `registries:` change.
+    let clients = Arc::new(clients::Clients::new(
+        &current,
+        ferry_sync::registries::Breakers::default(),
+    ));
     let event_syncs = event_syncs(
         Arc::clone(&intake),
         queued,
-        breakers.clone(),
+        Arc::clone(&clients),
         progress.quieted(),
         Arc::clone(&metrics),
     );
+    let state_dir = scope::state_dir(path, &args.scope, shard, current.state_dir.as_deref());
+    let state_dir_named = args.scope.state_dir.is_some() || current.state_dir.is_some();
 
     let mut options = RunOptions {
         dry_run: false,
@@ -132,17 +141,11 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
         copy: None,
-        // What one run learned about a registry's health carries into the next: a target
-        // found down is not hammered afresh every interval.
-        breakers: Some(breakers),
-        registries: Some(Default::default()),
-        state_dir: Some(scope::state_dir(
-            path,
-            &args.scope,
-            shard,
-            current.state_dir.as_deref(),
-        )),
-        state_dir_named: args.scope.state_dir.is_some() || current.state_dir.is_some(),
+        breakers: None,
+        registries: None,
+        // The clients' journal is the run's own (`clients::with_journal`), not one set here.
+        state_dir: None,
+        state_dir_named: false,
         every_host: None,
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
@@ -176,6 +179,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             let run = due.take_due(config.clone(), started);
             health.expect_runs_every(due.expected_gap(&config, started));
             intake.set_config(&config);
+            clients.reload(&config, &metrics);
             current = config;
             if run.mappings.is_empty() {
                 continue;
@@ -189,6 +193,8 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             }
             let stop = StopSignal::default();
             options.stop = Some(stop.clone());
+            options.registries = Some(clients.registries());
+            let journal = open_state_dir(&state_dir, state_dir_named, &stop, progress);
             // The mappings' locks, in index order: an event sync of one of them waits for this run,
             // and this run for it; other mappings' events go on.
             let mut held = Vec::with_capacity(run.mappings.len());
@@ -196,20 +202,16 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
                 held.push(intake.mapping_lock(m.index).lock_owned().await);
             }
             health.started(Instant::now(), bound);
-            let code = bounded(run_config(&run, &options, progress), bound, &stop, progress).await;
+            let sync = clients::with_journal(journal, run_config(&run, &options, progress));
+            let code = bounded(sync, bound, &stop, progress).await;
             drop(held);
             due.ran(&run, started, SystemTime::now());
-            let run_registries = options
-                .registries
-                .as_ref()
-                .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
+            // What the clients sent, a run cancelled at its bound included (the access logs
+            // saw those requests too).
+            clients.count(&metrics);
             if code.cancelled {
-                // The run never reached its report, so its metrics are recorded here: its exit
-                // code, and the requests its registries sent (the access logs saw them).
+                // The run never reached its report, so its exit code is recorded here.
                 metrics.record(None, code.exit, std::time::SystemTime::now());
-                if let Some(registries) = run_registries {
-                    metrics.record_registries(&registries.report());
-                }
             }
             let code = code.exit;
             if code == Exit::Clean {
@@ -222,8 +224,9 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             {
                 last_verify = Some(Instant::now());
                 let stop = StopSignal::default();
-                let verified =
-                    bounded(deep_verify(&current, &metrics), bound, &stop, progress).await;
+                let verify = deep_verify(&current, clients.registries(), &metrics);
+                let verified = bounded(verify, bound, &stop, progress).await;
+                clients.count(&metrics);
                 progress.eprint(&format!(
                     "watch: verify finished with exit code {}",
                     verified.exit
@@ -245,12 +248,12 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
 const EVENT_SYNCS_AT_ONCE: usize = 4;
 
 /// Runs the syncs events ask for as they are queued, until aborted: each of one tag (or one
-/// mapping), under its mapping's lock, on the watch's breakers; its requests are counted in the
+/// mapping), under its mapping's lock, on the watch's clients; its requests are counted in the
 /// registry metrics, its time from first event in `ferry_event_to_synced_seconds`.
 async fn event_syncs(
     intake: Arc<intake::Intake>,
     mut queued: tokio::sync::mpsc::Receiver<intake::Key>,
-    breakers: ferry_sync::registries::Breakers,
+    clients: Arc<clients::Clients>,
     progress: Progress,
     metrics: Arc<WatchMetrics>,
 ) {
@@ -258,7 +261,7 @@ async fn event_syncs(
         rx.recv().await.map(|key| (key, rx))
     });
     futures::StreamExt::for_each_concurrent(keys, EVENT_SYNCS_AT_ONCE, |key| {
-        let (intake, breakers, progress, metrics) = (&intake, &breakers, &progress, &metrics);
+        let (intake, clients, progress, metrics) = (&intake, &clients, &progress, &metrics);
         async move {
             let lock = intake.mapping_lock(key.mapping);
             let _held = lock.lock().await;
@@ -266,7 +269,6 @@ async fn event_syncs(
                 intake.finish(&key, true, Instant::now());
                 return;
             };
-            let slot: crate::commands::sync::RunRegistries = Default::default();
             let options = RunOptions {
                 dry_run: false,
                 json: false,
@@ -274,8 +276,8 @@ async fn event_syncs(
                 metrics: None,
                 stop: None,
                 copy: None,
-                breakers: Some(breakers.clone()),
-                registries: Some(Arc::clone(&slot)),
+                breakers: None,
+                registries: Some(clients.registries()),
                 // An event sync (one tag, beside the periodic runs) records nothing: two runs
                 // must not share one upload's record.
                 state_dir: None,
@@ -283,10 +285,7 @@ async fn event_syncs(
                 every_host: None,
             };
             let code = run_config(&config, &options, progress).await;
-            let registries = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(registries) = registries {
-                metrics.record_registries(&registries.report());
-            }
+            clients.count(metrics);
             let seconds = received.elapsed().as_secs_f64();
             metrics.event_synced(key.mapping, code, seconds);
             let what = key.tag.as_deref().map_or("every tag".to_owned(), |t| format!("tag {t}"));
@@ -304,12 +303,18 @@ async fn event_syncs(
     .await;
 }
 
-/// A deep verify of `config` (`--verify-every`), its findings recorded in `metrics`.
-async fn deep_verify(config: &ferry_config::Config, metrics: &WatchMetrics) -> Exit {
+/// A deep verify of `config` (`--verify-every`) on the watch's clients, its findings recorded
+/// in `metrics`.
+async fn deep_verify(
+    config: &ferry_config::Config,
+    registries: ferry_sync::registries::Registries,
+    metrics: &WatchMetrics,
+) -> Exit {
     /// Draws nothing, and keeps the prepare phase from logging lines of its own.
     struct Quiet;
     impl ferry_sync::run::RunObserver for Quiet {}
     let mut ctx = ferry_sync::run::RunContext::new(config);
+    ctx.registries = registries;
     ctx.progress.observer = Some(Arc::new(Quiet));
     let report = ferry_sync::run::Run::new(config, ctx).verify(true).await;
     metrics.record_verify(&report, std::time::SystemTime::now());

@@ -8,6 +8,7 @@
 //! which are always written in full.
 
 mod check;
+mod covers;
 mod ecr_host;
 pub mod filter;
 pub mod glob;
@@ -35,6 +36,7 @@ use ferry_distribution::reference::{Reference, Tag};
 use crate::filter::{TagFilter, TagGlobs};
 use crate::platform::Platform;
 use check::Checker;
+pub use covers::Coverage;
 pub use ecr_host::EcrHost;
 pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;

@@ -24,45 +24,7 @@ pub enum UploadFlow {
     Docker,
 }
 
-/// What a registry showed about one feature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Support {
-    /// Not used in this run, so not known.
-    Unknown,
-    /// Used, and it worked.
-    Works,
-    /// The registry answered that it does not do this.
-    Refused,
-    /// The registry accepted the request and did something else (a mount answered with an
-    /// upload session for a blob the source repository holds).
-    Ignored,
-}
-
-impl Support {
-    fn to_u8(self) -> u8 {
-        match self {
-            Support::Unknown => 0,
-            Support::Works => 1,
-            Support::Refused => 2,
-            Support::Ignored => 3,
-        }
-    }
-
-    fn from_u8(v: u8) -> Support {
-        match v {
-            1 => Support::Works,
-            2 => Support::Refused,
-            3 => Support::Ignored,
-            _ => Support::Unknown,
-        }
-    }
-
-    /// Refused or ignored: not worth asking again this run.
-    pub fn is_unavailable(self) -> bool {
-        matches!(self, Support::Refused | Support::Ignored)
-    }
-}
+pub use crate::support::Support;
 
 /// The features whose support is learned per registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

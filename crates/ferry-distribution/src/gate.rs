@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::breaker::{Breaker, BreakerSettings};
 use crate::operation::Operation;
 use crate::pacer::{Pacer, Ticket};
-use crate::retry::RetryPolicy;
+use crate::retry::policy::RetryPolicy;
 use crate::stats::RegistryStats;
 use crate::window::{AimdWindow, Permit, WindowSettings};
 

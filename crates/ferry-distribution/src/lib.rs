@@ -37,6 +37,7 @@ pub mod reference;
 pub mod retry;
 pub mod stats;
 pub mod stop;
+mod support;
 pub mod text;
 
 pub mod link;

@@ -11,8 +11,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use ferry_config::filter::{TagFilter, TagFilterSpec};
-use ferry_config::{Config, Mapping, Origin};
+use ferry_config::{Config, Coverage, Narrow};
+use ferry_distribution::reference::Tag;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -116,11 +116,7 @@ impl Intake {
             return out;
         };
         for notice in notices {
-            let keys: Vec<Key> = config
-                .mappings
-                .iter()
-                .filter_map(|m| covers(m, notice))
-                .collect();
+            let keys = keys_for(&config, notice);
             if keys.is_empty() {
                 out.ignored += 1;
                 continue;
@@ -191,31 +187,25 @@ impl Intake {
             (received, std::mem::take(&mut state.prune))
         };
         let config = lock(&self.config).clone()?;
-        let mut narrowed = (*config).clone();
         let mapping = config.mappings.iter().find(|m| m.index == key.mapping)?;
-        let mut mapping = mapping.clone();
         // Pruning lists the source and targets in full (its safety checks need the listing),
-        // so only a sync a delete asked for prunes; the filter narrowed below keeps it to the tag.
-        mapping.prune &= prune;
-        if let Some(tag) = &key.tag {
-            // A push names a tag that must be there (`exact`: missing is reported, and queued
-            // once more); a delete, one that should not, so it only selects the tag if listed.
-            // A valid tag holds only `[A-Za-z0-9_.-]`: no glob character.
-            ferry_distribution::reference::Tag::parse(tag).ok()?;
-            let spec = if mapping.prune {
-                TagFilterSpec {
-                    include: Some(vec![tag.clone()]),
-                    ..TagFilterSpec::default()
-                }
-            } else {
-                TagFilterSpec {
-                    exact: vec![tag.clone()],
-                    ..TagFilterSpec::default()
-                }
-            };
-            mapping.tags = TagFilter::compile(&spec).ok()?;
-            mapping.digests.clear();
-        }
+        // so only a sync a delete asked for prunes, and only of the tag it is narrowed to.
+        let prune = mapping.prune && prune;
+        let mut mapping = match &key.tag {
+            // A push names a tag that must be there (missing is reported, and queued once
+            // more); a delete, one that should not, so it only selects the tag if listed.
+            Some(tag) => {
+                let how = if prune {
+                    Narrow::IfListed
+                } else {
+                    Narrow::MustExist
+                };
+                mapping.narrowed_to(&Tag::parse(tag).ok()?, how)
+            }
+            None => mapping.clone(),
+        };
+        mapping.prune = prune;
+        let mut narrowed = (*config).clone();
         narrowed.mappings = vec![mapping];
         Some((received, narrowed))
     }
@@ -287,36 +277,26 @@ impl Intake {
     }
 }
 
-/// The key `notice` asks of mapping `m`, if `m`'s source is the notice's repository (on its
-/// host, when the notice names one) and its filter selects the tag. A delete asks only a
-/// mapping that prunes (its sync of the tag prunes with `--prune`'s checks).
-fn covers(m: &Mapping, notice: &Notice) -> Option<Key> {
-    let Origin::Registry {
-        registry,
-        repository,
-    } = &m.origin
-    else {
-        return None;
+/// The keys `notice` asks for: one per mapping the config says covers the pushed tag
+/// ([`Config::mappings_for`]), of the tag, or of the whole mapping where its filter needs the
+/// full listing to judge a tag (`latest`). A delete asks only a mapping that prunes (its sync
+/// of the tag prunes with `--prune`'s checks). A notice without a valid tag asks for nothing.
+fn keys_for(config: &Config, notice: &Notice) -> Vec<Key> {
+    let Some(tag) = notice.tag.as_deref().and_then(|t| Tag::parse(t).ok()) else {
+        return Vec::new();
     };
-    if m.repositories.is_some() || (notice.delete && !m.prune) || repository != &notice.repository {
-        return None;
-    }
-    if notice.host.as_ref().is_some_and(|h| h != registry) {
-        return None;
-    }
-    let tag = notice.tag.as_ref()?;
-    if m.tags.spec().latest.is_some() {
-        // `latest: N` judges a tag against the whole listing: sync the mapping.
-        return Some(Key {
+    config
+        .mappings_for(notice.host.as_deref(), &notice.repository, &tag)
+        .into_iter()
+        .filter(|(m, _)| !notice.delete || m.prune)
+        .map(|(m, coverage)| Key {
             mapping: m.index,
-            tag: None,
-        });
-    }
-    let selected = !m.tags.select(std::slice::from_ref(tag)).selected.is_empty();
-    selected.then(|| Key {
-        mapping: m.index,
-        tag: Some(tag.clone()),
-    })
+            tag: match coverage {
+                Coverage::Tag => Some(tag.as_str().to_owned()),
+                Coverage::Listing => None,
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use serde::Serialize;
 
-use crate::capabilities::Support;
+use crate::support::Support;
 
 /// The digests a registry repository got from ferry's own writes in this run, past this many the
 /// oldest half is forgotten (a lag is about the last few seconds, not the whole run).

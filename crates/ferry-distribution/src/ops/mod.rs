@@ -5,6 +5,7 @@ pub(crate) mod blob;
 pub(crate) mod catalog;
 pub mod doctor;
 pub mod manifest;
+mod memory;
 pub(crate) mod pages;
 mod probe;
 pub mod push;
