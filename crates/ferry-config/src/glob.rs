@@ -40,9 +40,9 @@ impl TargetPrefix {
     /// The target `name` (a repository path) goes to under this prefix.
     pub fn join(&self, name: &str) -> Result<Target, String> {
         match self {
-            TargetPrefix::Oci(dir) => super::resolve::parse_target(&format!("oci:{dir}/{name}")),
+            TargetPrefix::Oci(dir) => super::places::parse_target(&format!("oci:{dir}/{name}")),
             TargetPrefix::Registry(prefix) => {
-                super::resolve::parse_target(&format!("{prefix}/{name}"))
+                super::places::parse_target(&format!("{prefix}/{name}"))
             }
         }
     }
@@ -191,6 +191,23 @@ impl RepositoryGlob {
             format!("{}/{}/{stars}", self.registry, self.prefix)
         }
     }
+}
+
+/// A target prefix as written: `oci:<directory>` or `host[:port][/path]`.
+pub fn parse_prefix(text: &str) -> Result<TargetPrefix, String> {
+    let trimmed = text.trim_end_matches('/');
+    if let Some(dir) = trimmed.strip_prefix("oci:") {
+        if dir.is_empty() {
+            return Err(format!("\"{text}\" names no directory after oci:"));
+        }
+        return Ok(TargetPrefix::Oci(dir.to_string()));
+    }
+    // A prefix is valid when a repository under it is.
+    super::places::parse_target(&format!("{trimmed}/probe"))
+        .map(|_| TargetPrefix::Registry(trimmed.to_string()))
+        .map_err(|_| {
+            format!("target prefix \"{text}\" is not host[:port][/path] or oci:<directory>")
+        })
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod locate;
 mod mapping_checks;
 mod narrow;
 pub mod overlap;
+mod places;
 pub mod platform;
 pub mod raw;
 mod resolve;
@@ -326,7 +327,7 @@ impl Target {
     /// A mapping's source as written: `oci:<directory>`, or a repository reference without
     /// tag or digest.
     pub fn parse(text: &str) -> Result<Target, String> {
-        resolve::parse_place(text, "source")
+        places::parse_place(text, "source")
     }
 
     /// The repository path a `target_group` appends: a registry source's path, or a layout
@@ -468,7 +469,7 @@ impl Config {
     /// The settings for `host` (normalised as references are): the listed entry, or anonymous
     /// defaults for a host the config does not list.
     pub fn registry_for(&self, host: &str) -> RegistrySettings {
-        let host = resolve::normalise_host(host);
+        let host = places::normalise_host(host);
         self.registries
             .iter()
             .find(|r| r.host == host)
@@ -776,8 +777,8 @@ mod tests {
         ] {
             assert!(Target::parse(bad).is_err(), "{bad:?}");
         }
-        assert!(resolve::parse_target("docker-archive:img.tar").is_err());
-        assert!(resolve::parse_target("oci-archive:out.tar").is_ok());
+        assert!(places::parse_target("docker-archive:img.tar").is_err());
+        assert!(places::parse_target("oci-archive:out.tar").is_ok());
         let layout = Target::OciLayout { path: "./z".into() };
         assert!(
             layout < oci && oci < docker,

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use super::ReferrerFilter;
 use super::check::Checker;
+use super::glob::parse_prefix;
 use super::glob::{DEFAULT_MAX_REPOSITORIES, RepositoryGlob, TargetPrefix};
 use super::locate::FieldPath;
 use super::raw;
-use super::resolve::parse_prefix;
 
 impl Checker<'_> {
     /// A whole-registry mapping's pattern and target prefixes. Refused with it: `rename` (one

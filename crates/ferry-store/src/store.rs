@@ -19,7 +19,7 @@ use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::{Digest, Operation};
 
 use crate::StoreError;
-use crate::archive::writer::{ArchiveWriter, Output};
+use crate::archive::writer_tar::Output;
 pub use crate::layout::reader::ByteStream;
 
 /// A store place opened for reading: a layout directory or an archive.
@@ -169,8 +169,4 @@ pub trait StoreWrite: Send + Sync + Debug {
     /// Points the index at the image's root (the last manifest), under its tag or untagged,
     /// once every manifest of it is written.
     fn point_index<'a>(&'a self, image: &'a ImageIn<'a>) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// The archive writer, for a place that is one (the run finishes every archive it wrote).
-    fn archive(&self) -> Option<&ArchiveWriter> {
-        None
-    }
 }

@@ -18,8 +18,8 @@ use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Operation, Reference, RegistryClient};
 
 use crate::engine::graph::{Refs, references};
+use crate::outcome::Outcome;
 use crate::registries::Registries;
-use crate::run::Outcome;
 use ferry_config::{Mapping, Origin, Pick};
 use ferry_store::archive::Stores;
 use ferry_store::archive::reader::ArchiveReader;

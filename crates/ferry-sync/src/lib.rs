@@ -52,6 +52,7 @@ pub(crate) mod engine;
 pub mod error;
 pub mod import;
 pub(crate) mod in_window;
+mod outcome;
 pub mod plan;
 pub(crate) mod prepare;
 pub mod progress;

@@ -132,7 +132,7 @@ impl SyncProgress {
     }
 
     /// The large-blob threshold in bytes.
-    pub fn large_blob(&self) -> u64 {
+    pub(crate) fn large_blob(&self) -> u64 {
         match self.large_at.load(Ordering::Relaxed) {
             0 => LARGE_BLOB,
             n => n,

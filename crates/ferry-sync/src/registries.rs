@@ -202,15 +202,6 @@ impl Registries {
         self.created.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adjusts every client's options before it is built.
-    pub fn with_tuning(
-        mut self,
-        tune: impl Fn(&mut RegistryOptions) + Send + Sync + 'static,
-    ) -> Self {
-        self.tune = Tuning(Arc::new(tune));
-        self
-    }
-
     fn settings_for(&self, host: &str) -> RegistrySettings {
         let mut settings = self
             .settings

@@ -480,8 +480,8 @@ impl SyncReport {
 
     /// Brings each registry's `capabilities` up to date with what was learned after the engine
     /// ran (pruning learns whether tags can be deleted); its counters stay the engine's.
-    pub(crate) fn refresh_capabilities(&mut self, registries: &crate::registries::Registries) {
-        for c in registries.built() {
+    pub(crate) fn refresh_capabilities(&mut self, built: &[ferry_distribution::RegistryClient]) {
+        for c in built {
             if let Some(r) = self.registries.iter_mut().find(|r| r.registry == c.host()) {
                 r.capabilities = c.capabilities().snapshot();
                 r.listing = c.listing_style().snapshot();
@@ -506,7 +506,7 @@ impl SyncReport {
     /// Records each resolved mapping of `plan` whose `exact` tags the source lacks or whose
     /// filter selected nothing (a whole-registry mapping's own entry is its expansion, not a
     /// selection).
-    pub fn note_selections(&mut self, plan: &crate::plan::Plan) {
+    pub(crate) fn note_selections(&mut self, plan: &crate::plan::Plan) {
         self.selections = plan
             .resolved()
             .filter(|(_, r)| r.expanded.is_none())

@@ -6,19 +6,19 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::dryrun::DryRun;
 use crate::engine::{EngineOptions, StopSignal, sync_as_resolved};
 use crate::import::{ImportError, Imported};
+pub use crate::outcome::{DryRunOutcome, Outcome, RunOutcome};
 use crate::plan::Plan;
 use crate::prepare::{PrepareOptions, PrepareTracker, resolve_all, resolve_each};
 use crate::progress::SyncProgress;
-use crate::prune::{self, PruneReport};
+use crate::prune;
 use crate::registries::Registries;
-use crate::report::{SyncReport, Verdict};
-use crate::verify::{VerifyOptions, VerifyReport, VerifyVerdict};
+use crate::report::SyncReport;
+use crate::verify::{VerifyOptions, VerifyReport};
 use ferry_config::Config;
 use ferry_distribution::ops::UploadJournal;
 use ferry_store::archive::Stores;
@@ -111,15 +111,6 @@ pub struct ExportSpec {
     pub output: Output,
     /// The record (`ferry-bundle.json`): mappings, bases, creation time.
     pub bundle: BundleSpec,
-}
-
-/// A run's outcome by its mode: a real run's, or a dry run's.
-#[derive(Debug)]
-pub enum Outcome {
-    /// The run wrote.
-    Synced(Box<RunOutcome>),
-    /// The run only measured.
-    DryRun(Box<DryRunOutcome>),
 }
 
 /// One run of a config: the front door every command goes through.
@@ -306,7 +297,7 @@ impl Run {
             }
             false => None,
         };
-        report.refresh_capabilities(registries);
+        report.refresh_capabilities(&registries.built());
         report.copy = self.label.clone();
         let verify = match self.ctx.mode == Mode::WriteThenVerify && !stop.is_stopped() {
             true => Some(crate::verify::after_sync(&plan, config, registries).await),
@@ -334,116 +325,6 @@ impl Run {
             report
         });
         DryRunOutcome { plan, dry, prune }
-    }
-}
-
-/// Everything a run did: the plan it resolved, the sync report (with every registry's
-/// capabilities as the run ended, pruning included) and, when a mapping prunes, the prune
-/// report. What the CLI renders and maps to an exit code.
-#[derive(Debug)]
-pub struct RunOutcome {
-    /// Every mapping as the prepare phase resolved it, in config order.
-    pub plan: Plan,
-    /// What the engine did; `registries` carry the capabilities learned by pruning too.
-    pub report: SyncReport,
-    /// What pruning did, when some mapping prunes (`None` otherwise).
-    pub prune: Option<PruneReport>,
-    /// The shallow verify that followed ([`Mode::WriteThenVerify`], not after a stop).
-    pub verify: Option<VerifyReport>,
-}
-
-/// A dry run's outcome: the plan, what a sync would copy and what pruning would delete.
-#[derive(Debug)]
-pub struct DryRunOutcome {
-    /// Every mapping as the prepare phase resolved it, in config order.
-    pub plan: Plan,
-    /// What a sync would copy.
-    pub dry: DryRun,
-    /// What pruning would delete, when some mapping prunes (`None` otherwise).
-    pub prune: Option<PruneReport>,
-}
-
-/// The JSON of a report with the prune report as its last member (absent when none ran).
-#[derive(Serialize)]
-struct WithPrune<'a, T: Serialize> {
-    #[serde(flatten)]
-    report: &'a T,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    prune: Option<&'a PruneReport>,
-}
-
-impl RunOutcome {
-    /// How the run ended: the sync report's verdict, and a clean sync whose pruning left a tag
-    /// that should have gone, or whose verify found something missing or drifted (or could not
-    /// check it), is partial.
-    pub fn verdict(&self) -> Verdict {
-        let verified = self
-            .verify
-            .as_ref()
-            .is_none_or(|v| v.verdict() == VerifyVerdict::Complete);
-        match self.report.verdict() {
-            Verdict::Clean
-                if self.prune.as_ref().is_some_and(PruneReport::has_failures) || !verified =>
-            {
-                Verdict::Partial
-            }
-            v => v,
-        }
-    }
-
-    /// Each registry the run talked to, with what it turned out to accept.
-    pub fn capabilities(
-        &self,
-    ) -> impl Iterator<
-        Item = (
-            &str,
-            &ferry_distribution::capabilities::CapabilitiesSnapshot,
-        ),
-    > {
-        self.report
-            .registries
-            .iter()
-            .map(|r| (r.registry.as_str(), &r.capabilities))
-    }
-
-    /// The JSON report: the sync report's members, then `prune` when pruning ran.
-    pub fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(&WithPrune {
-            report: &self.report,
-            prune: self.prune.as_ref(),
-        })
-    }
-
-    /// The human summary: the sync report's, then pruning's (when it has anything to say).
-    pub fn render_text(&self) -> String {
-        let mut out = self.report.render_text();
-        if let Some(text) = self.prune.as_ref().map(PruneReport::render_text) {
-            let text = text.trim_end();
-            if !text.is_empty() {
-                out.push_str(text);
-                out.push('\n');
-            }
-        }
-        out
-    }
-}
-
-impl DryRunOutcome {
-    /// The JSON report: the dry run's members, then `prune` when some mapping prunes.
-    pub fn to_json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(&WithPrune {
-            report: &self.dry,
-            prune: self.prune.as_ref(),
-        })
-    }
-
-    /// The human summary: the dry run's, then what pruning would delete.
-    pub fn render_text(&self) -> String {
-        let mut out = self.dry.render_text();
-        if let Some(p) = &self.prune {
-            out.push_str(&p.render_text());
-        }
-        out
     }
 }
 

@@ -7,6 +7,6 @@ pub mod reader;
 pub mod reader_tar;
 mod stores;
 pub mod writer;
-mod writer_tar;
+pub(crate) mod writer_tar;
 
 pub use stores::Stores;

@@ -589,10 +589,6 @@ impl StoreWrite for ArchiveTarget {
             Ok(())
         })
     }
-
-    fn archive(&self) -> Option<&ArchiveWriter> {
-        Some(&self.writer)
-    }
 }
 
 impl Drop for BlobEntry {

@@ -19,7 +19,7 @@ use crate::registries::Registries;
 use crate::report::KeptDigestRefused;
 use ferry_config::Target;
 use ferry_store::StoreError;
-use ferry_store::archive::writer::{ArchiveTarget, ArchiveWriter};
+use ferry_store::archive::writer::{ArchiveTarget, ArchiveWriter, Output};
 use ferry_store::layout::writer::LayoutWriter;
 use ferry_store::store::{ImageIn, SinkError, StoreKey, StoreWrite};
 
@@ -151,10 +151,13 @@ impl Destination {
     }
 
     /// The archive it writes, for a destination that is one (the run finishes it at the end).
-    pub fn archive_writer(&self) -> Option<&ArchiveWriter> {
+    pub(crate) fn archive_output(&self) -> Option<Output> {
         match self {
             Destination::Registry { .. } => None,
-            Destination::Store(s) => s.archive(),
+            Destination::Store(s) => match s.key() {
+                StoreKey::Archive(output) => Some(output),
+                StoreKey::Layout(_) => None,
+            },
         }
     }
 

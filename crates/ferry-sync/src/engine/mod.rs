@@ -210,8 +210,8 @@ where
             {
                 to_index.push(p);
             }
-            if let Ok(Some(writer)) = t.place.as_ref().map(Destination::archive_writer) {
-                archive_rows.push((writer.output().clone(), images.len()));
+            if let Ok(Some(output)) = t.place.as_ref().map(Destination::archive_output) {
+                archive_rows.push((output, images.len()));
             }
             images.push(r);
         }

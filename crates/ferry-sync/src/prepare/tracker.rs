@@ -106,7 +106,7 @@ impl PrepareTracker {
 
     /// Records that mapping `index` (shown as `name`) now waits on `what` (a target it lists),
     /// so the slowest mapping is shown by what holds it up, not always by its source.
-    pub fn waiting_on(&self, index: usize, name: &str, what: &str) {
+    pub(crate) fn waiting_on(&self, index: usize, name: &str, what: &str) {
         let mut s = self.lock();
         if let Some((_, on)) = s.in_flight.get_mut(&(index, name.to_owned())) {
             *on = Some(what.to_owned());
