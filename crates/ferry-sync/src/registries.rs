@@ -29,8 +29,6 @@ pub struct Registries {
     clients: Arc<Mutex<HashMap<String, RegistryClient>>>,
     /// Where registries without `auth` look for the user's login.
     files: Arc<CredentialFiles>,
-    /// Applied to every client built here (tests shorten timeouts, benches tune).
-    tune: Tuning,
     /// The ECR API handle: the process-wide one, or a test's.
     ecr: Option<Arc<EcrTokens>>,
     /// ECR repositories this run made sure of, by (host, repository): each created once.
@@ -75,16 +73,6 @@ type Creation = tokio::sync::OnceCell<Result<Created, Error>>;
 /// Each repository's creation, by (host, repository).
 type Creations = HashMap<(String, String), Arc<Creation>>;
 
-impl std::fmt::Debug for Tuning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Tuning")
-    }
-}
-
-/// Adjusts every client's options before it is built.
-#[derive(Clone)]
-struct Tuning(Arc<dyn Fn(&mut RegistryOptions) + Send + Sync>);
-
 impl Registries {
     /// The clients for `config`'s registries, none built yet: each is built on first use.
     pub fn new(config: &Config) -> Self {
@@ -92,7 +80,6 @@ impl Registries {
             settings: Arc::new(config.registries.clone()),
             clients: Arc::new(Mutex::new(HashMap::new())),
             files: Arc::new(CredentialFiles::from_env()),
-            tune: Tuning(Arc::new(|_| {})),
             ecr: None,
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
@@ -222,7 +209,7 @@ impl Registries {
         }
         let settings = self.settings_for(host);
         let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
-        let mut options = options_for(&settings, resolved, &*self.tune.0);
+        let mut options = options_for(&settings, resolved);
         options.breaker = self.breakers.lock().get(host).cloned();
         options.journal = self.journal.clone();
         let client = RegistryClient::new(options)?;
@@ -260,7 +247,6 @@ impl Registries {
 pub(crate) fn options_for(
     settings: &RegistrySettings,
     resolved: ResolvedCredentials,
-    tune: &dyn Fn(&mut RegistryOptions),
 ) -> RegistryOptions {
     let mut options = RegistryOptions::new(settings.host.clone());
     options.endpoint = settings.url.clone();
@@ -296,7 +282,6 @@ pub(crate) fn options_for(
         retry,
         ..GateSettings::default()
     };
-    tune(&mut options);
     options
 }
 
@@ -526,7 +511,7 @@ mod tests {
             found.describe(),
             format!("basic as u from {}", file.display())
         );
-        let options = options_for(&settings("r.io", None), found, &|_| {});
+        let options = options_for(&settings("r.io", None), found);
         assert_eq!(options.credentials_bound_to.as_deref(), Some("r.io"));
 
         let mut optout = settings("r.io", None);
@@ -534,7 +519,7 @@ mod tests {
         let none = resolve_credentials(&optout, &files).await.unwrap();
         assert_eq!(none.credentials, Credentials::Anonymous);
         assert_eq!(none.source, CredentialSource::Config);
-        let options = options_for(&optout, none, &|_| {});
+        let options = options_for(&optout, none);
         assert_eq!(options.credentials_bound_to, None);
 
         let other = resolve_credentials(&settings("q.io", None), &files)
