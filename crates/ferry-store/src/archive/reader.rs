@@ -16,7 +16,7 @@ use ferry_distribution::{Digest, Operation};
 use super::docker::DockerImage;
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
 use crate::bundle::{BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, bundle_digest};
-use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, Subjected, media_type_of};
+use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, add_referrer, media_type_of};
 use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
 use ferry_config::Origin;
 
@@ -424,21 +424,7 @@ impl ArchiveReader {
             let Some(m) = self.find_manifest(&entry.digest.to_string()).await? else {
                 continue;
             };
-            let Ok(parsed) = serde_json::from_slice::<Subjected>(&m.bytes) else {
-                continue;
-            };
-            let Some(subject) = parsed.subject.and_then(|s| Digest::parse(&s.digest).ok()) else {
-                continue;
-            };
-            let list = map.entry(subject).or_default();
-            if !list.iter().any(|r| r.digest == m.digest) {
-                list.push(Referrer {
-                    media_type: m.media_type,
-                    size: m.bytes.len() as u64,
-                    digest: m.digest,
-                    artifact_type: parsed.artifact_type,
-                });
-            }
+            add_referrer(&mut map, m);
         }
         Ok(map)
     }

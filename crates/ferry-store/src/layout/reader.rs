@@ -234,21 +234,7 @@ impl LayoutReader {
             let Some(m) = self.find_manifest(&entry.digest.to_string()).await? else {
                 continue;
             };
-            let Ok(parsed) = serde_json::from_slice::<Subjected>(&m.bytes) else {
-                continue;
-            };
-            let Some(subject) = parsed.subject.and_then(|s| Digest::parse(&s.digest).ok()) else {
-                continue;
-            };
-            let list = map.entry(subject).or_default();
-            if !list.iter().any(|r| r.digest == m.digest) {
-                list.push(Referrer {
-                    media_type: m.media_type,
-                    size: m.bytes.len() as u64,
-                    digest: m.digest,
-                    artifact_type: parsed.artifact_type,
-                });
-            }
+            add_referrer(&mut map, m);
         }
         Ok(map)
     }
@@ -288,6 +274,26 @@ impl crate::store::StoreRead for LayoutReader {
         digest: &'a Digest,
     ) -> BoxFuture<'a, Result<Vec<Referrer>, Error>> {
         Box::pin(LayoutReader::list_referrers(self, digest))
+    }
+}
+
+/// Files `m` under the subject it names, once, when it names one (an image index entry that is
+/// a referrer); anything else is not a referrer and is passed over.
+pub fn add_referrer(map: &mut HashMap<Digest, Vec<Referrer>>, m: Manifest) {
+    let Ok(parsed) = serde_json::from_slice::<Subjected>(&m.bytes) else {
+        return;
+    };
+    let Some(subject) = parsed.subject.and_then(|s| Digest::parse(&s.digest).ok()) else {
+        return;
+    };
+    let list = map.entry(subject).or_default();
+    if !list.iter().any(|r| r.digest == m.digest) {
+        list.push(Referrer {
+            media_type: m.media_type,
+            size: m.bytes.len() as u64,
+            digest: m.digest,
+            artifact_type: parsed.artifact_type,
+        });
     }
 }
 
