@@ -1,6 +1,7 @@
 //! The client for one registry: transport (reqwest on rustls, timeouts, user agent), the ping
 //! that learns its auth scheme once per run, one authenticated attempt, and the retry entry point.
 
+use crate::stats::RegistryStats;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -97,9 +98,29 @@ impl RegistryOptions {
 }
 
 /// A registry client. Cheap to clone; clones share the window, breaker, tokens and counters.
+/// A run's view of it ([`RegistryClient::for_run`]) shares all of that and adds the run's own.
 #[derive(Debug, Clone)]
 pub struct RegistryClient {
     inner: Arc<Inner>,
+    run: Option<Arc<RunScope>>,
+}
+
+/// What one run keeps of its own on a client shared across runs (`ferry watch`): the requests
+/// it sent, and where its uploads in flight are recorded.
+#[derive(Debug, Default)]
+pub struct RunScope {
+    stats: RegistryStats,
+    journal: Option<Arc<dyn crate::ops::resume::UploadJournal>>,
+}
+
+impl RunScope {
+    /// A run's scope recording its uploads in `journal` (or nowhere).
+    pub fn new(journal: Option<Arc<dyn crate::ops::resume::UploadJournal>>) -> Self {
+        RunScope {
+            stats: RegistryStats::default(),
+            journal,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -234,6 +255,7 @@ impl RegistryClient {
                 capabilities: crate::capabilities::Capabilities::default(),
                 listing: crate::ops::ListingStyle::default(),
             }),
+            run: None,
         })
     }
 
@@ -245,6 +267,47 @@ impl RegistryClient {
     /// Where the API is served (`https://registry-1.docker.io/`).
     pub fn base_url(&self) -> &Url {
         &self.inner.base
+    }
+
+    /// This client as one run sees it: the same connections, window, breaker, tokens and
+    /// learned capabilities, with the run's own counters ([`RegistryClient::stats`]) and upload
+    /// journal.
+    pub fn for_run(&self, scope: Arc<RunScope>) -> RegistryClient {
+        RegistryClient {
+            inner: Arc::clone(&self.inner),
+            run: Some(scope),
+        }
+    }
+
+    /// The requests and bytes counted: the run's own for a run's view, else every request
+    /// sent through this client and its clones.
+    pub fn stats(&self) -> crate::stats::StatsSnapshot {
+        match &self.run {
+            Some(run) => run.stats.snapshot(),
+            None => self.inner.gate.stats.snapshot(),
+        }
+    }
+
+    /// The run's own counters, for a run's view.
+    pub(crate) fn run_stats(&self) -> Option<&RegistryStats> {
+        self.run.as_deref().map(|r| &r.stats)
+    }
+
+    /// Bumps one counter, the registry's and the run's (bytes read and written).
+    pub(crate) fn count(&self, bump: impl Fn(&RegistryStats)) {
+        bump(&self.inner.gate.stats);
+        if let Some(run) = self.run_stats() {
+            bump(run);
+        }
+    }
+
+    /// Where uploads in flight are recorded: the run's journal for a run's view, else the
+    /// options' (if any).
+    pub(crate) fn journal(&self) -> Option<&dyn crate::ops::resume::UploadJournal> {
+        match &self.run {
+            Some(run) => run.journal.as_deref(),
+            None => self.inner.options.journal.as_deref(),
+        }
     }
 
     /// The registry's pacing and protection, shared by every clone of this client.
@@ -380,6 +443,7 @@ impl RegistryClient {
             operation: Operation::Ping,
             repository: None,
             deadline: Some(Instant::now() + timeout * 2 + Duration::from_secs(5)),
+            run_stats: self.run_stats(),
         };
         let faults = std::sync::atomic::AtomicU32::new(0);
         with_retry(&self.inner.gate, call, &budget, |_| async {
@@ -409,7 +473,7 @@ impl RegistryClient {
 
     /// One `GET /v2/`: learns the registry's authentication from its answer.
     async fn ping_once(&self, timeout: Duration) -> Result<(), Failure> {
-        self.inner.gate.stats.http_request();
+        self.count(RegistryStats::http_request);
         let response = self
             .inner
             .http
@@ -514,7 +578,7 @@ impl RegistryClient {
         // query can carry signed state) nor a header.
         let (method, path) = (request.method().clone(), request.url().path().to_owned());
         let started = Instant::now();
-        self.inner.gate.stats.http_request();
+        self.count(RegistryStats::http_request);
         let response = http.execute(request).await;
         let ms = started.elapsed().as_millis();
         let response = match response {
@@ -572,6 +636,10 @@ impl RegistryClient {
             }
             e
         })?;
+        let mut call = call;
+        if call.run_stats.is_none() {
+            call.run_stats = self.run_stats();
+        }
         with_retry(&self.inner.gate, call, budget, attempt).await
     }
 }

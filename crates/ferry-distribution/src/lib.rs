@@ -47,7 +47,7 @@ pub(crate) mod pacer;
 pub(crate) mod secret;
 pub(crate) mod window;
 
-pub use client::{RegistryClient, RegistryOptions};
+pub use client::{RegistryClient, RegistryOptions, RunScope};
 pub use digest::{Algorithm, Digest};
 pub use error::{Error, ErrorKind};
 pub use operation::Operation;

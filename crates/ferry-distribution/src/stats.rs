@@ -61,11 +61,11 @@ impl RegistryStats {
         self.throttled.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts one 5xx answer.
-    pub(crate) fn server_error(&self) {
+    pub fn server_error(&self) {
         self.server_errors.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts one transport failure.
-    pub(crate) fn transport_error(&self) {
+    pub fn transport_error(&self) {
         self.transport_errors.fetch_add(1, Ordering::Relaxed);
     }
     /// Counts `bytes` received.

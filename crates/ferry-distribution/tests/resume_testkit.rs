@@ -242,3 +242,37 @@ async fn a_stop_ends_the_upload_at_a_chunk_boundary_and_keeps_the_record() {
     assert_eq!(held.offset, 2 * CHUNK);
     assert!(!journal.forgotten.load(Ordering::SeqCst));
 }
+
+/// Two runs on one shared client (`ferry watch`'s periodic run and an event sync beside it):
+/// each counts only the requests and bytes it sent, and only the run with a journal records its
+/// upload there; the registry's own counters hold both.
+#[tokio::test(start_paused = true)]
+async fn runs_sharing_a_client_count_their_own_requests_and_record_in_their_own_journal() {
+    use ferry_distribution::RunScope;
+    use std::sync::Arc;
+
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let shared = client_at(&reg.url(), 3);
+    let journal = Arc::new(Journal::default());
+    let periodic = shared.for_run(Arc::new(RunScope::new(Some(journal.clone()))));
+    let event = shared.for_run(Arc::new(RunScope::new(None)));
+
+    let first = Bytes::from(layer(3 * CHUNK as usize + 100));
+    push_fresh(&periodic, &first).await.unwrap();
+    let recorded = journal.records.lock().unwrap().len();
+    assert!(recorded >= 3, "each chunk of the periodic run's upload recorded: {recorded}");
+    let second = Bytes::from(layer(2 * CHUNK as usize + 7));
+    push_fresh(&event, &second).await.unwrap();
+    assert_eq!(
+        journal.records.lock().unwrap().len(),
+        recorded,
+        "the event sync's upload is not in the periodic run's journal"
+    );
+
+    let (p, e, all) = (periodic.stats(), event.stats(), shared.stats());
+    assert_eq!(p.bytes_written, first.len() as u64);
+    assert_eq!(e.bytes_written, second.len() as u64);
+    assert!(p.http_requests > 0 && e.http_requests > 0, "{p:?} {e:?}");
+    assert_eq!(p.http_requests + e.http_requests, all.http_requests);
+    assert_eq!(all.http_requests, reg.requests().len() as u64);
+}

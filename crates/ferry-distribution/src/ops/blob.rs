@@ -164,7 +164,7 @@ impl RegistryClient {
         let stats_client = self.clone();
         let body = response.bytes_stream().map(move |chunk| {
             chunk
-                .inspect(|b| stats_client.gate().stats.read(b.len() as u64))
+                .inspect(|b| stats_client.count(|s| s.read(b.len() as u64)))
                 .map_err(|e| Failure::from_transport(&e))
         });
         let (inner, remaining): (Pin<Box<dyn Stream<Item = _> + Send>>, _) =

@@ -239,7 +239,7 @@ impl RegistryClient {
                     }
                     return Err(failure);
                 }
-                self.gate().stats.written(manifest.bytes.len() as u64);
+                self.count(|s| s.written(manifest.bytes.len() as u64));
                 match content_digest(&response) {
                     Some(d)
                         if d.algorithm() == manifest.digest.algorithm() && d != manifest.digest =>

@@ -64,6 +64,7 @@ impl Walk {
             operation,
             repository,
             deadline: Some(self.deadline),
+            run_stats: None,
         }
     }
 

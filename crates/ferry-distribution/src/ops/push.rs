@@ -158,7 +158,7 @@ impl RegistryClient {
             digest,
             size,
         };
-        let journal = self.options().journal.as_deref();
+        let journal = self.journal();
         // A session an earlier process left for this blob (the state directory): its status is
         // asked before anything is sent, and the blob goes on from what it holds.
         let recalled = match &session {
@@ -269,7 +269,7 @@ impl RegistryClient {
             digest,
             size,
         };
-        let journal = self.options().journal.as_deref()?;
+        let journal = self.journal()?;
         self.recalled_session(journal, key).await
     }
 

@@ -210,7 +210,7 @@ impl RegistryClient {
             .send_streaming(&Scopes::push(&session.repository), request.body(body))
             .await?;
         let response = expect_status(response, &[202, 204]).await?;
-        self.gate().stats.written(len);
+        self.count(|s| s.written(len));
         self.session_from(&session.repository, &response, Some(session))
     }
 
@@ -236,7 +236,7 @@ impl RegistryClient {
             .send_streaming(&Scopes::push(&session.repository), request)
             .await?;
         expect_status(response, &[201, 204]).await?;
-        self.gate().stats.written(len);
+        self.count(|s| s.written(len));
         // Auth task (issue 31): what ferry committed, for a manifest PUT's commit lag.
         self.capabilities()
             .auth

@@ -5,6 +5,7 @@ pub mod classify;
 pub mod policy;
 pub mod retry_after;
 
+use crate::stats::RegistryStats;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
@@ -46,6 +47,9 @@ pub struct Call<'a> {
     pub repository: Option<&'a str>,
     /// Overrides the policy's deadline (an absolute instant), e.g. for a caller's larger task.
     pub deadline: Option<Instant>,
+    /// A run's own counters, bumped beside the registry's (a client seen through
+    /// [`crate::RegistryClient::for_run`]); `None` for the registry's alone.
+    pub run_stats: Option<&'a RegistryStats>,
 }
 
 impl<'a> Call<'a> {
@@ -55,6 +59,7 @@ impl<'a> Call<'a> {
             operation,
             repository,
             deadline: None,
+            run_stats: None,
         }
     }
 }
@@ -145,7 +150,7 @@ where
             }
         };
         attempts += 1;
-        gate.stats.request();
+        count(gate, call.run_stats, RegistryStats::request);
         let held = Arc::new(Mutex::new(slot));
         let mut holding = HOLDING.try_with(Clone::clone).unwrap_or_default();
         holding.push(gate_id(gate));
@@ -183,7 +188,7 @@ where
             }
         };
 
-        let scope = record(gate, op, call.repository, ticket, &failure);
+        let scope = record(gate, call.run_stats, op, call.repository, ticket, &failure);
         let retry_after = match &failure {
             Failure::Status { retry_after, .. } => *retry_after,
             _ => None,
@@ -246,7 +251,7 @@ where
             gate.pacer.hold(repository, wait);
         }
         if lag_wait.is_none() {
-            gate.stats.retry();
+            count(gate, call.run_stats, RegistryStats::retry);
         }
         tracing::debug!(
             registry = gate.registry(),
@@ -280,6 +285,14 @@ pub fn current_ticket(gate: &RegistryGate) -> Option<Ticket> {
         .flatten()
 }
 
+/// Bumps one counter of the registry's, and of the run's when the call carries them.
+fn count(gate: &RegistryGate, run_stats: Option<&RegistryStats>, bump: fn(&RegistryStats)) {
+    bump(&gate.stats);
+    if let Some(run) = run_stats {
+        bump(run);
+    }
+}
+
 fn gate_id(gate: &RegistryGate) -> usize {
     gate as *const RegistryGate as usize
 }
@@ -294,6 +307,7 @@ fn holds_slot(gate: &RegistryGate) -> bool {
 /// the scope of a throttle (`None` for any other failure).
 fn record(
     gate: &RegistryGate,
+    run_stats: Option<&RegistryStats>,
     op: Operation,
     repository: Option<&str>,
     ticket: Ticket,
@@ -332,7 +346,7 @@ fn record(
         }
     }
     let scope = if classify::is_throttle(failure) {
-        gate.stats.throttled();
+        count(gate, run_stats, RegistryStats::throttled);
         let scope = gate.pacer.on_throttle(repository, ticket);
         if scope == Scope::Registry {
             // Only registry-wide evidence narrows the registry's window.
@@ -346,8 +360,10 @@ fn record(
         None
     };
     match failure {
-        Failure::Status { status, .. } if *status >= 500 => gate.stats.server_error(),
-        Failure::Transport { .. } => gate.stats.transport_error(),
+        Failure::Status { status, .. } if *status >= 500 => {
+            count(gate, run_stats, RegistryStats::server_error)
+        }
+        Failure::Transport { .. } => count(gate, run_stats, RegistryStats::transport_error),
         _ => {}
     }
     scope

@@ -548,6 +548,7 @@ async fn refused_connections_feed_the_breakers_connect_streak() {
     for _ in 0..5 {
         record(
             &gate,
+            None,
             Operation::BlobGet,
             Some("repo"),
             gate.pacer.ticket(Operation::BlobGet),
@@ -567,6 +568,7 @@ async fn server_and_transport_errors_are_counted_apart() {
     let feed = |f: Failure| {
         record(
             &gate,
+            None,
             Operation::BlobGet,
             Some("repo"),
             gate.pacer.ticket(Operation::BlobGet),
@@ -591,6 +593,7 @@ async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
         let gate = gate_with(policy());
         record(
             &gate,
+            None,
             Operation::BlobGet,
             Some("a"),
             gate.pacer.ticket(Operation::BlobGet),
@@ -599,6 +602,7 @@ async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
         for _ in 0..31 {
             record(
                 &gate,
+                None,
                 Operation::BlobGet,
                 Some("other"),
                 gate.pacer.ticket(Operation::BlobGet),
@@ -608,6 +612,7 @@ async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
         ["b", "c"].map(|r| {
             record(
                 &gate,
+                None,
                 Operation::BlobGet,
                 Some(r),
                 gate.pacer.ticket(Operation::BlobGet),
