@@ -228,17 +228,12 @@ fn failure_line(report: &SyncReport) -> Option<String> {
         .map(|m| (&m.source, &m.status))
         .chain(report.images.iter().map(|i| (&i.source, &i.status)));
     for (source, status) in statuses {
-        if let ImageStatus::Failed {
-            operation,
-            http_status,
-            attempts,
-            error,
-            ..
-        } = status
-        {
+        if let ImageStatus::Failed { error } = status {
             return Some(format!(
-                "{source}: {operation} status {} after {attempts} attempts: {error}",
-                http_status.map_or("-".to_string(), |s| s.to_string())
+                "{source}: {} status {} after {} attempts: {error}",
+                error.operation(),
+                error.status().map_or("-".to_string(), |s| s.to_string()),
+                error.attempts()
             ));
         }
     }

@@ -62,6 +62,35 @@ impl SyncError {
         }
     }
 
+    /// The repository, for a registry operation on one.
+    pub fn repository(&self) -> Option<&str> {
+        match self {
+            SyncError::Registry(e) => e.repository.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, when a registry answered one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            SyncError::Registry(e) => e.status(),
+            _ => None,
+        }
+    }
+
+    /// Requests sent for the failed operation (0 for a failure that sent none).
+    pub fn attempts(&self) -> u32 {
+        match self {
+            SyncError::Registry(e) => e.attempts,
+            _ => 0,
+        }
+    }
+
+    /// A registry refused the credentials (or found none): exit code 4 when every failure is one.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, SyncError::Registry(e) if e.is_auth())
+    }
+
     /// What was being done, as reports name it (`manifest PUT (tag)`, `layout lock`).
     pub fn operation(&self) -> String {
         match self {

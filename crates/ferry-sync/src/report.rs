@@ -7,61 +7,90 @@ use std::time::Duration;
 use ferry_distribution::error::Error;
 use serde::Serialize;
 
+use crate::error::SyncError;
+
 /// What happened to one image on one target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+#[derive(Debug, Clone)]
 pub enum ImageStatus {
     /// The target now holds the image.
     Synced,
     /// The target already held it: nothing was written.
     UpToDate,
-    /// The copy failed; the fields say where and how.
+    /// The copy failed: the typed error, kept as it is and rendered by the report (JSON fields
+    /// `registry`, `repository`, `operation`, `http_status`, `attempts` and `error`).
     Failed {
-        /// The registry that failed.
-        registry: String,
-        /// The repository, for an operation on one.
-        repository: Option<String>,
-        /// The operation that failed (`blob GET`, `manifest PUT (tag)`).
-        operation: String,
-        /// The HTTP status, when the registry answered.
-        http_status: Option<u16>,
-        /// Requests sent for the operation.
-        attempts: u32,
-        /// The error, as a message.
-        error: String,
+        /// What failed, and where.
+        error: SyncError,
     },
     /// Not started: the run was interrupted.
     Interrupted,
 }
 
 impl ImageStatus {
-    /// The failed status for `e`.
+    /// The failed status for a registry's `e`.
     pub fn failed(e: &Error) -> Self {
         ImageStatus::Failed {
-            registry: e.registry.clone(),
-            repository: e.repository.clone(),
-            operation: e.operation.name().to_owned(),
-            http_status: e.status(),
-            attempts: e.attempts,
-            error: e.to_string(),
+            error: SyncError::Registry(e.clone()),
         }
     }
 
-    /// The failed status for a sync-level failure: a registry's as [`ImageStatus::failed`], a
-    /// layout's naming the layout and what was done there (never a registry operation).
-    pub(crate) fn failed_sync(e: &crate::error::SyncError) -> Self {
+    /// The failed status for a sync-level failure (a registry's, a layout's or an archive's);
+    /// an interruption stays [`ImageStatus::Interrupted`].
+    pub(crate) fn failed_sync(e: &SyncError) -> Self {
         match e {
-            crate::error::SyncError::Registry(e) => ImageStatus::failed(e),
-            crate::error::SyncError::Interrupted => ImageStatus::Interrupted,
+            SyncError::Interrupted => ImageStatus::Interrupted,
             other => ImageStatus::Failed {
-                registry: other.place(),
-                repository: None,
-                operation: other.operation(),
-                http_status: None,
-                attempts: 0,
-                error: other.to_string(),
+                error: other.clone(),
             },
         }
+    }
+
+    /// The error of a failed status.
+    pub fn error(&self) -> Option<&SyncError> {
+        match self {
+            ImageStatus::Failed { error } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Two statuses are equal when they say the same: a failure by where, what and its message.
+impl PartialEq for ImageStatus {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ImageStatus::Failed { error: a }, ImageStatus::Failed { error: b }) => {
+                a.place() == b.place()
+                    && a.operation() == b.operation()
+                    && a.to_string() == b.to_string()
+            }
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+impl Eq for ImageStatus {}
+
+/// `{"status": "synced"}`; a failure adds where and what from its typed error.
+impl Serialize for ImageStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let status = match self {
+            ImageStatus::Synced => "synced",
+            ImageStatus::UpToDate => "up_to_date",
+            ImageStatus::Failed { .. } => "failed",
+            ImageStatus::Interrupted => "interrupted",
+        };
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("status", status)?;
+        if let ImageStatus::Failed { error } = self {
+            m.serialize_entry("registry", &error.place())?;
+            m.serialize_entry("repository", &error.repository())?;
+            m.serialize_entry("operation", &error.operation())?;
+            m.serialize_entry("http_status", &error.status())?;
+            m.serialize_entry("attempts", &error.attempts())?;
+            m.serialize_entry("error", &error.to_string())?;
+        }
+        m.end()
     }
 }
 
@@ -275,7 +304,7 @@ impl RegistryReport {
         let gate = client.gate();
         RegistryReport {
             registry: client.host().to_owned(),
-            stats: gate.stats.snapshot(),
+            stats: client.stats(),
             window_halvings: gate
                 .window(ferry_distribution::Operation::BlobGet)
                 .snapshot()
@@ -463,14 +492,9 @@ impl SyncReport {
             .map(|i| &i.status)
             .chain(self.failed_mappings.iter().map(|m| &m.status));
         for s in statuses {
-            if let ImageStatus::Failed {
-                http_status, error, ..
-            } = s
-            {
+            if let ImageStatus::Failed { error } = s {
                 any = true;
-                let auth = matches!(http_status, Some(401 | 403))
-                    || error.contains("authentication failed");
-                if !auth {
+                if !error.is_auth() {
                     return false;
                 }
             }
@@ -694,5 +718,48 @@ fn target_ref(target: &str, pushed_as: Option<&str>) -> String {
     match pushed_as {
         Some(tag) => format!("{target}:{tag}"),
         None => target.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_distribution::{ErrorKind, Operation};
+
+    fn registry_failure(status: u16) -> ImageStatus {
+        let kind = ErrorKind::Status {
+            status,
+            code: None,
+            message: None,
+        };
+        ImageStatus::failed(
+            &Error::new("r.example", Some("app"), Operation::BlobGet, kind).with_attempts(3),
+        )
+    }
+
+    #[test]
+    fn a_failure_keeps_its_typed_error_and_renders_where_and_what_in_json() {
+        let failed = registry_failure(503);
+        let error = failed.error().expect("failed").to_string();
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap(),
+            serde_json::json!({"status": "failed", "registry": "r.example", "repository": "app",
+                "operation": "blob GET", "http_status": 503, "attempts": 3, "error": error})
+        );
+        let io = std::io::Error::other("disk full");
+        let store = ImageStatus::failed_sync(&SyncError::Store(ferry_store::StoreError::new(
+            "/m", "blob", io,
+        )));
+        let json = serde_json::to_value(&store).unwrap();
+        assert_eq!(json["registry"], "oci:/m");
+        assert_eq!(json["operation"], "layout write (blob)");
+        assert_eq!((json["http_status"].clone(), json["attempts"].clone()), (serde_json::Value::Null, 0.into()));
+        assert_eq!(
+            serde_json::to_value(ImageStatus::UpToDate).unwrap(),
+            serde_json::json!({"status": "up_to_date"})
+        );
+        assert!(registry_failure(401).error().unwrap().is_auth());
+        assert!(!registry_failure(503).error().unwrap().is_auth());
+        assert_ne!(registry_failure(401), registry_failure(503));
     }
 }

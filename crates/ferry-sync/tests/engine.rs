@@ -216,7 +216,7 @@ async fn a_corrupt_source_blob_fails_the_image_and_tags_nothing() {
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
     let s = statuses(&report);
     assert!(
-        matches!(&s[0].1, ImageStatus::Failed { error, .. } if error.contains("digest mismatch")),
+        matches!(&s[0].1, ImageStatus::Failed { error, .. } if error.to_string().contains("digest mismatch")),
         "{s:?}"
     );
     assert!(dst.tags("m/bad").is_empty(), "nothing tagged");

@@ -260,23 +260,17 @@ async fn a_persistently_throttled_repository_gets_bounded_attempts_and_a_clear_e
     // The throttled one fails with an error naming the registry and the throttle.
     let failed = failures(&report);
     assert_eq!(failed.len(), 1, "{failed:?}");
-    let ImageStatus::Failed {
-        registry,
-        http_status,
-        error,
-        operation,
-        ..
-    } = &failed[0].1
-    else {
+    let ImageStatus::Failed { error } = &failed[0].1 else {
         unreachable!()
     };
-    assert_eq!(registry, &src.host(), "{failed:?}");
-    assert!(!operation.is_empty());
+    assert_eq!(error.place(), src.host(), "{failed:?}");
+    assert!(!error.operation().is_empty());
+    let message = error.to_string();
     assert!(
-        *http_status == Some(429) || error.contains("throttled"),
+        error.status() == Some(429) || message.contains("throttled"),
         "{failed:?}"
     );
-    assert!(error.contains(&src.host()), "{error}");
+    assert!(message.contains(&src.host()), "{message}");
     // Bounded: at most `attempts` requests per operation the registry saw for that repository.
     let hot: Vec<_> = src
         .requests()
@@ -332,14 +326,12 @@ async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
     let failed = failures(&report);
     assert!(!failed.is_empty(), "{}", report.render_text());
     for (what, status) in &failed {
-        let ImageStatus::Failed {
-            registry, error, ..
-        } = status
-        else {
+        let ImageStatus::Failed { error } = status else {
             unreachable!()
         };
+        let (registry, error) = (error.place(), error.to_string());
         assert!(
-            *registry == silent.host() || *registry == dead_host,
+            registry == silent.host() || registry == dead_host,
             "{what}: {status:?}"
         );
         assert!(
@@ -359,7 +351,7 @@ async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
             .failed_mappings
             .iter()
             .filter(
-                |m| matches!(&m.status, ImageStatus::Failed { registry, .. } if *registry == host),
+                |m| matches!(&m.status, ImageStatus::Failed { error } if error.place() == host),
             )
             .count();
         assert!(
@@ -431,13 +423,11 @@ async fn a_retry_after_beyond_the_deadline_is_a_throttled_error_at_once() {
     assert_eq!(dst.tags("m/other"), ["1"], "{}", report.render_text());
     let failed = failures(&report);
     assert_eq!(failed.len(), 1, "{failed:?}");
-    let ImageStatus::Failed {
-        registry, error, ..
-    } = &failed[0].1
-    else {
+    let ImageStatus::Failed { error } = &failed[0].1 else {
         unreachable!()
     };
-    assert_eq!(*registry, src.host());
+    let (registry, error) = (error.place(), error.to_string());
+    assert_eq!(registry, src.host());
     assert!(
         error.contains("throttled") && error.contains("120"),
         "{error}"
@@ -530,7 +520,7 @@ async fn a_long_retry_after_on_one_repository_does_not_fail_a_transfer_from_anot
     let failed = failures(&report);
     assert!(
         failed.iter().all(
-            |(_, s)| matches!(s, ImageStatus::Failed { registry, .. } if *registry == src.host())
+            |(_, s)| matches!(s, ImageStatus::Failed { error } if error.place() == src.host())
         ),
         "no failure is blamed on the target: {failed:?}"
     );

@@ -305,7 +305,7 @@ async fn ecr_immutable_tag_moved_on_the_source_is_a_clear_error_never_retried() 
         .images
         .iter()
         .filter_map(|i| match &i.status {
-            ImageStatus::Failed { error, .. } => Some(error.clone()),
+            ImageStatus::Failed { error, .. } => Some(error.to_string()),
             _ => None,
         })
         .collect();

@@ -156,7 +156,8 @@ async fn a_blob_longer_than_its_descriptor_is_cut_off_and_fails_only_its_image()
         .unwrap();
     match &failed.status {
         ImageStatus::Failed { error, .. } => assert!(
-            error.contains("more than its declared") && error.contains("cut off"),
+            error.to_string().contains("more than its declared")
+                && error.to_string().contains("cut off"),
             "{error}"
         ),
         other => panic!("expected a failure, got {other:?}"),
@@ -371,7 +372,7 @@ async fn extreme_and_malformed_answers_fail_their_image_clearly_and_the_rest_syn
                     .map(|i| &i.status),
             )
             .find_map(|s| match s {
-                ImageStatus::Failed { error, .. } => Some(error.clone()),
+                ImageStatus::Failed { error, .. } => Some(error.to_string()),
                 _ => None,
             });
         let mirrored = dst.tags(&format!("mirror/{repo}"));
@@ -578,7 +579,7 @@ async fn a_resumed_ranged_read_longer_than_the_rest_of_the_blob_is_cut_off_too()
         .images
         .iter()
         .find_map(|i| match &i.status {
-            ImageStatus::Failed { error, .. } if i.source.ends_with("/big") => Some(error.clone()),
+            ImageStatus::Failed { error, .. } if i.source.ends_with("/big") => Some(error.to_string()),
             _ => None,
         })
         .expect("the big image failed");

@@ -149,6 +149,7 @@ async fn a_corrupt_layout_blob_fails_its_image_and_the_target_gets_no_tag() {
     assert_eq!(status("good"), ImageStatus::Synced);
     match status("bad") {
         ImageStatus::Failed { error, .. } => {
+            let error = error.to_string();
             assert!(error.contains("digest mismatch"), "{error}");
             assert!(error.contains(&format!("oci:{}", src.display())), "{error}");
         }

@@ -70,7 +70,7 @@ fn mapping_failure(report: &SyncReport, src: &Path) -> String {
     let source = format!("oci:{}", src.display());
     let found = report.failed_mappings.iter().find(|m| m.source == source);
     match found.map(|m| &m.status) {
-        Some(ImageStatus::Failed { error, .. }) => error.clone(),
+        Some(ImageStatus::Failed { error, .. }) => error.to_string(),
         other => panic!(
             "{source}: expected a failure, got {other:?}\n{}",
             report.render_text()
@@ -82,7 +82,7 @@ fn mapping_failure(report: &SyncReport, src: &Path) -> String {
 fn failure(report: &SyncReport, tag: &str) -> String {
     let found = report.images.iter().find(|i| i.image == tag);
     match found.map(|i| &i.status) {
-        Some(ImageStatus::Failed { error, .. }) => error.clone(),
+        Some(ImageStatus::Failed { error, .. }) => error.to_string(),
         other => panic!(
             "{tag}: expected a failure, got {other:?}\n{}",
             report.render_text()

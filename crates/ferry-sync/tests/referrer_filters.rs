@@ -190,13 +190,13 @@ async fn require_referrers_fails_an_unsigned_image_before_anything_is_pushed_for
         "no request about bare's layer reached the target"
     );
 
-    let failed: Vec<&String> = report
+    let failed: Vec<String> = report
         .images
         .iter()
         .filter_map(|i| match &i.status {
             ImageStatus::Failed { error, .. } => {
                 assert_eq!(i.image, "bare");
-                Some(error)
+                Some(error.to_string())
             }
             _ => None,
         })

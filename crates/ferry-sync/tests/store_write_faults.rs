@@ -28,12 +28,7 @@ async fn failure(config: &Config) -> (String, String, String) {
     let report = run_sync(config).await.report;
     assert_eq!(report.images.len(), 1, "{}", report.render_text());
     match report.images[0].status.clone() {
-        ImageStatus::Failed {
-            registry,
-            operation,
-            error,
-            ..
-        } => (registry, operation, error),
+        ImageStatus::Failed { error } => (error.place(), error.operation(), error.to_string()),
         other => panic!("the image did not fail: {other:?}"),
     }
 }

@@ -189,43 +189,52 @@ where
         .collect::<Vec<_>>();
     let ((), ran) = futures::join!(take_in, run);
 
-    // Each (image, target) report, with what its put returned; a referrer that reached a
-    // registry target is remembered with the position of its report.
-    let mut images = std::mem::take(&mut *locked(&intake.images));
+    // What the run did to each (image, target) is settled before its report is written: the
+    // put's outcome, unless the referrer's tag-schema index or the archive it went into failed
+    // afterwards. A referrer that reached a registry target without the referrers API gets the
+    // subject's tag-schema index (keyed by its work and target), so it stays discoverable.
     let mut to_index = Vec::new();
-    let mut archive_rows = Vec::new();
-    for (w, outcomes) in &ran {
-        for (t, outcome) in w.targets.iter().zip(outcomes) {
-            let status = match outcome {
-                Ok(_) => ImageStatus::Synced,
-                Err(e) => ImageStatus::failed_sync(e),
+    for (wi, (w, outcomes)) in ran.iter().enumerate() {
+        for (ti, (t, outcome)) in w.targets.iter().zip(outcomes).enumerate() {
+            if outcome.is_ok()
+                && let Some(p) = referrer_to_index(w, t, (wi, ti))
+            {
+                to_index.push(p);
+            }
+        }
+    }
+    let index_failed: Vec<((usize, usize), Error)> = referrers::write_fallback_indexes(to_index)
+        .await
+        .into_iter()
+        .map(|(p, e)| (p.report, e))
+        .collect();
+    drop(intake.layouts.into_inner());
+    let (archives, archive_failed) = finish_archives(&options.stores).await;
+
+    let mut images = std::mem::take(&mut *locked(&intake.images));
+    for (wi, (w, outcomes)) in ran.iter().enumerate() {
+        for (ti, (t, outcome)) in w.targets.iter().zip(outcomes).enumerate() {
+            let index_failure = index_failed.iter().find(|(k, _)| *k == (wi, ti));
+            let archive_failure = t
+                .place
+                .as_ref()
+                .ok()
+                .and_then(Destination::archive_output)
+                .and_then(|o| archive_failed.iter().find(|(f, _)| *f == o));
+            let status = match (outcome, index_failure, archive_failure) {
+                (Err(e), _, _) => ImageStatus::failed_sync(e),
+                (Ok(_), Some((_, e)), _) => ImageStatus::failed(e),
+                (Ok(_), None, Some((_, e))) => ImageStatus::failed_sync(&SyncError::Store(e.clone())),
+                (Ok(_), None, None) => ImageStatus::Synced,
             };
             let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
             if let Ok(Put::KeptDigestRefused(refused)) = outcome {
                 r.digest = refused.pushed.clone();
                 r.kept_digest_refused = Some(refused.clone());
             }
-            if outcome.is_ok()
-                && let Some(p) = referrer_to_index(w, t, images.len())
-            {
-                to_index.push(p);
-            }
-            if let Ok(Some(output)) = t.place.as_ref().map(Destination::archive_output) {
-                archive_rows.push((output, images.len()));
-            }
             images.push(r);
         }
     }
-
-    // Referrers found through the source's referrers API: a target without the API gets the
-    // subject's tag-schema index, so they stay discoverable there. A failure fails the report
-    // of the referrer on that target, where it happened.
-    for (p, e) in referrers::write_fallback_indexes(to_index).await {
-        if let Some(i) = images.get_mut(p.report) {
-            i.status = ImageStatus::failed(&e);
-        }
-    }
-    drop(intake.layouts.into_inner());
     let failed_mappings = intake
         .failed_mappings
         .into_inner()
@@ -234,7 +243,6 @@ where
         .rejected_names
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
-    let archives = finish_archives(&options.stores, &archive_rows, &mut images).await;
     let mut report = summarise(
         images,
         failed_mappings,
@@ -250,27 +258,24 @@ where
 }
 
 /// Finishes every archive the run wrote (`oci-layout`, `index.json`, the bundle record, the
-/// rename); an archive that fails there fails every image report `rows` names for it.
+/// rename): the reports of those that finished, and each one that failed with why (every image
+/// that went into it fails with that error).
 async fn finish_archives(
     stores: &ferry_store::archive::Stores,
-    rows: &[(ferry_store::archive::writer::Output, usize)],
-    images: &mut [ImageReport],
-) -> Vec<crate::report::ArchiveReport> {
+) -> (
+    Vec<crate::report::ArchiveReport>,
+    Vec<(ferry_store::archive::writer::Output, ferry_store::StoreError)>,
+) {
     let mut done = Vec::new();
+    let mut failed = Vec::new();
     for writer in stores.take_writers() {
         match writer.finish().await {
             Ok(r) => done.push(r),
-            Err(e) => {
-                for (_, i) in rows.iter().filter(|(o, _)| o == writer.output()) {
-                    if let Some(r) = images.get_mut(*i) {
-                        r.status = ImageStatus::failed_sync(&SyncError::Store(e.clone()));
-                    }
-                }
-            }
+            Err(e) => failed.push((writer.output().clone(), e)),
         }
     }
     done.sort_by(|a, b| a.archive.cmp(&b.archive));
-    done
+    (done, failed)
 }
 
 /// Takes one resolved mapping in: reports what needs no copy, opens its source, holds its
@@ -616,7 +621,11 @@ async fn hold_layouts(
 /// The referrer `w` as it reached the registry target `t` (with its report at `report`), to
 /// be listed under its subject's tag there; `None` for an image that is not a referrer, or a
 /// layout target.
-fn referrer_to_index(w: &Work, t: &ResolvedTarget, report: usize) -> Option<referrers::Pushed> {
+fn referrer_to_index(
+    w: &Work,
+    t: &ResolvedTarget,
+    report: (usize, usize),
+) -> Option<referrers::Pushed> {
     let subject = w.image.subject.as_ref()?;
     let Ok(graph) = &*w.graph else {
         return None;

@@ -19,8 +19,8 @@ pub struct Pushed {
     pub subject: Digest,
     /// The referrer's manifest, for its descriptor in the index.
     pub referrer: Manifest,
-    /// The position of the referrer's report on this target, which a failure here fails.
-    pub report: usize,
+    /// The referrer's (work, target) in the engine's run, whose report a failure here fails.
+    pub report: (usize, usize),
 }
 
 /// Writes the tag-schema index for every subject whose target has no referrers API, merging

@@ -182,20 +182,13 @@ async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_opera
         .unwrap();
     let report = run_sync(&layout_to_layout(&src, &dst, "")).await.report;
     assert_eq!(report.totals.images_failed, 1, "{}", report.render_text());
-    let ImageStatus::Failed {
-        registry,
-        operation,
-        http_status,
-        error,
-        ..
-    } = &report.images[0].status
-    else {
+    let ImageStatus::Failed { error } = &report.images[0].status else {
         panic!("{}", report.render_text());
     };
-    assert_eq!(registry, &format!("oci:{}", dst.display()));
-    assert_eq!(operation, "layout lock");
-    assert_eq!(*http_status, None);
-    assert!(error.contains("still held by another ferry run"), "{error}");
+    assert_eq!(error.place(), format!("oci:{}", dst.display()));
+    assert_eq!(error.operation(), "layout lock");
+    assert_eq!(error.status(), None);
+    assert!(error.to_string().contains("still held by another ferry run"), "{error}");
     assert!(!dst.join("index.json").exists(), "nothing was written");
 }
 
