@@ -60,7 +60,6 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         report: None,
         metrics: None,
         stop: None,
-        breakers: None,
         registries: None,
         copy: Some(format!("{source} -> {target}")),
         state_dir: args.state_dir.clone().or(config.state_dir.clone()),

@@ -87,7 +87,6 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: None,
         stop: None,
-        breakers: None,
         registries: None,
         copy: None,
         // An export writes a tar, no upload session to resume.

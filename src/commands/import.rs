@@ -76,7 +76,6 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: None,
         stop: None,
-        breakers: None,
         registries: None,
         copy: None,
         // A site config's `state_dir:` records big uploads for a resumed import; no default

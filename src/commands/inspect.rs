@@ -7,9 +7,8 @@ use clap::Args;
 use ferry_config::Origin;
 use ferry_distribution::ops::{Manifest, Referrer};
 use ferry_distribution::{Digest, Error, Operation, media};
-use ferry_sync::registries::Registries;
 use ferry_sync::report::human_bytes;
-use ferry_sync::source::Source;
+use ferry_sync::{Run, RunContext, Source};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -84,8 +83,8 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
         };
         super::apply_access(&mut config, registry, &side);
     }
-    let registries = Registries::new(&config);
-    match inspect(args, &origin, &name, &registries).await {
+    let run = Run::new(&config, RunContext::new(&config));
+    match inspect(args, &origin, &name, &run).await {
         Ok(()) => Exit::Clean,
         Err(Failure::Registry(e)) => {
             progress.eprint(&format!("error: inspect {reference}: {e}"));
@@ -131,9 +130,9 @@ async fn inspect(
     args: &InspectArgs,
     origin: &Origin,
     name: &str,
-    registries: &Registries,
+    run: &Run,
 ) -> Result<(), Failure> {
-    let source = Source::open(origin, registries, &Default::default()).await?;
+    let source = run.source(origin).await?;
     let manifest = source.get_manifest(name).await?;
     if args.raw {
         let mut out = std::io::stdout().lock();

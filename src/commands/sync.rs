@@ -11,7 +11,7 @@ use ferry_sync::StopSignal;
 use ferry_sync::import::ImportError;
 use ferry_sync::plan::Plan;
 use ferry_sync::progress::SyncProgress;
-use ferry_sync::registries::{Breakers, Registries};
+use ferry_sync::registries::Registries;
 use ferry_sync::run::{ExportSpec, Mode, Outcome, Run, RunContext, RunObserver, RunProgress};
 use futures::future::BoxFuture;
 
@@ -28,10 +28,9 @@ pub struct RunOptions {
     pub metrics: Option<Arc<crate::metrics::WatchMetrics>>,
     /// `ferry watch`'s stop for this run (set when the run passes its bound); else a fresh one.
     pub stop: Option<StopSignal>,
-    /// `ferry watch`'s registry breakers, the same for every run; else this run's own.
-    pub breakers: Option<Breakers>,
     /// `ferry watch`'s registry clients, kept for the process and shared by its runs (they
-    /// carry its breakers and its upload journal); else this run builds its own.
+    /// carry its breakers; each run sees them with its own counters and journal); else this
+    /// run builds its own.
     pub registries: Option<Registries>,
     /// `ferry copy`'s `SRC -> DST`, naming its one mapping in the report's text.
     pub copy: Option<String>,
@@ -71,7 +70,6 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         report: args.report.clone(),
         metrics: None,
         stop: None,
-        breakers: None,
         registries: None,
         copy: None,
         state_dir: Some(super::scope::state_dir(
@@ -144,18 +142,14 @@ pub async fn run_door(
     door: Door,
 ) -> Exit {
     let stop = options.stop.clone().unwrap_or_default();
-    let mut registries = match (&options.registries, &options.breakers) {
-        (Some(given), _) => given.clone(),
-        (None, Some(b)) => Registries::new(config).with_breakers(b.clone()),
-        (None, None) => Registries::new(config),
+    let mut registries = match &options.registries {
+        Some(given) => given.clone(),
+        None => Registries::new(config),
     };
     if let Some(adjust) = &options.every_host {
         registries = registries.with_every_host(Arc::clone(adjust));
     }
     let journal = state_dir(options, &stop, progress);
-    if let Some(j) = &journal {
-        registries = registries.with_journal(Arc::clone(j));
-    }
     let known = Arc::new(Known::default());
     // Registered before any work starts, so no signal falls back to the default action.
     // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
@@ -278,7 +272,7 @@ fn state_dir(
 
 /// The state directory `dir` as an upload journal that stops with `stop`; one that cannot be
 /// used is warned about (`named`: `--state-dir` or `state_dir:`; the default only logged).
-pub(crate) fn open_state_dir(
+fn open_state_dir(
     dir: &std::path::Path,
     named: bool,
     stop: &StopSignal,

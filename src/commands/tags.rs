@@ -5,8 +5,7 @@ use ferry_config::Origin;
 use ferry_config::filter::{TagFilter, TagFilterSpec, TagSort};
 use ferry_distribution::Reference;
 use ferry_sync::plan::RejectedName;
-use ferry_sync::registries::Registries;
-use ferry_sync::source::Source;
+use ferry_sync::{Run, RunContext};
 
 use crate::cli::{SortArg, TagsArgs};
 use crate::exit::{self, Exit};
@@ -66,8 +65,8 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         };
         super::apply_access(&mut config, registry, &side);
     }
-    let registries = Registries::new(&config);
-    let listed = match Source::open(&origin, &registries, &Default::default()).await {
+    let run = Run::new(&config, RunContext::new(&config));
+    let listed = match run.source(&origin).await {
         Ok(source) => source.list_tags().await,
         Err(e) => Err(e),
     };

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::cli::WatchArgs;
 use crate::commands::scope;
-use crate::commands::sync::{RunOptions, Signals, open_state_dir, run_config};
+use crate::commands::sync::{RunOptions, Signals, run_config};
 use crate::exit::Exit;
 use crate::metrics::WatchMetrics;
 use crate::progress::Progress;
@@ -141,11 +141,10 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
         copy: None,
-        breakers: None,
         registries: None,
-        // The clients' journal is the run's own (`clients::with_journal`), not one set here.
-        state_dir: None,
-        state_dir_named: false,
+        // Each periodic run records its uploads there (its own view of the shared clients).
+        state_dir: Some(state_dir.clone()),
+        state_dir_named,
         every_host: None,
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
@@ -194,7 +193,6 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             let stop = StopSignal::default();
             options.stop = Some(stop.clone());
             options.registries = Some(clients.registries());
-            let journal = open_state_dir(&state_dir, state_dir_named, &stop, progress);
             // The mappings' locks, in index order: an event sync of one of them waits for this run,
             // and this run for it; other mappings' events go on.
             let mut held = Vec::with_capacity(run.mappings.len());
@@ -202,7 +200,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
                 held.push(intake.mapping_lock(m.index).lock_owned().await);
             }
             health.started(Instant::now(), bound);
-            let sync = clients::with_journal(journal, run_config(&run, &options, progress));
+            let sync = run_config(&run, &options, progress);
             let code = bounded(sync, bound, &stop, progress).await;
             drop(held);
             due.ran(&run, started, SystemTime::now());
@@ -276,7 +274,6 @@ async fn event_syncs(
                 metrics: None,
                 stop: None,
                 copy: None,
-                breakers: None,
                 registries: Some(clients.registries()),
                 // An event sync (one tag, beside the periodic runs) records nothing: two runs
                 // must not share one upload's record.

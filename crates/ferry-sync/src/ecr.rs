@@ -3,7 +3,6 @@
 //! The same API handle lists and creates repositories (`repositories`).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use aws_config::retry::RetryConfig;
@@ -174,8 +173,9 @@ struct CachedToken {
 }
 
 /// ECR registry tokens by (region, AWS profile, registry id), reused until
-/// [`REFRESH_BEFORE_EXPIRY`] before they expire. One is shared by the whole process
-/// ([`EcrTokens::shared`]), so `ferry watch`'s later runs reuse the first run's tokens.
+/// [`REFRESH_BEFORE_EXPIRY`] before they expire. One belongs to each [`crate::Registries`]
+/// (no process-wide cache): `ferry watch` keeps one `Registries`, so its later runs reuse the
+/// first run's tokens.
 #[derive(Default)]
 pub struct EcrTokens {
     /// Held across a fetch, so concurrent lookups of one key send one request.
@@ -197,12 +197,6 @@ impl EcrTokens {
     /// An empty cache that asks the region's ECR API with the AWS credential chain.
     pub fn new() -> Self {
         EcrTokens::default()
-    }
-
-    /// The process-wide cache every registry client of every run uses.
-    pub fn shared() -> &'static EcrTokens {
-        static SHARED: OnceLock<EcrTokens> = OnceLock::new();
-        SHARED.get_or_init(EcrTokens::new)
     }
 
     /// Sends ECR API calls to `url` instead of the region's endpoint (a VPC endpoint, a test

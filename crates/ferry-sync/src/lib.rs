@@ -35,7 +35,8 @@
 //! - [`run`]: the front door, [`Run`], its [`RunContext`] and outcomes.
 //! - [`registries`]: one client per registry host for the run; [`ecr`] gives it ECR's
 //!   credentials and repositories.
-//! - [`source`]: where an image is read from (a registry repository, a layout, an archive).
+//! - [`Source`]: where an image is read from (a registry repository, a layout, an archive),
+//!   opened through [`Run::source`].
 //! - [`plan`]: every mapping as the prepare phase resolved it; [`dryrun`] measures it.
 //! - [`progress`] counts the engine while it runs; [`report`] is what it did, failures that
 //!   are not a registry's answer being [`SyncError`]s ([`error`]).
@@ -60,7 +61,7 @@ pub mod prune;
 pub mod registries;
 pub mod report;
 pub mod run;
-pub mod source;
+mod source;
 pub mod verify;
 
 pub use dryrun::DryRun;
@@ -73,4 +74,5 @@ pub use progress::SyncProgress;
 pub use prune::PruneReport;
 pub use registries::Registries;
 pub use report::{SyncReport, Totals, Verdict};
+pub use source::Source;
 pub use run::{DryRunOutcome, Mode, Outcome, Run, RunContext, RunOutcome};

@@ -104,7 +104,7 @@ impl SyncProgress {
             + registries
                 .built()
                 .iter()
-                .map(|c| Totals::of(&c.gate().stats.snapshot()))
+                .map(|c| Totals::of(&c.stats()))
                 .sum()
     }
 

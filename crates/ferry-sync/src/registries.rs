@@ -9,7 +9,7 @@ use std::time::Duration;
 use ferry_distribution::auth::Credentials;
 use ferry_distribution::auth::discover::CredentialFiles;
 use ferry_distribution::auth::docker_config::DockerConfig;
-use ferry_distribution::client::{RegistryClient, RegistryOptions};
+use ferry_distribution::client::{RegistryClient, RegistryOptions, RunScope};
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::gate::GateSettings;
 use ferry_distribution::operation::Operation;
@@ -29,14 +29,14 @@ pub struct Registries {
     clients: Arc<Mutex<HashMap<String, RegistryClient>>>,
     /// Where registries without `auth` look for the user's login.
     files: Arc<CredentialFiles>,
-    /// The ECR API handle: the process-wide one, or a test's.
-    ecr: Option<Arc<EcrTokens>>,
+    /// The ECR API handle (tokens cached for as long as these clients live), or a test's.
+    ecr: Arc<EcrTokens>,
     /// ECR repositories this run made sure of, by (host, repository): each created once.
     created: Arc<Mutex<Creations>>,
     /// Each registry's breaker, by host: this run's, or carried in from an earlier run's.
     breakers: Breakers,
-    /// Where every client records its uploads in flight (the state directory), if anywhere.
-    journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
+    /// The run this is the view of ([`Registries::for_run`]): its journal and counters.
+    run: Option<Arc<RunView>>,
     /// Applied to every host's settings, listed or not (`ferry import`'s access flags).
     every_host: Option<Adjust>,
 }
@@ -69,6 +69,19 @@ impl Breakers {
     }
 }
 
+/// One run's share of the clients: where its uploads are recorded, and its counters per host.
+#[derive(Debug)]
+struct RunView {
+    journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
+    scopes: Mutex<HashMap<String, Arc<RunScope>>>,
+    /// The repositories this run itself created.
+    created: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 type Creation = tokio::sync::OnceCell<Result<Created, Error>>;
 /// Each repository's creation, by (host, repository).
 type Creations = HashMap<(String, String), Arc<Creation>>;
@@ -80,10 +93,10 @@ impl Registries {
             settings: Arc::new(config.registries.clone()),
             clients: Arc::new(Mutex::new(HashMap::new())),
             files: Arc::new(CredentialFiles::from_env()),
-            ecr: None,
+            ecr: Arc::new(EcrTokens::new()),
             created: Arc::new(Mutex::new(HashMap::new())),
             breakers: Breakers::default(),
-            journal: None,
+            run: None,
             every_host: None,
         }
     }
@@ -95,14 +108,22 @@ impl Registries {
         self
     }
 
-    /// Records every client's uploads in flight in `journal` (the run's state directory), so
-    /// the next run resumes them. Applies to clients built from now on.
-    pub fn with_journal(
-        mut self,
-        journal: Arc<dyn ferry_distribution::ops::UploadJournal>,
-    ) -> Self {
-        self.journal = Some(journal);
-        self
+    /// One run's view of these clients: the same clients (what they learned, their windows and
+    /// breakers), with the run's own counters per registry ([`Registries::report`] counts only
+    /// what this run sent, whatever else shares the clients) and its uploads in flight recorded
+    /// in `journal` (the run's state directory), so the next run resumes them.
+    pub fn for_run(
+        &self,
+        journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
+    ) -> Registries {
+        Registries {
+            run: Some(Arc::new(RunView {
+                journal,
+                scopes: Mutex::new(HashMap::new()),
+                created: Mutex::new(Vec::new()),
+            })),
+            ..self.clone()
+        }
     }
 
     /// Builds each registry's client on `breakers`' breaker for it (the state an earlier run
@@ -119,17 +140,14 @@ impl Registries {
     }
 
     /// Sends this run's ECR API calls (tokens, repository listing and creation) through
-    /// `tokens` instead of the process-wide handle (a test's stub endpoint).
+    /// `tokens` instead of its own default cache (a VPC endpoint, a test's stub endpoint).
     pub fn with_ecr_api(mut self, tokens: EcrTokens) -> Self {
-        self.ecr = Some(Arc::new(tokens));
+        self.ecr = Arc::new(tokens);
         self
     }
 
     fn ecr_api(&self) -> &EcrTokens {
-        match &self.ecr {
-            Some(own) => own,
-            None => EcrTokens::shared(),
-        }
+        &self.ecr
     }
 
     /// The settings of `host`: the config's entry, or an unlisted host's defaults.
@@ -163,18 +181,32 @@ impl Registries {
                 .entry((host.to_owned(), repository.to_owned()))
                 .or_default(),
         );
+        let asked_here = std::sync::atomic::AtomicBool::new(false);
         let outcome = cell
             .get_or_init(|| async {
+                asked_here.store(true, std::sync::atomic::Ordering::Relaxed);
                 self.ecr_api()
                     .create_repository(&settings, repository, &creation)
                     .await
             })
             .await;
+        if let Some(run) = &self.run
+            && asked_here.into_inner()
+            && matches!(outcome, Ok(Created::New))
+        {
+            lock(&run.created).push(format!("{host}/{repository}"));
+        }
         Some(outcome.clone())
     }
 
-    /// The repositories this run created (`host/repository`), sorted.
+    /// The repositories this run created (`host/repository`), sorted; outside a run's view,
+    /// every one these clients created.
     pub(crate) fn created_repositories(&self) -> Vec<String> {
+        if let Some(run) = &self.run {
+            let mut out = lock(&run.created).clone();
+            out.sort();
+            return out;
+        }
         let mut out: Vec<String> = self
             .created_lock()
             .iter()
@@ -204,14 +236,14 @@ impl Registries {
 
     /// The client for `host`, built on first use.
     pub async fn client(&self, host: &str) -> Result<RegistryClient, Error> {
-        if let Some(c) = self.lock().get(host) {
-            return Ok(c.clone());
+        let built = self.lock().get(host).cloned();
+        if let Some(c) = built {
+            return Ok(self.seen_by_run(c));
         }
         let settings = self.settings_for(host);
         let resolved = resolve_credentials_with(&settings, &self.files, self.ecr_api()).await?;
         let mut options = options_for(&settings, resolved);
         options.breaker = self.breakers.lock().get(host).cloned();
-        options.journal = self.journal.clone();
         let client = RegistryClient::new(options)?;
         // Another task may have built one meanwhile: keep the first, so state is shared.
         let client = self.lock().entry(host.to_owned()).or_insert(client).clone();
@@ -219,7 +251,19 @@ impl Registries {
             .lock()
             .entry(host.to_owned())
             .or_insert_with(|| Arc::clone(&client.gate().breaker));
-        Ok(client)
+        Ok(self.seen_by_run(client))
+    }
+
+    /// `client` as this run sees it (its own counters and journal), or as it is outside a run.
+    fn seen_by_run(&self, client: RegistryClient) -> RegistryClient {
+        let Some(run) = &self.run else {
+            return client;
+        };
+        let scope = lock(&run.scopes)
+            .entry(client.host().to_owned())
+            .or_insert_with(|| Arc::new(RunScope::new(run.journal.clone())))
+            .clone();
+        client.for_run(scope)
     }
 
     /// Each built client's counters, window, breaker and capabilities now, as a report shows
@@ -231,9 +275,21 @@ impl Registries {
             .collect()
     }
 
-    /// Every client built so far, by host.
+    /// Every client built so far, by host: for a run's view, those the run used, as it saw them.
     pub fn built(&self) -> Vec<RegistryClient> {
-        let mut v: Vec<_> = self.lock().values().cloned().collect();
+        let all: Vec<_> = self.lock().values().cloned().collect();
+        let mut v: Vec<_> = match &self.run {
+            None => all,
+            Some(run) => {
+                let used = lock(&run.scopes).clone();
+                all.into_iter()
+                    .filter_map(|c| {
+                        let scope = used.get(c.host())?;
+                        Some(c.for_run(Arc::clone(scope)))
+                    })
+                    .collect()
+            }
+        };
         v.sort_by(|a, b| a.host().cmp(b.host()));
         v
     }
@@ -355,7 +411,7 @@ pub async fn resolve_credentials(
     settings: &RegistrySettings,
     files: &CredentialFiles,
 ) -> Result<ResolvedCredentials, Error> {
-    resolve_credentials_with(settings, files, EcrTokens::shared()).await
+    resolve_credentials_with(settings, files, &EcrTokens::new()).await
 }
 
 /// [`resolve_credentials`], asking ECR through `tokens`.

@@ -124,16 +124,24 @@ pub struct Run {
 impl Run {
     /// A run of `config` with `ctx`'s clients, archives, journal, mode, stop and progress.
     pub fn new(config: &Config, mut ctx: RunContext) -> Self {
-        if let Some(journal) = ctx.journal.clone()
-            && ctx.mode != Mode::DryRun
-        {
-            ctx.registries = ctx.registries.with_journal(journal);
-        }
+        // The run sees the clients through its own view: its counters and its journal (a dry run
+        // uploads nothing), whatever else shares them (`ferry watch`'s event syncs).
+        let journal = ctx.journal.clone().filter(|_| ctx.mode != Mode::DryRun);
+        ctx.registries = ctx.registries.for_run(journal);
         Run {
             config: config.clone(),
             ctx,
             label: None,
         }
+    }
+
+    /// Opens `origin` for reading with the run's clients and archives: what `ferry inspect` and
+    /// `ferry tags` read through (a registry repository, a layout or an archive).
+    pub async fn source(
+        &self,
+        origin: &ferry_config::Origin,
+    ) -> Result<crate::Source, ferry_distribution::Error> {
+        crate::source::Source::open(origin, &self.ctx.registries, &self.ctx.stores).await
     }
 
     /// Names the run's one mapping in the report's text (`ferry copy`'s `SRC -> DST`).

@@ -32,13 +32,13 @@ pub enum Source {
 
 impl Source {
     /// A store place as a source.
-    pub fn store(reader: impl StoreRead + 'static) -> Source {
+    pub(crate) fn store(reader: impl StoreRead + 'static) -> Source {
         Source::Store(Arc::new(reader))
     }
 
     /// Opens `origin`: a registry's client (built once per run by `registries`), a layout
     /// directory, which must exist, or an archive (indexed once per run by `stores`).
-    pub async fn open(
+    pub(crate) async fn open(
         origin: &Origin,
         registries: &Registries,
         stores: &ferry_store::archive::Stores,

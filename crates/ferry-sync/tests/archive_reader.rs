@@ -10,8 +10,7 @@ use bytes::Bytes;
 use ferry_config::{self as config, Config, Origin};
 use ferry_distribution::{Algorithm, Digest, media};
 use ferry_store::archive::reader::ArchiveReader;
-use ferry_sync::registries::Registries;
-use ferry_sync::source::Source;
+use ferry_sync::{Run, RunContext};
 use ferry_testkit::fixtures::images::{ArchiveEntry, Images, digest_of};
 use futures::StreamExt;
 use serde_json::json;
@@ -244,8 +243,10 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     other[999_999] ^= 1;
     entries[2].body = other;
     let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
-    let registries = Registries::new(&empty_config());
-    let source = Source::open(&oci(&path), &registries, &Default::default())
+    let config = empty_config();
+    let run = Run::new(&config, RunContext::new(&config));
+    let source = run
+        .source(&oci(&path))
         .await
         .unwrap();
     let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
@@ -280,8 +281,7 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     // The honest blob streams whole, in chunks.
     let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
     let path = write(dir.path(), "honest.tar", &tar_bytes(&entries));
-    let source = Source::open(&oci(&path), &registries, &Default::default())
-        .await
+    let source = run.source(&oci(&path)).await
         .unwrap();
     let got: Vec<Bytes> = source
         .open_blob(&l, layer.len() as u64, 0)
@@ -394,8 +394,10 @@ async fn a_docker_archive_follows_its_links_inside_itself_only() {
     assert_eq!(reader.list_tags().unwrap(), ["v1"]);
     let info = reader.head_manifest("v1").await.unwrap().unwrap();
     assert_eq!(info.media_type, media::DOCKER_MANIFEST);
-    let registries = Registries::new(&empty_config());
-    let source = Source::open(&origin, &registries, &Default::default())
+    let config = empty_config();
+    let run = Run::new(&config, RunContext::new(&config));
+    let source = run
+        .source(&origin)
         .await
         .unwrap();
     let m = source.get_manifest("v1").await.unwrap();

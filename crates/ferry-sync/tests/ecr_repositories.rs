@@ -423,3 +423,52 @@ async fn a_repository_is_created_only_for_an_image_that_was_fetched_and_verified
         [format!("{ECR_HOST}/mirror/app")]
     );
 }
+
+/// `ferry watch` keeps one `Registries` for all its runs: each run sees the clients through its
+/// own view, so its report names only the repositories it created and counts only the requests
+/// it sent, while what the clients learned (the repository exists) carries over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_on_shared_clients_report_only_what_each_run_did() {
+    let src = common::started().await;
+    src.seed_image("lib/app", "v1", &[b"v1"]);
+    let ecr = ecr_like().await;
+    let stub = Stub::start(Arc::clone(&ecr), Vec::new()).await;
+    let config = parse(&format!(
+        "version: 1\nregistries:\n{}{}mappings:\n  - source: \"{}/lib/app\"\n    targets: [\"{ECR_HOST}/mirror/app\"]\n",
+        source_yaml(&src),
+        ecr_yaml(&ecr, "    create_repositories: {}\n"),
+        src.host()
+    ));
+    let shared = Registries::new(&config).with_ecr_api(stub.api());
+    let sync = || {
+        let options = RunOptions {
+            registries: Some(shared.clone()),
+            ..RunOptions::default()
+        };
+        run_sync_with(&config, options)
+    };
+    let first = sync().await.report;
+    assert_eq!(first.totals.images_synced, 1, "{}", first.render_text());
+    assert_eq!(first.repositories_created, [format!("{ECR_HOST}/mirror/app")]);
+
+    src.seed_image("lib/app", "v2", &[b"v2"]);
+    ecr.reset_stats();
+    let second = sync().await.report;
+    assert_eq!(second.totals.images_synced, 1, "{}", second.render_text());
+    assert!(
+        second.repositories_created.is_empty(),
+        "the first run created it: {:?}",
+        second.repositories_created
+    );
+    assert_eq!(stub.calls("CreateRepository").len(), 1);
+    let target = second
+        .registries
+        .iter()
+        .find(|r| r.registry == ECR_HOST)
+        .expect("the target's counters");
+    assert_eq!(
+        target.stats.http_requests,
+        ecr.requests().len() as u64,
+        "this run's requests alone"
+    );
+}

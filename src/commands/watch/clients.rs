@@ -4,18 +4,16 @@
 //! The clients keep what they learned (the /v2/ ping, tokens, capabilities, breakers, windows)
 //! from one run to the next. What they sent reaches the metrics through one path, [`Clients::
 //! count`]: each client's counters since they were last counted, whichever run sent the
-//! requests (a run cancelled at its bound included). A periodic run's uploads are recorded in
-//! the state directory through [`RunJournal`], scoped to that run; an event sync records none.
+//! requests (a run cancelled at its bound included). Each run sees the clients through its own
+//! view (`Registries::for_run`): its report counts its own requests, and a periodic run's
+//! uploads are recorded in its state directory; an event sync records none.
 
-use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ferry_config::{Config, RegistrySettings};
-use ferry_distribution::ops::{RecordedSession, UploadJournal, UploadKey};
 use ferry_distribution::stats::StatsSnapshot;
 use ferry_sync::registries::{Breakers, Registries};
-use url::Url;
 
 use crate::metrics::WatchMetrics;
 
@@ -41,9 +39,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Generation {
     fn new(config: &Config, breakers: &Breakers) -> Arc<Generation> {
-        let registries = Registries::new(config)
-            .with_breakers(breakers.clone())
-            .with_journal(Arc::new(RunJournal));
+        let registries = Registries::new(config).with_breakers(breakers.clone());
         Arc::new(Generation {
             settings: config.registries.clone(),
             registries,
@@ -108,77 +104,6 @@ impl Clients {
     pub fn count(&self, metrics: &WatchMetrics) {
         let current = Arc::clone(&lock(&self.current));
         current.count(metrics);
-    }
-}
-
-tokio::task_local! {
-    /// The journal of the periodic run this task is part of (its state directory).
-    static RUN_JOURNAL: Arc<dyn UploadJournal>;
-}
-
-/// Runs `run` with its uploads recorded in `journal` (a periodic run's state directory).
-pub async fn with_journal<T>(
-    journal: Option<Arc<dyn UploadJournal>>,
-    run: impl Future<Output = T>,
-) -> T {
-    match journal {
-        Some(journal) => RUN_JOURNAL.scope(journal, run).await,
-        None => run.await,
-    }
-}
-
-/// The journal the shared clients are built with: the calling run's own (see
-/// [`with_journal`]), or none (an event sync: two runs must not share one upload's record).
-#[derive(Debug)]
-struct RunJournal;
-
-impl RunJournal {
-    /// The calling run's journal, if the task is part of one.
-    fn current() -> Option<Arc<dyn UploadJournal>> {
-        RUN_JOURNAL.try_with(Arc::clone).ok()
-    }
-}
-
-impl UploadJournal for RunJournal {
-    fn recall<'a>(
-        &'a self,
-        key: UploadKey<'a>,
-        origin: &'a Url,
-    ) -> BoxFuture<'a, Option<RecordedSession>> {
-        let journal = RunJournal::current();
-        Box::pin(async move {
-            match journal {
-                Some(j) => j.recall(key, origin).await,
-                None => None,
-            }
-        })
-    }
-
-    fn record<'a>(
-        &'a self,
-        key: UploadKey<'a>,
-        location: &'a Url,
-        offset: u64,
-    ) -> BoxFuture<'a, ()> {
-        let journal = RunJournal::current();
-        Box::pin(async move {
-            if let Some(j) = journal {
-                j.record(key, location, offset).await;
-            }
-        })
-    }
-
-    fn forget<'a>(&'a self, key: UploadKey<'a>) -> BoxFuture<'a, ()> {
-        let journal = RunJournal::current();
-        Box::pin(async move {
-            if let Some(j) = journal {
-                j.forget(key).await;
-            }
-        })
-    }
-
-    fn stopping(&self) -> bool {
-        RunJournal::current().is_some_and(|j| j.stopping())
     }
 }
 
