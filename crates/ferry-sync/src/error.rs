@@ -63,7 +63,7 @@ impl SyncError {
     }
 
     /// The repository, for a registry operation on one.
-    pub fn repository(&self) -> Option<&str> {
+    pub(crate) fn repository(&self) -> Option<&str> {
         match self {
             SyncError::Registry(e) => e.repository.as_deref(),
             _ => None,
