@@ -488,7 +488,7 @@ async fn a_second_signal_exits_at_once_with_code_2_and_says_what_is_known() {
     reg.seed_image("slow/app", "v1", &[b"one"]);
     let dir = tempfile::tempdir().unwrap();
     let config = within(&reg, "slow/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
-    let mut child = tokio::process::Command::new(FERRY)
+    let mut child = common::command(&[])
         .args([
             "sync",
             "-c",

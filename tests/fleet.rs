@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{FERRY, ferry, ferry_env, text, write_config};
+use common::{ferry, ferry_env, text, write_config};
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -287,7 +287,7 @@ async fn watch_syncs_serves_health_holds_the_lock_and_stops_on_sigterm() {
     let config = write_config(dir.path(), &registries, &app_mappings(&real.host(), 1));
     let config = config.to_str().unwrap();
 
-    let mut child = tokio::process::Command::new(FERRY)
+    let mut child = common::command(&[])
         .args([
             "watch",
             "-c",
@@ -495,7 +495,7 @@ async fn a_whole_registry_mapping_from_the_cli_dry_run_then_sync() {
 
 /// Starts `ferry watch` on `config`, waits for its first run and scrapes /metrics once.
 async fn watch_first_run(config: &str) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(FERRY)
+    let mut child = common::command(&[])
         .args([
             "watch",
             "-c",

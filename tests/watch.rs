@@ -40,9 +40,14 @@ impl Watch {
             Some(n) => {
                 let mut c = tokio::process::Command::new("prlimit");
                 c.arg(format!("--nofile={n}:{n}")).arg("--").arg(FERRY);
+                // The environment scrubbed as `common::command` scrubs it.
+                c.env_remove("RUST_LOG")
+                    .env_remove("FERRY_CONFIG")
+                    .env_remove("JOB_COMPLETION_INDEX")
+                    .kill_on_drop(true);
                 c
             }
-            None => tokio::process::Command::new(FERRY),
+            None => common::command(&[]),
         };
         c.arg("watch").args(args);
         Watch::start_command(c)
@@ -634,7 +639,7 @@ async fn a_pushed_tag_announced_by_an_event_is_mirrored_without_a_listing() {
     let config = write_config(dir.path(), &registries, &mappings);
     let config = config.to_str().unwrap();
     let token = "a-long-random-events-token-0123456789";
-    let mut c = tokio::process::Command::new(FERRY);
+    let mut c = common::command(&[]);
     c.args([
         "watch",
         "-c",
@@ -745,7 +750,7 @@ async fn a_deleted_tag_is_pruned_by_its_event_only_where_the_mapping_prunes() {
     );
     let config = write_config(dir.path(), &registries, &mappings);
     let token = "a-long-random-events-token-0123456789";
-    let mut c = tokio::process::Command::new(FERRY);
+    let mut c = common::command(&[]);
     c.args(["watch", "-c", config.to_str().unwrap()])
         .args(["--interval", "1h", "--listen", "127.0.0.1:0"])
         .env("FERRY_TEST_EVENTS_TOKEN", token);
