@@ -194,9 +194,10 @@ impl Bundle {
         if let Some(base) = bases {
             let content: Vec<String> = self.images.blobs().map(|(d, _)| d.to_owned()).collect();
             let index = self.images.index_json();
+            let (mappings, images) = record_images(&index);
             let record = json!({
                 "format": "ferry-bundle/v1", "created": "2026-12-01T00:00:00Z",
-                "mappings": [], "images": [],
+                "mappings": mappings, "images": images,
                 "bases": [{"digest": format!("sha256:{}", "b".repeat(64)), "name": base}],
                 "content": content, "carried": carried.clone(),
                 "digest": ferry_store::bundle::bundle_digest(&carried, &index),
@@ -208,6 +209,34 @@ impl Bundle {
         }
         write_tar(path, &entries);
     }
+}
+
+/// The record's mappings and images for `index.json`'s entries: one mapping per repository,
+/// each image under it by its `ref.name`, as `ferry export` records them.
+fn record_images(index: &[u8]) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let index: serde_json::Value = serde_json::from_slice(index).unwrap();
+    let mut targets: Vec<String> = Vec::new();
+    let mut images = Vec::new();
+    for m in index["manifests"].as_array().unwrap() {
+        let name = m["annotations"]["org.opencontainers.image.ref.name"]
+            .as_str()
+            .unwrap();
+        let repo = name.rsplit_once(':').unwrap().0.to_owned();
+        let n = match targets.iter().position(|t| *t == repo) {
+            Some(n) => n,
+            None => {
+                targets.push(repo.clone());
+                targets.len() - 1
+            }
+        };
+        images
+            .push(json!({"reference": name, "source": name, "digest": m["digest"], "mapping": n}));
+    }
+    let mappings = targets
+        .into_iter()
+        .map(|t| json!({"source": t, "targets": [t]}))
+        .collect();
+    (mappings, images)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,12 +17,14 @@ use ferry_distribution::ops::MountOutcome;
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Operation, Reference, RegistryClient};
 
+use crate::bundle_trust::{Authenticity, authenticate};
 use crate::engine::graph::{Refs, references};
 use crate::outcome::Outcome;
 use crate::registries::Registries;
 use ferry_config::{Mapping, Origin, Pick};
 use ferry_store::archive::Stores;
 use ferry_store::archive::reader::ArchiveReader;
+use ferry_trust::PublicKey;
 
 /// At most this many missing digests are named in an image's refusal.
 const NAMED_MISSING: usize = 3;
@@ -36,6 +38,8 @@ pub struct Imported {
     pub unplaced: Vec<String>,
     /// Blobs an incremental bundle leaves out, mounted into an image's repository first.
     pub mounted: u64,
+    /// Whether the bundle is signed, only self-consistent, or not a ferry bundle at all.
+    pub authenticity: Authenticity,
     /// The run of the placed images.
     pub outcome: Outcome,
 }
@@ -49,6 +53,10 @@ pub enum ImportError {
     /// `--target-prefix` is not `HOST[/PATH]`.
     #[error("{0}")]
     Prefix(String),
+    /// The bundle is refused under the keys given (unsigned, a bad signature), before any
+    /// request to a target.
+    #[error("{0}")]
+    Untrusted(String),
     /// No entry of the archive can be imported.
     #[error("no image of the bundle can be imported")]
     Nothing {
@@ -64,6 +72,7 @@ pub(crate) struct ImportPlan {
     pub refused: HashMap<usize, Error>,
     pub unplaced: Vec<String>,
     pub mounted: u64,
+    pub authenticity: Authenticity,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -74,6 +83,7 @@ pub(crate) async fn plan(
     prefix: Option<&str>,
     registries: &Registries,
     stores: &Stores,
+    keys: &[PublicKey],
     dry_run: bool,
 ) -> Result<ImportPlan, ImportError> {
     let origin = Origin::OciArchive {
@@ -81,6 +91,8 @@ pub(crate) async fn plan(
         reference: None,
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
+    // Before any request: a bundle the keys refuse never reaches a target.
+    let authenticity = authenticate(&reader, keys).map_err(ImportError::Untrusted)?;
     let (images, unplaced) = images(&reader, prefix).map_err(ImportError::Prefix)?;
     if images.is_empty() {
         return Err(ImportError::Nothing { unplaced });
@@ -106,6 +118,7 @@ pub(crate) async fn plan(
         refused,
         unplaced,
         mounted: check.mounted,
+        authenticity,
     })
 }
 

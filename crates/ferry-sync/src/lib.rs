@@ -47,6 +47,7 @@
 //! The prepare phase (`prepare`) and the engine (`engine`) are the run's own, reached only
 //! through [`Run`].
 
+pub mod bundle_trust;
 pub mod dryrun;
 pub mod ecr;
 pub(crate) mod engine;
@@ -74,5 +75,5 @@ pub use progress::SyncProgress;
 pub use prune::PruneReport;
 pub use registries::Registries;
 pub use report::{SyncReport, Totals, Verdict};
-pub use source::Source;
 pub use run::{DryRunOutcome, Mode, Outcome, Run, RunContext, RunOutcome};
+pub use source::Source;

@@ -214,17 +214,20 @@ impl Run {
 
     /// `ferry import`: every image of the archive at `bundle` pushed where its `ref.name` says
     /// (or under `prefix`), as one-image mappings; the base an incremental bundle leaves out
-    /// is checked on the target first, with the run's own clients.
+    /// is checked on the target first, with the run's own clients. With `keys`, a bundle not
+    /// signed by one of them is refused before any request (`ImportError::Untrusted`).
     pub async fn import(
         mut self,
         bundle: &Path,
         prefix: Option<&str>,
+        keys: &[ferry_trust::PublicKey],
     ) -> Result<Imported, ImportError> {
         let planned = crate::import::plan(
             bundle,
             prefix,
             &self.ctx.registries,
             &self.ctx.stores,
+            keys,
             self.ctx.mode == Mode::DryRun,
         )
         .await?;
@@ -237,6 +240,7 @@ impl Run {
         Ok(Imported {
             unplaced: planned.unplaced,
             mounted: planned.mounted,
+            authenticity: planned.authenticity,
             outcome,
         })
     }

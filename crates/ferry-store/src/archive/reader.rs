@@ -15,7 +15,10 @@ use ferry_distribution::{Digest, Operation};
 
 use super::docker::DockerImage;
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
-use crate::bundle::{BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, bundle_digest};
+use crate::bundle::{
+    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, SIGNATURE_ENTRY,
+    SIGNATURE_LIMIT, bundle_digest,
+};
 use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, add_referrer, media_type_of};
 use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
 use ferry_config::Origin;
@@ -32,10 +35,22 @@ pub enum Content {
     /// An OCI image layout: its `index.json`'s entries, and a ferry bundle's record.
     Oci {
         index: Vec<IndexEntry>,
-        record: Option<BundleRecord>,
+        record: Option<Box<BundleRecord>>,
+        /// The record's bytes as the tar holds them, and its signature entry's, for the run
+        /// to verify under a key.
+        raw: Option<RawRecord>,
     },
     /// `docker save` output: each image with the manifest ferry builds for it.
     Docker(Vec<DockerImage>),
+}
+
+/// A bundle record's bytes as read from the tar, and its signature entry's when there is one.
+#[derive(Debug)]
+pub struct RawRecord {
+    /// `ferry-bundle.json`'s bytes: what a signature is over.
+    pub bytes: Vec<u8>,
+    /// `ferry-bundle.json.sig`'s text, when the bundle was signed.
+    pub signature: Option<Vec<u8>>,
 }
 
 /// An archive after its one indexing pass, shared by every mapping that reads it.
@@ -159,10 +174,19 @@ impl ArchiveReader {
         &self.name
     }
 
-    /// The ferry bundle record, for an OCI archive that holds one (its digest checked).
+    /// The ferry bundle record, for an OCI archive that holds one (its digest checked, and
+    /// every entry of the tar held against it).
     pub fn record(&self) -> Option<&BundleRecord> {
         match &self.inner.content {
-            Content::Oci { record, .. } => record.as_ref(),
+            Content::Oci { record, .. } => record.as_deref(),
+            Content::Docker(_) => None,
+        }
+    }
+
+    /// The record's bytes and signature as the tar holds them (`None` without a record).
+    pub fn raw_record(&self) -> Option<&RawRecord> {
+        match &self.inner.content {
+            Content::Oci { raw, .. } => raw.as_ref(),
             Content::Docker(_) => None,
         }
     }
@@ -544,8 +568,27 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
         .await
         .map_err(|e| format!("entry \"index.json\": {e}"))?;
     let index = parse_index(&index_json, "entry \"index.json\"")?;
-    let record = match tar.get(BUNDLE_ENTRY) {
+    let signature = match tar.get(SIGNATURE_ENTRY) {
         None => None,
+        Some(e) if e.size > SIGNATURE_LIMIT => {
+            return Err(format!(
+                "entry {SIGNATURE_ENTRY:?} is {} bytes, larger than its limit of {SIGNATURE_LIMIT}",
+                e.size
+            ));
+        }
+        Some(e) => Some(
+            reader_tar::read_entry(&tar.path, e)
+                .await
+                .map_err(|err| format!("entry {SIGNATURE_ENTRY:?}: {err}"))?,
+        ),
+    };
+    let (record, raw) = match tar.get(BUNDLE_ENTRY) {
+        None if signature.is_some() => {
+            return Err(format!(
+                "entry {SIGNATURE_ENTRY:?} signs a {BUNDLE_ENTRY:?} the archive does not hold"
+            ));
+        }
+        None => (None, None),
         Some(e) if e.size > BUNDLE_ENTRY_LIMIT => {
             return Err(format!(
                 "entry {BUNDLE_ENTRY:?} is {} bytes, larger than its limit of {BUNDLE_ENTRY_LIMIT}",
@@ -556,10 +599,12 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
             let bytes = reader_tar::read_entry(&tar.path, e)
                 .await
                 .map_err(|err| format!("entry {BUNDLE_ENTRY:?}: {err}"))?;
-            Some(check_record(tar, &bytes, &index_json)?)
+            let record = check_record(tar, &bytes, &index_json)?;
+            crate::bundle::check::against_tar(&record, &index, &index_json, &carried(tar))?;
+            (Some(Box::new(record)), Some(RawRecord { bytes, signature }))
         }
     };
-    Ok(Content::Oci { index, record })
+    Ok(Content::Oci { index, record, raw })
 }
 
 /// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
@@ -573,12 +618,7 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
             record.format
         ));
     }
-    let carried: Vec<String> = tar
-        .names()
-        .filter_map(|n| n.strip_prefix("blobs/"))
-        .filter_map(|n| n.split_once('/'))
-        .map(|(alg, hex)| format!("{alg}:{hex}"))
-        .collect();
+    let carried: Vec<String> = carried(tar).into_keys().collect();
     let digest = bundle_digest(&carried, index_json);
     if digest != record.digest {
         return Err(format!(
@@ -588,6 +628,16 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
         ));
     }
     Ok(record)
+}
+
+/// The tar's blob entries (`blobs/<alg>/<hex>`) as digests, with their sizes.
+fn carried(tar: &TarIndex) -> crate::bundle::check::Carried {
+    tar.names()
+        .filter_map(|n| {
+            let (alg, hex) = n.strip_prefix("blobs/")?.split_once('/')?;
+            Some((format!("{alg}:{hex}"), tar.get(n)?.size))
+        })
+        .collect()
 }
 
 /// The tar file an archive origin names (for messages).

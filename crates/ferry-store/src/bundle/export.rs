@@ -52,6 +52,7 @@ pub fn spec(config: &Config, records: &[(String, BundleRecord)], created: String
         bases,
         base_content,
         created,
+        signer: None,
     }
 }
 
@@ -171,6 +172,8 @@ mod tests {
             content: content.iter().map(|s| s.to_string()).collect(),
             carried: Vec::new(),
             digest: format!("sha256:{}", content.join("")),
+            index: None,
+            sizes: Default::default(),
         }
     }
 
