@@ -243,3 +243,108 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
         r.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weekly_bundle_alone_accounts_for_every_image_its_record_lists_and_names_its_base() {
+    let Some(source) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let target = RealRegistry::start().await.expect("registry");
+    let src = RegistryClient::new(RegistryOptions::insecure_at(&source.url())).unwrap();
+    let dst = RegistryClient::new(RegistryOptions::insecure_at(&target.url())).unwrap();
+    for (repo, seed) in [("apps/one", 1), ("apps/two", 2)] {
+        let config = format!(r#"{{"os":"linux","architecture":"amd64","n":{seed}}}"#);
+        push_one_layer(
+            &src,
+            repo,
+            "1.0",
+            &config,
+            &ferry_testkit::noise(seed, 50_000),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut yaml = mirror_yaml().registries(&[&source, &target], &[]);
+    for repo in ["one", "two"] {
+        yaml = yaml.mapping(
+            format!("{}/apps/{repo}", source.host()),
+            &[format!("{}/mirror/{repo}", target.host())],
+            &[ALL_TAGS],
+        );
+    }
+    let config = yaml.write(dir.path());
+    let full = dir.path().join("bundle-full.tar");
+    let out = run(&["export", "-c", s(&config), "-o", s(&full)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    // A week later: one new tag with a new layer; the weekly bundle records the two old images
+    // as unchanged (their roots are the full bundle's) and carries only the new one.
+    let config_3 = r#"{"os":"linux","architecture":"amd64","n":3}"#;
+    push_one_layer(
+        &src,
+        "apps/one",
+        "2.0",
+        config_3,
+        &ferry_testkit::noise(3, 50_000),
+    )
+    .await;
+    let weekly = dir.path().join("weekly-49.tar");
+    let out = run(&[
+        "export",
+        "-c",
+        s(&config),
+        "-o",
+        s(&weekly),
+        "--since",
+        s(&full),
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    // Alone on the empty target: the new tag goes in, and each image the record lists from
+    // the base fails naming bundle-full.tar and its missing root; the run is not clean.
+    let out = run(&["import", s(&weekly), "-c", s(&config), "--json"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // A refused image fails its one-image mapping before it is resolved.
+    let failed: Vec<String> = report["failed_mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(failed.len(), 2, "the two base images fail: {stdout}");
+    for (repo, row) in ["one", "two"].iter().zip(&failed) {
+        let root = src
+            .head_manifest(&format!("apps/{repo}"), "1.0")
+            .await
+            .unwrap()
+            .unwrap()
+            .digest;
+        assert!(row.contains("bundle-full.tar"), "{row}");
+        assert!(row.contains(&root.to_string()), "{row}");
+    }
+    assert!(
+        dst.head_manifest("mirror/one", "2.0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        dst.head_manifest("mirror/one", "1.0")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // With its base imported first, the weekly bundle tags nothing new and leaves the target
+    // as the source.
+    let out = run(&["import", s(&full), "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = run(&["import", s(&weekly), "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
+    assert_eq!(tags(&dst, "mirror/two").await, tags(&src, "apps/two").await);
+    source.stop().await.unwrap();
+    target.stop().await.unwrap();
+}

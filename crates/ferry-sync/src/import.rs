@@ -98,6 +98,19 @@ pub(crate) async fn plan(
         return Err(ImportError::Nothing { unplaced });
     }
     let check = check_base(&reader, &images, registries, dry_run).await;
+    // An image the record lists from a base is served once its root came from the target.
+    let failed: BTreeSet<&str> = check.refused.iter().map(|(n, _)| n.as_str()).collect();
+    let mut refused_late = Vec::new();
+    for image in images.iter().filter(|i| i.from_base) {
+        if !failed.contains(image.ref_name.as_str())
+            && !reader.admit(&image.ref_name, &image.digest)
+        {
+            refused_late.push((
+                image.ref_name.clone(),
+                missing_error(&reader, image, std::slice::from_ref(&image.digest)),
+            ));
+        }
+    }
     let mappings: Vec<Mapping> = images
         .iter()
         .enumerate()
@@ -111,6 +124,7 @@ pub(crate) async fn plan(
     let refused = check
         .refused
         .into_iter()
+        .chain(refused_late)
         .filter_map(|(name, e)| by_name.get(name.as_str()).map(|n| (*n, e)))
         .collect();
     Ok(ImportPlan {
@@ -135,6 +149,9 @@ pub(crate) struct ImportImage {
     pub repository: String,
     /// The tag it is pushed under (`None`: by digest only).
     pub tag: Option<Tag>,
+    /// Listed by the bundle's record but not in `index.json`: its root is a base's, to be
+    /// found on the target before the image is tagged there.
+    pub from_base: bool,
 }
 
 impl ImportImage {
@@ -179,6 +196,36 @@ pub(crate) fn images(
                 }
             }
             Err(reason) => refused.push(format!("{ref_name}: {reason}")),
+        }
+    }
+    // Every image the record lists is accounted for: one whose root a base carried (not in
+    // index.json) is placed too, and the base check finds it on the target or fails it.
+    let named: BTreeSet<String> = reader.images().into_iter().filter_map(|(n, _)| n).collect();
+    for image in reader
+        .record()
+        .map(|r| r.images.as_slice())
+        .unwrap_or_default()
+    {
+        if named.contains(&image.reference) {
+            continue;
+        }
+        let placed = Digest::parse(&image.digest)
+            .map_err(|e| format!("digest {:?}: {e}", image.digest))
+            .and_then(|d| place(&image.reference, &d, prefix.as_ref()));
+        match placed {
+            Ok(mut placed) => {
+                placed.from_base = true;
+                if seen.insert(placed.target()) {
+                    out.push(placed);
+                } else {
+                    refused.push(format!(
+                        "{}: another image of the archive goes to {} too: not imported",
+                        image.reference,
+                        placed.target()
+                    ));
+                }
+            }
+            Err(reason) => refused.push(format!("{}: {reason}", image.reference)),
         }
     }
     Ok((out, refused))
@@ -245,6 +292,7 @@ fn place(
         registry,
         repository,
         tag,
+        from_base: false,
     })
 }
 

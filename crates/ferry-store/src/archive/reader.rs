@@ -62,6 +62,10 @@ pub struct Indexed {
     /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
     /// base check (each checked against its digest when supplied).
     supplied: Mutex<HashMap<Digest, Manifest>>,
+    /// Images the bundle's record lists whose root a base carried, admitted by `ferry
+    /// import` once their root was supplied from the target: served as if `index.json`
+    /// named them.
+    admitted: Mutex<Vec<IndexEntry>>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -169,6 +173,34 @@ impl ArchiveReader {
         true
     }
 
+    /// Serves an image the bundle's record lists but `index.json` leaves out (its root a
+    /// base's), under `ref_name`; refused (`false`) unless its root was supplied first.
+    pub fn admit(&self, ref_name: &str, digest: &Digest) -> bool {
+        let media_type = {
+            let supplied = self
+                .inner
+                .supplied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match supplied.get(digest) {
+                Some(m) => m.media_type.clone(),
+                None => return false,
+            }
+        };
+        self.inner
+            .admitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(IndexEntry {
+                digest: digest.clone(),
+                media_type: Some(media_type),
+                size: None,
+                tag: tag_of_ref_name(ref_name),
+                ref_name: Some(ref_name.to_owned()),
+            });
+        true
+    }
+
     /// `oci-archive:PATH[:REF]`, as reports name it.
     pub fn name(&self) -> &str {
         &self.name
@@ -231,11 +263,19 @@ impl ArchiveReader {
             None => true,
         };
         match &self.inner.content {
-            Content::Oci { index, .. } => index
-                .iter()
-                .filter(|e| wanted(e.ref_name.as_deref()))
-                .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
-                .collect(),
+            Content::Oci { index, .. } => {
+                let admitted = self
+                    .inner
+                    .admitted
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                index
+                    .iter()
+                    .chain(admitted.iter())
+                    .filter(|e| wanted(e.ref_name.as_deref()))
+                    .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
+                    .collect()
+            }
             Content::Docker(images) => images
                 .iter()
                 .flat_map(|i| i.repo_tags.iter().map(move |t| (i, t)))
@@ -546,6 +586,7 @@ async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String>
         content,
         referrers: OnceCell::new(),
         supplied: Mutex::default(),
+        admitted: Mutex::default(),
     }))
 }
 
