@@ -22,8 +22,8 @@ HOST/PATH it goes to HOST, under PATH/ followed by the reference's repository
 only a tag (skopeo's oci-archive:x.tar:v1) goes to HOST/PATH:v1.
 Blobs the target holds are skipped; every blob's digest and size are checked while it is
 read from the tar; manifests go after everything they reference. An incremental bundle's
-left-out blobs must be on the target (mounted from another repository of the bundle's
-images when there): an image missing any fails before anything of it is pushed, naming
+left-out blobs must be on the target (mounted from another repository this import writes
+to, or one the site config names, when there): an image missing any fails before anything of it is pushed, naming
 the base bundle. With --verify-key (or bundles.keys in the config) a bundle whose
 ferry-bundle.json is not signed by one of the keys, or whose entries disagree with it, is
 refused before any request to a target; without a key the record is still held against

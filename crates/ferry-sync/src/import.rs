@@ -84,6 +84,7 @@ pub(crate) async fn plan(
     registries: &Registries,
     stores: &Stores,
     keys: &[PublicKey],
+    site: &BTreeSet<Repo>,
     dry_run: bool,
 ) -> Result<ImportPlan, ImportError> {
     let origin = Origin::OciArchive {
@@ -97,7 +98,7 @@ pub(crate) async fn plan(
     if images.is_empty() {
         return Err(ImportError::Nothing { unplaced });
     }
-    let check = check_base(&reader, &images, registries, dry_run).await;
+    let check = check_base(&reader, &images, registries, site, dry_run).await;
     // An image the record lists from a base is served once its root came from the target.
     let failed: BTreeSet<&str> = check.refused.iter().map(|(n, _)| n.as_str()).collect();
     let mut refused_late = Vec::new();
@@ -323,20 +324,31 @@ pub(crate) struct BaseCheck {
     pub refused: Vec<(String, Error)>,
 }
 
+/// A registry repository: (registry, repository).
+pub(crate) type Repo = (String, String);
+
 /// For every image whose content the archive leaves out (an incremental bundle's), checks the
 /// target holds it: a manifest by a GET in the image's repository (handed to the reader, so
-/// the run can walk an index over it), a blob by a HEAD there or
-/// in another repository of the archive's images on the same registry, mounted from there
-/// (not in a dry run) once every digest of the image is found. An image with a digest found
-/// nowhere is refused before anything of it is pushed (the run then fails its mapping),
-/// naming the bundle's bases and the first missing digests.
+/// the run can walk an index over it), a blob by a HEAD there. A blob its own repository lacks
+/// is mounted (not in a dry run) only from a repository this import will write to (an image
+/// complete in the bundle, or whose every left-out digest its own repository holds) or one
+/// the site config names (`site`): never from a repository only a refused or incomplete entry
+/// names, so a bundle cannot make the site's credentials copy a blob out of a repository of
+/// its choosing. An image with a digest found nowhere is refused before anything of it is
+/// pushed (the run then fails its mapping), naming the bundle's bases and the first missing
+/// digests.
 pub(crate) async fn check_base(
     reader: &ArchiveReader,
     images: &[ImportImage],
     registries: &Registries,
+    site: &BTreeSet<Repo>,
     dry_run: bool,
 ) -> BaseCheck {
     let mut check = BaseCheck::default();
+    // The repositories blobs may be mounted from: the site's, and each image's that the
+    // import writes whatever else happens.
+    let mut sources: BTreeSet<Repo> = site.clone();
+    let mut pending = Vec::new();
     for image in images {
         let needed = match needed(reader, &image.digest).await {
             Ok(n) => n,
@@ -345,7 +357,9 @@ pub(crate) async fn check_base(
                 continue;
             }
         };
+        let repo = (image.registry.clone(), image.repository.clone());
         if needed.is_empty() {
+            sources.insert(repo);
             continue;
         }
         let client = match registries.client(&image.registry).await {
@@ -355,7 +369,33 @@ pub(crate) async fn check_base(
                 continue;
             }
         };
-        match find(reader, &client, image, images, &needed).await {
+        match in_own(reader, &client, image, &needed).await {
+            Ok(lacking) if lacking.is_empty() => {
+                sources.insert(repo);
+            }
+            Ok(lacking) => pending.push((image, client, lacking)),
+            Err(e) => check.refused.push((image.ref_name.clone(), e)),
+        }
+    }
+    for (image, client, lacking) in pending {
+        let manifests: Vec<Digest> = lacking
+            .iter()
+            .filter_map(|n| match n {
+                Needed::Manifest(d) => Some(d.clone()),
+                Needed::Blob(_) => None,
+            })
+            .collect();
+        if !manifests.is_empty() {
+            let e = missing_error(reader, image, &manifests);
+            check.refused.push((image.ref_name.clone(), e));
+            continue;
+        }
+        let others: Vec<&str> = sources
+            .iter()
+            .filter(|(r, p)| *r == image.registry && *p != image.repository)
+            .map(|(_, p)| p.as_str())
+            .collect();
+        match elsewhere(&client, &others, &lacking).await {
             Ok((missing, mounts)) if missing.is_empty() => {
                 if dry_run {
                     continue;
@@ -416,48 +456,56 @@ fn reader_error(reader: &ArchiveReader, operation: Operation, message: String) -
     Error::new(reader.name(), None, operation, ErrorKind::Local(message))
 }
 
-/// The digests found nowhere, and for each blob found in another repository, where.
-async fn find(
+/// What the image's own repository lacks of `needed`: a manifest is read from there (and
+/// handed to the reader), a blob HEADed there.
+async fn in_own(
     reader: &ArchiveReader,
     client: &RegistryClient,
     image: &ImportImage,
-    images: &[ImportImage],
     needed: &[Needed],
-) -> Result<(Vec<Digest>, Vec<(Digest, String)>), Error> {
-    let mut missing = Vec::new();
-    let mut mounts = Vec::new();
-    let others: BTreeSet<&str> = images
-        .iter()
-        .filter(|i| i.registry == image.registry && i.repository != image.repository)
-        .map(|i| i.repository.as_str())
-        .collect();
+) -> Result<Vec<Needed>, Error> {
+    let mut lacking = Vec::new();
     for n in needed {
         match n {
             // Read from the target, so the run can walk an index over it.
             Needed::Manifest(d) => {
                 match client.get_manifest(&image.repository, &d.to_string()).await {
                     Ok(m) if m.digest == *d && reader.supply(m.clone()) => {}
-                    Ok(_) => missing.push(d.clone()),
-                    Err(e) if e.is_not_found() => missing.push(d.clone()),
+                    Ok(_) => lacking.push(n.clone()),
+                    Err(e) if e.is_not_found() => lacking.push(n.clone()),
                     Err(e) => return Err(e),
                 }
             }
             Needed::Blob(d) => {
-                if client.head_blob(&image.repository, d).await?.is_some() {
-                    continue;
-                }
-                let mut from = None;
-                for other in &others {
-                    if client.head_blob(other, d).await?.is_some() {
-                        from = Some((*other).to_owned());
-                        break;
-                    }
-                }
-                match from {
-                    Some(repo) => mounts.push((d.clone(), repo)),
-                    None => missing.push(d.clone()),
+                if client.head_blob(&image.repository, d).await?.is_none() {
+                    lacking.push(n.clone());
                 }
             }
+        }
+    }
+    Ok(lacking)
+}
+
+/// The blobs of `lacking` found in none of `others`, and for each found, where.
+async fn elsewhere(
+    client: &RegistryClient,
+    others: &[&str],
+    lacking: &[Needed],
+) -> Result<(Vec<Digest>, Vec<(Digest, String)>), Error> {
+    let mut missing = Vec::new();
+    let mut mounts = Vec::new();
+    for n in lacking {
+        let Needed::Blob(d) = n else { continue };
+        let mut from = None;
+        for other in others {
+            if client.head_blob(other, d).await?.is_some() {
+                from = Some((*other).to_owned());
+                break;
+            }
+        }
+        match from {
+            Some(repo) => mounts.push((d.clone(), repo)),
+            None => missing.push(d.clone()),
         }
     }
     Ok((missing, mounts))

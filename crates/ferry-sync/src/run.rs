@@ -222,12 +222,27 @@ impl Run {
         prefix: Option<&str>,
         keys: &[ferry_trust::PublicKey],
     ) -> Result<Imported, ImportError> {
+        // The repositories the site config names: blobs may be mounted from them.
+        let site = self
+            .config
+            .mappings
+            .iter()
+            .flat_map(|m| m.targets.iter())
+            .filter_map(|t| match t {
+                ferry_config::Target::Registry {
+                    registry,
+                    repository,
+                } => Some((registry.clone(), repository.clone())),
+                _ => None,
+            })
+            .collect();
         let planned = crate::import::plan(
             bundle,
             prefix,
             &self.ctx.registries,
             &self.ctx.stores,
             keys,
+            &site,
             self.ctx.mode == Mode::DryRun,
         )
         .await?;
