@@ -337,6 +337,23 @@ async fn a_weekly_bundle_alone_accounts_for_every_image_its_record_lists_and_nam
             .is_none()
     );
 
+    // ferry verify --bundle says the same, read-only: two tags missing, exit 1.
+    let before = target.access_log().await.unwrap();
+    let out = run(&["verify", "--bundle", s(&weekly), "-c", s(&config), "--json"]).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["verdict"], "incomplete");
+    assert_eq!(audit["totals"]["missing"], 2, "{audit}");
+    assert_eq!(audit["totals"]["checked"], 3, "{audit}");
+    let after = target.access_log().await.unwrap();
+    for method in ["PUT", "POST", "PATCH", "DELETE"] {
+        assert_eq!(
+            after.count(method, "/"),
+            before.count(method, "/"),
+            "{method}"
+        );
+    }
+
     // With its base imported first, the weekly bundle tags nothing new and leaves the target
     // as the source.
     let out = run(&["import", s(&full), "-c", s(&config)]).await;
@@ -345,6 +362,46 @@ async fn a_weekly_bundle_alone_accounts_for_every_image_its_record_lists_and_nam
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
     assert_eq!(tags(&dst, "mirror/two").await, tags(&src, "apps/two").await);
+    let verify = [
+        "verify",
+        "--bundle",
+        s(&weekly),
+        "--since",
+        s(&full),
+        "-c",
+        s(&config),
+    ];
+    let out = run(&verify).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("complete"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A --since bundle's images are checked too: the full bundle's two and the weekly's new tag.
+    let chain = [
+        "verify",
+        "--bundle",
+        s(&full),
+        "--since",
+        s(&weekly),
+        "-c",
+        s(&config),
+        "--json",
+    ];
+    let out = run(&chain).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["totals"]["checked"], 3, "{audit}");
+    // A tag the base describes, moved on the site, is drifted.
+    push_one_layer(&dst, "mirror/two", "1.0", r#"{"n":9}"#, b"moved").await;
+    let out = run(&verify).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("DRIFTED"),
+        "{}",
+        text(&out.stdout)
+    );
     source.stop().await.unwrap();
     target.stop().await.unwrap();
 }

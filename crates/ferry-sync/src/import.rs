@@ -53,6 +53,9 @@ pub enum ImportError {
     /// `--target-prefix` is not `HOST[/PATH]`.
     #[error("{0}")]
     Prefix(String),
+    /// A `--since` bundle's record could not be read.
+    #[error("{0}")]
+    Bases(String),
     /// The bundle is refused under the keys given (unsigned, a bad signature), before any
     /// request to a target.
     #[error("{0}")]
@@ -233,7 +236,7 @@ pub(crate) fn images(
 }
 
 /// `HOST/PATH` → (`HOST`, `PATH`), checked as a repository reference (`PATH` may be empty).
-fn split_prefix(prefix: &str) -> Result<(String, String), String> {
+pub(crate) fn split_prefix(prefix: &str) -> Result<(String, String), String> {
     let prefix = prefix.trim_end_matches('/');
     let (host, path) = prefix.split_once('/').unwrap_or((prefix, ""));
     if host.is_empty() || !(host.contains(['.', ':']) || host == "localhost") {
@@ -246,7 +249,7 @@ fn split_prefix(prefix: &str) -> Result<(String, String), String> {
     Ok((host.to_owned(), path.to_owned()))
 }
 
-fn place(
+pub(crate) fn place(
     ref_name: &str,
     digest: &Digest,
     prefix: Option<&(String, String)>,

@@ -200,6 +200,15 @@ impl Run {
         .await
     }
 
+    /// `ferry verify --bundle`: whether the site holds every image the bundle (and each
+    /// `--since` base) describes, read-only; the report and verdict are verify's.
+    pub async fn verify_bundle(
+        self,
+        spec: &crate::verify::bundle::BundleVerify,
+    ) -> Result<VerifyReport, ImportError> {
+        crate::verify::bundle::run(spec, &self.ctx.registries, &self.ctx.stores).await
+    }
+
     /// `ferry export`: every image the config selects written into one bundle (its every
     /// target, named there by the target's reference; the target registries never asked);
     /// nothing pruned.
