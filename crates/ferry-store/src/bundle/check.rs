@@ -66,7 +66,12 @@ pub fn against_tar(
                 image.mapping,
                 record.mappings.len()
             )),
-            Some(m) if !m.targets.iter().any(|t| under(&image.reference, t)) => {
+            Some(m)
+                if !m
+                    .targets
+                    .iter()
+                    .any(|t| under(&image.reference, t) || layout_tag(&image.reference, t)) =>
+            {
                 wrong.push(format!(
                     "image {:?} is not under a target of its mapping ({})",
                     image.reference,
@@ -122,6 +127,12 @@ pub fn against_tar(
         "the bundle's record and its content disagree: {}",
         shown.join("; ")
     ))
+}
+
+/// Whether `reference` is a bare tag and `target` a layout (`oci:DIR`): a bundle names a layout
+/// target's images by their tag alone.
+fn layout_tag(reference: &str, target: &str) -> bool {
+    target.starts_with("oci:") && !reference.is_empty() && !reference.contains(['/', ':', '@'])
 }
 
 /// Whether `reference` is `target` with a tag, a digest or a deeper path (a glob mapping's).
@@ -200,6 +211,17 @@ mod tests {
         i[0].ref_name = Some("site.example/prod/critical:latest".into());
         let e = against_tar(&r, &i, &j, &c).unwrap_err();
         assert!(e.contains("not under a target of its mapping"), "{e}");
+    }
+
+    #[test]
+    fn a_layout_targets_image_is_named_by_its_tag() {
+        let (mut r, mut i, j, c) = good();
+        r.mappings[0].targets = vec!["oci:./mirror".into()];
+        r.images[0].reference = "v1".into();
+        i[0].ref_name = Some("v1".into());
+        against_tar(&r, &i, &j, &c).unwrap();
+        r.mappings[0].targets = vec!["site.example/other".into()];
+        assert!(against_tar(&r, &i, &j, &c).is_err());
     }
 
     #[test]
