@@ -341,3 +341,46 @@ async fn the_site_configs_bundle_keys_require_a_signature_and_an_ed25519_or_cosi
     }
     site.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_with_a_layout_target_agrees_with_its_own_record() {
+    let Some(site) = Site::new().await else {
+        return;
+    };
+    let layout = site.path("layout");
+    std::fs::create_dir(site.path("two-targets")).unwrap();
+    let config = mirror_yaml()
+        .registries(&[&site.source, &site.target], &[])
+        .mapping(
+            format!("{}/apps/one", site.source.host()),
+            &[
+                format!("{}/mirror/one", site.target.host()),
+                format!("oci:{}", layout.display()),
+            ],
+            &[ALL_TAGS],
+        )
+        .write(&site.path("two-targets"));
+    let bundle = site.path("two.tar");
+    let out = run(&["export", "-c", s(&config), "-o", s(&bundle)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let prefix = format!("{}/site", site.target.host());
+    let out = run(&[
+        "import",
+        s(&bundle),
+        "-c",
+        s(&config),
+        "--target-prefix",
+        &prefix,
+    ])
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    assert!(!stderr.contains("disagree"), "{stderr}");
+    let m = site
+        .dst
+        .head_manifest("site/mirror/one", "1.0")
+        .await
+        .unwrap();
+    assert!(m.is_some(), "{stderr}");
+    site.stop().await;
+}
