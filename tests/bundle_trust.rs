@@ -384,3 +384,28 @@ async fn a_bundle_with_a_layout_target_agrees_with_its_own_record() {
     assert!(m.is_some(), "{stderr}");
     site.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_registry_mappings_bundle_agrees_with_its_own_record() {
+    let Some(site) = Site::new().await else {
+        return;
+    };
+    std::fs::create_dir(site.path("glob")).unwrap();
+    let config = mirror_yaml()
+        .registries(&[&site.source, &site.target], &[])
+        .mapping(
+            format!("{}/apps/*", site.source.host()),
+            &[format!("{}/globbed", site.target.host())],
+            &[ALL_TAGS],
+        )
+        .write(&site.path("glob"));
+    let bundle = site.path("glob.tar");
+    let out = run(&["export", "-c", s(&config), "-o", s(&bundle)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = run(&["import", s(&bundle), "-c", s(&config)]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{stderr}");
+    let m = site.dst.head_manifest("globbed/one", "1.0").await.unwrap();
+    assert!(m.is_some(), "{stderr}");
+    site.stop().await;
+}
