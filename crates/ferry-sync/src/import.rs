@@ -111,7 +111,12 @@ pub(crate) async fn plan(
         {
             refused_late.push((
                 image.ref_name.clone(),
-                missing_error(&reader, image, std::slice::from_ref(&image.digest)),
+                missing_error(
+                    &reader,
+                    image,
+                    std::slice::from_ref(&image.digest),
+                    Operation::ManifestGet,
+                ),
             ));
         }
     }
@@ -389,7 +394,7 @@ pub(crate) async fn check_base(
             })
             .collect();
         if !manifests.is_empty() {
-            let e = missing_error(reader, image, &manifests);
+            let e = missing_error(reader, image, &manifests, Operation::ManifestGet);
             check.refused.push((image.ref_name.clone(), e));
             continue;
         }
@@ -409,7 +414,7 @@ pub(crate) async fn check_base(
                 }
             }
             Ok((missing, _)) => {
-                let e = missing_error(reader, image, &missing);
+                let e = missing_error(reader, image, &missing, Operation::BlobHead);
                 check.refused.push((image.ref_name.clone(), e));
             }
             Err(e) => check.refused.push((image.ref_name.clone(), e)),
@@ -540,7 +545,13 @@ async fn mount_all(
     Ok(n)
 }
 
-fn missing_error(reader: &ArchiveReader, image: &ImportImage, missing: &[Digest]) -> Error {
+/// Why `image` is refused: `missing` (found by `operation`) is nowhere on the target.
+fn missing_error(
+    reader: &ArchiveReader,
+    image: &ImportImage,
+    missing: &[Digest],
+    operation: Operation,
+) -> Error {
     let bases = match reader.record() {
         Some(r) if !r.bases.is_empty() => r
             .bases
@@ -559,7 +570,7 @@ fn missing_error(reader: &ArchiveReader, image: &ImportImage, missing: &[Digest]
     Error::new(
         &image.registry,
         Some(&image.repository),
-        Operation::BlobHead,
+        operation,
         ErrorKind::Refused(format!(
             "{} needs {} digest{} that the bundle leaves out and the target does not hold \
              (import its base first: {bases}): {}{}; nothing of it was pushed",
