@@ -59,6 +59,11 @@ pub fn against_tar(
         {
             wrong.push(format!("the record lists {:?} twice", image.reference));
         }
+        // A record written before bundles were signed (no `index`) named a whole-registry
+        // mapping without targets: its images are held against index.json only.
+        if record.index.is_none() {
+            continue;
+        }
         match record.mappings.get(image.mapping) {
             None => wrong.push(format!(
                 "image {:?} names mapping {}, the record has {}",
@@ -211,6 +216,16 @@ mod tests {
         i[0].ref_name = Some("site.example/prod/critical:latest".into());
         let e = against_tar(&r, &i, &j, &c).unwrap_err();
         assert!(e.contains("not under a target of its mapping"), "{e}");
+    }
+
+    #[test]
+    fn an_older_record_is_held_against_index_json_but_not_its_mappings() {
+        let (mut r, i, j, c) = good();
+        r.index = None;
+        r.mappings[0].targets = Vec::new();
+        against_tar(&r, &i, &j, &c).unwrap();
+        let index = vec![entry("site.example/prod/critical:latest", A, 10)];
+        assert!(against_tar(&r, &index, &j, &c).is_err());
     }
 
     #[test]
