@@ -194,9 +194,10 @@ impl Bundle {
         if let Some(base) = bases {
             let content: Vec<String> = self.images.blobs().map(|(d, _)| d.to_owned()).collect();
             let index = self.images.index_json();
+            let (mappings, images) = record_images(&index);
             let record = json!({
                 "format": "ferry-bundle/v1", "created": "2026-12-01T00:00:00Z",
-                "mappings": [], "images": [],
+                "mappings": mappings, "images": images,
                 "bases": [{"digest": format!("sha256:{}", "b".repeat(64)), "name": base}],
                 "content": content, "carried": carried.clone(),
                 "digest": ferry_store::bundle::bundle_digest(&carried, &index),
@@ -208,6 +209,34 @@ impl Bundle {
         }
         write_tar(path, &entries);
     }
+}
+
+/// The record's mappings and images for `index.json`'s entries: one mapping per repository,
+/// each image under it by its `ref.name`, as `ferry export` records them.
+fn record_images(index: &[u8]) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let index: serde_json::Value = serde_json::from_slice(index).unwrap();
+    let mut targets: Vec<String> = Vec::new();
+    let mut images = Vec::new();
+    for m in index["manifests"].as_array().unwrap() {
+        let name = m["annotations"]["org.opencontainers.image.ref.name"]
+            .as_str()
+            .unwrap();
+        let repo = name.rsplit_once(':').unwrap().0.to_owned();
+        let n = match targets.iter().position(|t| *t == repo) {
+            Some(n) => n,
+            None => {
+                targets.push(repo.clone());
+                targets.len() - 1
+            }
+        };
+        images
+            .push(json!({"reference": name, "source": name, "digest": m["digest"], "mapping": n}));
+    }
+    let mappings = targets
+        .into_iter()
+        .map(|t| json!({"source": t, "targets": [t]}))
+        .collect();
+    (mappings, images)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,5 +427,88 @@ async fn an_index_over_a_child_the_bundle_leaves_out_is_imported_over_the_target
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let (digest, _) = manifest(&client, "idx/app", "v2").await.expect("imported");
     assert_eq!(digest, sha(&index));
+    registry.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_is_never_mounted_from_a_repository_only_a_refused_entry_names() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let host = registry.host();
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
+    // The site's private repository holds a layer the bundle wants in a public one.
+    let secret = ferry_testkit::noise(31, 40_000);
+    push_one_layer(
+        &client,
+        "private/vault",
+        "v1",
+        r#"{"os":"linux","architecture":"amd64","seed":31}"#,
+        &secret,
+    )
+    .await;
+    let secret_digest = sha(&secret);
+    let mut bundle = Bundle::new();
+    // A decoy entry naming the private repository, refused (its layer is nowhere) ...
+    let (_, gone) = bundle.image(&format!("{host}/private/vault:decoy"), 32);
+    // ... and public/app, whose left-out layer is the private one.
+    let config = r#"{"os":"linux","architecture":"amd64","seed":33}"#;
+    let c = bundle
+        .images
+        .typed_blob(images::OCI_CONFIG, config.as_bytes());
+    let mut l = json!({"digest": secret_digest.to_string(), "size": secret.len()});
+    l["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+    let d = bundle.images.manifest(
+        OCI_MANIFEST,
+        &json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": c, "layers": [l]}),
+    );
+    bundle
+        .images
+        .tag(&d, Some(&format!("{host}/public/app:v1")));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weekly-9.tar");
+    bundle.write(
+        &path,
+        &[gone.clone(), secret_digest.clone()],
+        Some("full.tar"),
+        None,
+    );
+
+    let before = registry.access_log().await.unwrap();
+    let out = import(&[path.to_str().unwrap()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 2, "both images fail: {stderr}");
+    assert!(stderr.contains(&secret_digest.to_string()), "{stderr}");
+    let after = registry.access_log().await.unwrap();
+    let mounts = |log: &ferry_testkit::distribution::AccessLog| {
+        log.count("POST", "/v2/public/app/blobs/uploads/?mount=")
+    };
+    assert_eq!(mounts(&after), mounts(&before), "nothing mounted: {stderr}");
+    assert_eq!(
+        client
+            .head_blob("public/app", &secret_digest)
+            .await
+            .unwrap(),
+        None,
+        "the private layer is not readable from public/app"
+    );
+    assert!(manifest(&client, "public/app", "v1").await.is_none());
+
+    // A site config that names the private repository lets it lend the layer.
+    let site = ferry_testkit::fixtures::mirror_yaml()
+        .registries(&[&registry], &[])
+        .mapping(
+            format!("{host}/upstream/vault"),
+            &[format!("{host}/private/vault")],
+            &[ferry_testkit::fixtures::ALL_TAGS],
+        )
+        .write(dir.path());
+    let out = import(&[path.to_str().unwrap(), "-c", site.to_str().unwrap()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 1, "only the decoy fails: {stderr}");
+    assert!(
+        manifest(&client, "public/app", "v1").await.is_some(),
+        "{stderr}"
+    );
     registry.stop().await.unwrap();
 }

@@ -243,3 +243,166 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
         r.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weekly_bundle_alone_accounts_for_every_image_its_record_lists_and_names_its_base() {
+    let Some(source) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let target = RealRegistry::start().await.expect("registry");
+    let src = RegistryClient::new(RegistryOptions::insecure_at(&source.url())).unwrap();
+    let dst = RegistryClient::new(RegistryOptions::insecure_at(&target.url())).unwrap();
+    for (repo, seed) in [("apps/one", 1), ("apps/two", 2)] {
+        let config = format!(r#"{{"os":"linux","architecture":"amd64","n":{seed}}}"#);
+        push_one_layer(
+            &src,
+            repo,
+            "1.0",
+            &config,
+            &ferry_testkit::noise(seed, 50_000),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut yaml = mirror_yaml().registries(&[&source, &target], &[]);
+    for repo in ["one", "two"] {
+        yaml = yaml.mapping(
+            format!("{}/apps/{repo}", source.host()),
+            &[format!("{}/mirror/{repo}", target.host())],
+            &[ALL_TAGS],
+        );
+    }
+    let config = yaml.write(dir.path());
+    let full = dir.path().join("bundle-full.tar");
+    let out = run(&["export", "-c", s(&config), "-o", s(&full)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    // A week later: one new tag with a new layer; the weekly bundle records the two old images
+    // as unchanged (their roots are the full bundle's) and carries only the new one.
+    let config_3 = r#"{"os":"linux","architecture":"amd64","n":3}"#;
+    push_one_layer(
+        &src,
+        "apps/one",
+        "2.0",
+        config_3,
+        &ferry_testkit::noise(3, 50_000),
+    )
+    .await;
+    let weekly = dir.path().join("weekly-49.tar");
+    let out = run(&[
+        "export",
+        "-c",
+        s(&config),
+        "-o",
+        s(&weekly),
+        "--since",
+        s(&full),
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    // Alone on the empty target: the new tag goes in, and each image the record lists from
+    // the base fails naming bundle-full.tar and its missing root; the run is not clean.
+    let out = run(&["import", s(&weekly), "-c", s(&config), "--json"]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // A refused image fails its one-image mapping before it is resolved.
+    let failed: Vec<String> = report["failed_mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(failed.len(), 2, "the two base images fail: {stdout}");
+    for (repo, row) in ["one", "two"].iter().zip(&failed) {
+        let root = src
+            .head_manifest(&format!("apps/{repo}"), "1.0")
+            .await
+            .unwrap()
+            .unwrap()
+            .digest;
+        assert!(row.contains("bundle-full.tar"), "{row}");
+        assert!(row.contains("manifest GET"), "a missing root is a manifest: {row}");
+        assert!(row.contains(&root.to_string()), "{row}");
+    }
+    assert!(
+        dst.head_manifest("mirror/one", "2.0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        dst.head_manifest("mirror/one", "1.0")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // ferry verify --bundle says the same, read-only: two tags missing, exit 1.
+    let before = target.access_log().await.unwrap();
+    let out = run(&["verify", "--bundle", s(&weekly), "-c", s(&config), "--json"]).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["verdict"], "incomplete");
+    assert_eq!(audit["totals"]["missing"], 2, "{audit}");
+    assert_eq!(audit["totals"]["checked"], 3, "{audit}");
+    let after = target.access_log().await.unwrap();
+    for method in ["PUT", "POST", "PATCH", "DELETE"] {
+        assert_eq!(
+            after.count(method, "/"),
+            before.count(method, "/"),
+            "{method}"
+        );
+    }
+
+    // With its base imported first, the weekly bundle tags nothing new and leaves the target
+    // as the source.
+    let out = run(&["import", s(&full), "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = run(&["import", s(&weekly), "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
+    assert_eq!(tags(&dst, "mirror/two").await, tags(&src, "apps/two").await);
+    let verify = [
+        "verify",
+        "--bundle",
+        s(&weekly),
+        "--since",
+        s(&full),
+        "-c",
+        s(&config),
+    ];
+    let out = run(&verify).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("complete"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A --since bundle's images are checked too: the full bundle's two and the weekly's new tag.
+    let chain = [
+        "verify",
+        "--bundle",
+        s(&full),
+        "--since",
+        s(&weekly),
+        "-c",
+        s(&config),
+        "--json",
+    ];
+    let out = run(&chain).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["totals"]["checked"], 3, "{audit}");
+    // A tag the base describes, moved on the site, is drifted.
+    push_one_layer(&dst, "mirror/two", "1.0", r#"{"n":9}"#, b"moved").await;
+    let out = run(&verify).await;
+    assert_eq!(code(&out), 1, "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("DRIFTED"),
+        "{}",
+        text(&out.stdout)
+    );
+    source.stop().await.unwrap();
+    target.stop().await.unwrap();
+}

@@ -20,6 +20,7 @@ Examples:
   ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar.json
   ferry export -c mirror.yaml -o - | zstd > bundle.tar.zst
   ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar --dry-run
+  ferry export -c mirror.yaml -o bundle-full.tar --sign-key bundle.key
 
 Each image is named in the bundle's index.json by the full reference its mapping's target
 gives it (registry.internal/mirror/alpine:3.20; one entry per registry target of a mapping,
@@ -40,6 +41,11 @@ pub struct ExportArgs {
     /// carries is left out of this one (repeatable: the union).
     #[arg(long, value_name = "BUNDLE")]
     pub since: Vec<PathBuf>,
+    /// Sign the bundle's record with this private key (PKCS#8 PEM, ECDSA P-256 or Ed25519, or
+    /// a cosign key opened with COSIGN_PASSWORD): the signature goes in the tar
+    /// (ferry-bundle.json.sig) and beside it (BUNDLE.json.sig).
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
     /// Resolve the plan and show what the bundle would carry; write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -76,7 +82,22 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
     };
     let created = chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let spec = ferry_store::bundle::export::spec(&config, &records, created);
+    let mut spec = ferry_store::bundle::export::spec(&config, &records, created);
+    if let Some(path) = &args.sign_key {
+        // COSIGN_PASSWORD opens a cosign key, as cosign reads it; it is never printed.
+        let password = std::env::var_os("COSIGN_PASSWORD")
+            .map(|p| zeroize::Zeroizing::new(p.into_encoded_bytes()));
+        match ferry_sync::bundle_trust::signer_from(path, password.as_ref().map(|p| p.as_slice())) {
+            Ok((signer, key)) => {
+                progress.eprint(&format!("signing the bundle's record with {key}"));
+                spec.signer = Some(signer);
+            }
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        }
+    }
     let output = match to_stdout {
         true => Output::Stdout,
         false => Output::File(args.output.clone()),

@@ -69,6 +69,7 @@ pub fn empty_config() -> Config {
         events: None,
         listener_tls: None,
         state_dir: None,
+        bundle_keys: Vec::new(),
     }
 }
 

@@ -128,6 +128,8 @@ pub enum Door {
     Import {
         bundle: PathBuf,
         prefix: Option<String>,
+        /// The keys the bundle must be signed under (none: not required).
+        keys: Vec<ferry_sync::bundle_trust::PublicKey>,
     },
 }
 
@@ -196,10 +198,18 @@ pub async fn run_door(
     let (outcome, floor) = match door {
         Door::Sync => (run.sync().await, Exit::Clean),
         Door::Export(spec) => (run.export(spec).await, Exit::Clean),
-        Door::Import { bundle, prefix } => {
+        Door::Import {
+            bundle,
+            prefix,
+            keys,
+        } => {
             let shown = bundle.display();
-            match run.import(&bundle, prefix.as_deref()).await {
+            match run.import(&bundle, prefix.as_deref(), &keys).await {
                 Ok(imported) => {
+                    progress.eprint(&format!(
+                        "import {shown}: {}",
+                        imported.authenticity.describe()
+                    ));
                     for message in &imported.unplaced {
                         progress.eprint(&format!("error: import {shown}: {message}"));
                     }
@@ -215,6 +225,12 @@ pub async fn run_door(
                         false => Exit::Partial,
                     };
                     (imported.outcome, floor)
+                }
+                Err(ImportError::Untrusted(message)) => {
+                    progress.eprint(&format!(
+                        "error: import {shown}: refused, nothing was sent to any target: {message}"
+                    ));
+                    return Exit::Failed;
                 }
                 Err(ImportError::Prefix(message)) => {
                     progress.eprint(&format!("error: {message}"));

@@ -21,7 +21,12 @@ Examples:
   ferry verify -c mirror.yaml --deep           and every blob those manifests reference
   ferry verify -c mirror.yaml --json > audit.json
   ferry verify -c mirror.yaml --shard 0/4      one quarter of the mappings
+  ferry verify --bundle weekly-49.tar -c site.yaml --since bundle-full.tar
+                                               does the site hold what the bundles describe
 
+With --bundle, the images checked are those the bundle describes (its ferry-bundle.json's,
+or its index.json's) and those of each --since bundle, where their names (or
+--target-prefix) put them; the config may hold only registries.
 Read-only: sends only GET and HEAD requests and takes no lock, so it may run beside a sync.
 Shallow cost: one tag listing per repository per side, one manifest HEAD per tag per side,
 a HEAD per child of an index (read from the target); --deep adds a manifest GET per image
@@ -49,11 +54,25 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub json: bool,
     /// Verify only shard I of N (I from 0), split as `ferry sync --shard` splits.
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", conflicts_with = "bundle")]
     pub shard: Option<Shard>,
+    /// Check that the site holds every image this bundle describes, instead of the config's
+    /// mappings (the config supplies registries only).
+    #[arg(long, value_name = "BUNDLE")]
+    pub bundle: Option<std::path::PathBuf>,
+    /// An earlier bundle (its tar or kept BUNDLE.json) whose images the site must hold too
+    /// (repeatable; with --bundle).
+    #[arg(long, value_name = "BUNDLE", requires = "bundle")]
+    pub since: Vec<std::path::PathBuf>,
+    /// Where the bundle's images were imported, as `ferry import --target-prefix` (with --bundle).
+    #[arg(long, value_name = "HOST/PATH", requires = "bundle")]
+    pub target_prefix: Option<String>,
 }
 
 pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
+    if let Some(bundle) = &args.bundle {
+        return run_bundle(args, bundle, progress).await;
+    }
     let config = match super::load_config(args.config.path(), progress) {
         Ok(c) => super::scope::apply(c, args.shard, false, progress),
         Err(code) => return code,
@@ -68,6 +87,53 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
     ctx.progress.observer = Some(display.clone());
     let report = Run::new(&config, ctx).verify(args.deep).await;
     display.finish().await;
+    if args.json {
+        match report.to_json() {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                progress.eprint(&format!("error: cannot encode the report as JSON: {e}"));
+                print_stdout(&report.render_text());
+            }
+        }
+    } else {
+        print_stdout(&report.render_text());
+    }
+    exit_for(&report)
+}
+
+/// `ferry verify --bundle`: the bundle's images (and its bases') on the site.
+async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Progress) -> Exit {
+    let config = match super::load_registries(args.config.path(), progress) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    progress.eprint(&format!(
+        "verify: bundle {}{}{}",
+        bundle.display(),
+        match args.since.len() {
+            0 => String::new(),
+            n => format!(" and {n} base{}", if n == 1 { "" } else { "s" }),
+        },
+        if args.deep { ", deep (every blob)" } else { "" }
+    ));
+    let spec = ferry_sync::verify::bundle::BundleVerify {
+        bundle: bundle.to_path_buf(),
+        since: args.since.clone(),
+        prefix: args.target_prefix.clone(),
+        deep: args.deep,
+    };
+    let ctx = RunContext::new(&config);
+    let report = match Run::new(&config, ctx).verify_bundle(&spec).await {
+        Ok(r) => r,
+        Err(ferry_sync::import::ImportError::Prefix(message)) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+        Err(e) => {
+            progress.eprint(&format!("error: verify {}: {e}", bundle.display()));
+            return Exit::Failed;
+        }
+    };
     if args.json {
         match report.to_json() {
             Ok(json) => println!("{json}"),

@@ -47,6 +47,20 @@ pub struct RawConfig {
     /// beside the run's lock file, `<config>.state/`); `--state-dir` overrides it.
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
+    /// How `ferry import` authenticates bundles.
+    #[serde(default)]
+    pub bundles: Option<RawBundles>,
+}
+
+/// `bundles:`: what `ferry import` (and `ferry verify --bundle`) trusts a bundle under.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBundles {
+    /// Public keys (PEM `PUBLIC KEY` files: ECDSA P-256 or Ed25519, as `cosign
+    /// generate-key-pair` writes `cosign.pub`). With any key here, `ferry import` refuses a bundle
+    /// that is not signed by one of them, before any request to a target.
+    #[serde(default)]
+    pub keys: Vec<PathBuf>,
 }
 
 /// `listener:`: how `ferry watch` serves its listener.

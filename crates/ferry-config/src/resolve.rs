@@ -238,6 +238,7 @@ impl Checker<'_> {
             events,
             listener_tls,
             state_dir: raw.state_dir,
+            bundle_keys: raw.bundles.map(|b| b.keys).unwrap_or_default(),
         })
     }
 

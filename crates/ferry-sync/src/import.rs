@@ -17,12 +17,14 @@ use ferry_distribution::ops::MountOutcome;
 use ferry_distribution::reference::Tag;
 use ferry_distribution::{Digest, Operation, Reference, RegistryClient};
 
+use crate::bundle_trust::{Authenticity, authenticate};
 use crate::engine::graph::{Refs, references};
 use crate::outcome::Outcome;
 use crate::registries::Registries;
 use ferry_config::{Mapping, Origin, Pick};
 use ferry_store::archive::Stores;
 use ferry_store::archive::reader::ArchiveReader;
+use ferry_trust::PublicKey;
 
 /// At most this many missing digests are named in an image's refusal.
 const NAMED_MISSING: usize = 3;
@@ -36,6 +38,8 @@ pub struct Imported {
     pub unplaced: Vec<String>,
     /// Blobs an incremental bundle leaves out, mounted into an image's repository first.
     pub mounted: u64,
+    /// Whether the bundle is signed, only self-consistent, or not a ferry bundle at all.
+    pub authenticity: Authenticity,
     /// The run of the placed images.
     pub outcome: Outcome,
 }
@@ -49,6 +53,13 @@ pub enum ImportError {
     /// `--target-prefix` is not `HOST[/PATH]`.
     #[error("{0}")]
     Prefix(String),
+    /// A `--since` bundle's record could not be read.
+    #[error("{0}")]
+    Bases(String),
+    /// The bundle is refused under the keys given (unsigned, a bad signature), before any
+    /// request to a target.
+    #[error("{0}")]
+    Untrusted(String),
     /// No entry of the archive can be imported.
     #[error("no image of the bundle can be imported")]
     Nothing {
@@ -64,6 +75,7 @@ pub(crate) struct ImportPlan {
     pub refused: HashMap<usize, Error>,
     pub unplaced: Vec<String>,
     pub mounted: u64,
+    pub authenticity: Authenticity,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -74,6 +86,8 @@ pub(crate) async fn plan(
     prefix: Option<&str>,
     registries: &Registries,
     stores: &Stores,
+    keys: &[PublicKey],
+    site: &BTreeSet<Repo>,
     dry_run: bool,
 ) -> Result<ImportPlan, ImportError> {
     let origin = Origin::OciArchive {
@@ -81,11 +95,31 @@ pub(crate) async fn plan(
         reference: None,
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
+    // Before any request: a bundle the keys refuse never reaches a target.
+    let authenticity = authenticate(&reader, keys).map_err(ImportError::Untrusted)?;
     let (images, unplaced) = images(&reader, prefix).map_err(ImportError::Prefix)?;
     if images.is_empty() {
         return Err(ImportError::Nothing { unplaced });
     }
-    let check = check_base(&reader, &images, registries, dry_run).await;
+    let check = check_base(&reader, &images, registries, site, dry_run).await;
+    // An image the record lists from a base is served once its root came from the target.
+    let failed: BTreeSet<&str> = check.refused.iter().map(|(n, _)| n.as_str()).collect();
+    let mut refused_late = Vec::new();
+    for image in images.iter().filter(|i| i.from_base) {
+        if !failed.contains(image.ref_name.as_str())
+            && !reader.admit(&image.ref_name, &image.digest)
+        {
+            refused_late.push((
+                image.ref_name.clone(),
+                missing_error(
+                    &reader,
+                    image,
+                    std::slice::from_ref(&image.digest),
+                    Operation::ManifestGet,
+                ),
+            ));
+        }
+    }
     let mappings: Vec<Mapping> = images
         .iter()
         .enumerate()
@@ -99,6 +133,7 @@ pub(crate) async fn plan(
     let refused = check
         .refused
         .into_iter()
+        .chain(refused_late)
         .filter_map(|(name, e)| by_name.get(name.as_str()).map(|n| (*n, e)))
         .collect();
     Ok(ImportPlan {
@@ -106,6 +141,7 @@ pub(crate) async fn plan(
         refused,
         unplaced,
         mounted: check.mounted,
+        authenticity,
     })
 }
 
@@ -122,6 +158,9 @@ pub(crate) struct ImportImage {
     pub repository: String,
     /// The tag it is pushed under (`None`: by digest only).
     pub tag: Option<Tag>,
+    /// Listed by the bundle's record but not in `index.json`: its root is a base's, to be
+    /// found on the target before the image is tagged there.
+    pub from_base: bool,
 }
 
 impl ImportImage {
@@ -168,11 +207,41 @@ pub(crate) fn images(
             Err(reason) => refused.push(format!("{ref_name}: {reason}")),
         }
     }
+    // Every image the record lists is accounted for: one whose root a base carried (not in
+    // index.json) is placed too, and the base check finds it on the target or fails it.
+    let named: BTreeSet<String> = reader.images().into_iter().filter_map(|(n, _)| n).collect();
+    for image in reader
+        .record()
+        .map(|r| r.images.as_slice())
+        .unwrap_or_default()
+    {
+        if named.contains(&image.reference) {
+            continue;
+        }
+        let placed = Digest::parse(&image.digest)
+            .map_err(|e| format!("digest {:?}: {e}", image.digest))
+            .and_then(|d| place(&image.reference, &d, prefix.as_ref()));
+        match placed {
+            Ok(mut placed) => {
+                placed.from_base = true;
+                if seen.insert(placed.target()) {
+                    out.push(placed);
+                } else {
+                    refused.push(format!(
+                        "{}: another image of the archive goes to {} too: not imported",
+                        image.reference,
+                        placed.target()
+                    ));
+                }
+            }
+            Err(reason) => refused.push(format!("{}: {reason}", image.reference)),
+        }
+    }
     Ok((out, refused))
 }
 
 /// `HOST/PATH` → (`HOST`, `PATH`), checked as a repository reference (`PATH` may be empty).
-fn split_prefix(prefix: &str) -> Result<(String, String), String> {
+pub(crate) fn split_prefix(prefix: &str) -> Result<(String, String), String> {
     let prefix = prefix.trim_end_matches('/');
     let (host, path) = prefix.split_once('/').unwrap_or((prefix, ""));
     if host.is_empty() || !(host.contains(['.', ':']) || host == "localhost") {
@@ -185,7 +254,7 @@ fn split_prefix(prefix: &str) -> Result<(String, String), String> {
     Ok((host.to_owned(), path.to_owned()))
 }
 
-fn place(
+pub(crate) fn place(
     ref_name: &str,
     digest: &Digest,
     prefix: Option<&(String, String)>,
@@ -232,6 +301,7 @@ fn place(
         registry,
         repository,
         tag,
+        from_base: false,
     })
 }
 
@@ -262,20 +332,31 @@ pub(crate) struct BaseCheck {
     pub refused: Vec<(String, Error)>,
 }
 
+/// A registry repository: (registry, repository).
+pub(crate) type Repo = (String, String);
+
 /// For every image whose content the archive leaves out (an incremental bundle's), checks the
 /// target holds it: a manifest by a GET in the image's repository (handed to the reader, so
-/// the run can walk an index over it), a blob by a HEAD there or
-/// in another repository of the archive's images on the same registry, mounted from there
-/// (not in a dry run) once every digest of the image is found. An image with a digest found
-/// nowhere is refused before anything of it is pushed (the run then fails its mapping),
-/// naming the bundle's bases and the first missing digests.
+/// the run can walk an index over it), a blob by a HEAD there. A blob its own repository lacks
+/// is mounted (not in a dry run) only from a repository this import will write to (an image
+/// complete in the bundle, or whose every left-out digest its own repository holds) or one
+/// the site config names (`site`): never from a repository only a refused or incomplete entry
+/// names, so a bundle cannot make the site's credentials copy a blob out of a repository of
+/// its choosing. An image with a digest found nowhere is refused before anything of it is
+/// pushed (the run then fails its mapping), naming the bundle's bases and the first missing
+/// digests.
 pub(crate) async fn check_base(
     reader: &ArchiveReader,
     images: &[ImportImage],
     registries: &Registries,
+    site: &BTreeSet<Repo>,
     dry_run: bool,
 ) -> BaseCheck {
     let mut check = BaseCheck::default();
+    // The repositories blobs may be mounted from: the site's, and each image's that the
+    // import writes whatever else happens.
+    let mut sources: BTreeSet<Repo> = site.clone();
+    let mut pending = Vec::new();
     for image in images {
         let needed = match needed(reader, &image.digest).await {
             Ok(n) => n,
@@ -284,7 +365,9 @@ pub(crate) async fn check_base(
                 continue;
             }
         };
+        let repo = (image.registry.clone(), image.repository.clone());
         if needed.is_empty() {
+            sources.insert(repo);
             continue;
         }
         let client = match registries.client(&image.registry).await {
@@ -294,7 +377,33 @@ pub(crate) async fn check_base(
                 continue;
             }
         };
-        match find(reader, &client, image, images, &needed).await {
+        match in_own(reader, &client, image, &needed).await {
+            Ok(lacking) if lacking.is_empty() => {
+                sources.insert(repo);
+            }
+            Ok(lacking) => pending.push((image, client, lacking)),
+            Err(e) => check.refused.push((image.ref_name.clone(), e)),
+        }
+    }
+    for (image, client, lacking) in pending {
+        let manifests: Vec<Digest> = lacking
+            .iter()
+            .filter_map(|n| match n {
+                Needed::Manifest(d) => Some(d.clone()),
+                Needed::Blob(_) => None,
+            })
+            .collect();
+        if !manifests.is_empty() {
+            let e = missing_error(reader, image, &manifests, Operation::ManifestGet);
+            check.refused.push((image.ref_name.clone(), e));
+            continue;
+        }
+        let others: Vec<&str> = sources
+            .iter()
+            .filter(|(r, p)| *r == image.registry && *p != image.repository)
+            .map(|(_, p)| p.as_str())
+            .collect();
+        match elsewhere(&client, &others, &lacking).await {
             Ok((missing, mounts)) if missing.is_empty() => {
                 if dry_run {
                     continue;
@@ -305,7 +414,7 @@ pub(crate) async fn check_base(
                 }
             }
             Ok((missing, _)) => {
-                let e = missing_error(reader, image, &missing);
+                let e = missing_error(reader, image, &missing, Operation::BlobHead);
                 check.refused.push((image.ref_name.clone(), e));
             }
             Err(e) => check.refused.push((image.ref_name.clone(), e)),
@@ -355,48 +464,56 @@ fn reader_error(reader: &ArchiveReader, operation: Operation, message: String) -
     Error::new(reader.name(), None, operation, ErrorKind::Local(message))
 }
 
-/// The digests found nowhere, and for each blob found in another repository, where.
-async fn find(
+/// What the image's own repository lacks of `needed`: a manifest is read from there (and
+/// handed to the reader), a blob HEADed there.
+async fn in_own(
     reader: &ArchiveReader,
     client: &RegistryClient,
     image: &ImportImage,
-    images: &[ImportImage],
     needed: &[Needed],
-) -> Result<(Vec<Digest>, Vec<(Digest, String)>), Error> {
-    let mut missing = Vec::new();
-    let mut mounts = Vec::new();
-    let others: BTreeSet<&str> = images
-        .iter()
-        .filter(|i| i.registry == image.registry && i.repository != image.repository)
-        .map(|i| i.repository.as_str())
-        .collect();
+) -> Result<Vec<Needed>, Error> {
+    let mut lacking = Vec::new();
     for n in needed {
         match n {
             // Read from the target, so the run can walk an index over it.
             Needed::Manifest(d) => {
                 match client.get_manifest(&image.repository, &d.to_string()).await {
                     Ok(m) if m.digest == *d && reader.supply(m.clone()) => {}
-                    Ok(_) => missing.push(d.clone()),
-                    Err(e) if e.is_not_found() => missing.push(d.clone()),
+                    Ok(_) => lacking.push(n.clone()),
+                    Err(e) if e.is_not_found() => lacking.push(n.clone()),
                     Err(e) => return Err(e),
                 }
             }
             Needed::Blob(d) => {
-                if client.head_blob(&image.repository, d).await?.is_some() {
-                    continue;
-                }
-                let mut from = None;
-                for other in &others {
-                    if client.head_blob(other, d).await?.is_some() {
-                        from = Some((*other).to_owned());
-                        break;
-                    }
-                }
-                match from {
-                    Some(repo) => mounts.push((d.clone(), repo)),
-                    None => missing.push(d.clone()),
+                if client.head_blob(&image.repository, d).await?.is_none() {
+                    lacking.push(n.clone());
                 }
             }
+        }
+    }
+    Ok(lacking)
+}
+
+/// The blobs of `lacking` found in none of `others`, and for each found, where.
+async fn elsewhere(
+    client: &RegistryClient,
+    others: &[&str],
+    lacking: &[Needed],
+) -> Result<(Vec<Digest>, Vec<(Digest, String)>), Error> {
+    let mut missing = Vec::new();
+    let mut mounts = Vec::new();
+    for n in lacking {
+        let Needed::Blob(d) = n else { continue };
+        let mut from = None;
+        for other in others {
+            if client.head_blob(other, d).await?.is_some() {
+                from = Some((*other).to_owned());
+                break;
+            }
+        }
+        match from {
+            Some(repo) => mounts.push((d.clone(), repo)),
+            None => missing.push(d.clone()),
         }
     }
     Ok((missing, mounts))
@@ -428,7 +545,13 @@ async fn mount_all(
     Ok(n)
 }
 
-fn missing_error(reader: &ArchiveReader, image: &ImportImage, missing: &[Digest]) -> Error {
+/// Why `image` is refused: `missing` (found by `operation`) is nowhere on the target.
+fn missing_error(
+    reader: &ArchiveReader,
+    image: &ImportImage,
+    missing: &[Digest],
+    operation: Operation,
+) -> Error {
     let bases = match reader.record() {
         Some(r) if !r.bases.is_empty() => r
             .bases
@@ -447,7 +570,7 @@ fn missing_error(reader: &ArchiveReader, image: &ImportImage, missing: &[Digest]
     Error::new(
         &image.registry,
         Some(&image.repository),
-        Operation::BlobHead,
+        operation,
         ErrorKind::Refused(format!(
             "{} needs {} digest{} that the bundle leaves out and the target does not hold \
              (import its base first: {bases}): {}{}; nothing of it was pushed",

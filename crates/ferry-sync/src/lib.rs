@@ -47,6 +47,7 @@
 //! The prepare phase (`prepare`) and the engine (`engine`) are the run's own, reached only
 //! through [`Run`].
 
+pub mod bundle_trust;
 pub mod dryrun;
 pub mod ecr;
 pub(crate) mod engine;

@@ -200,6 +200,15 @@ impl Run {
         .await
     }
 
+    /// `ferry verify --bundle`: whether the site holds every image the bundle (and each
+    /// `--since` base) describes, read-only; the report and verdict are verify's.
+    pub async fn verify_bundle(
+        self,
+        spec: &crate::verify::bundle::BundleVerify,
+    ) -> Result<VerifyReport, ImportError> {
+        crate::verify::bundle::run(spec, &self.ctx.registries, &self.ctx.stores).await
+    }
+
     /// `ferry export`: every image the config selects written into one bundle (its every
     /// target, named there by the target's reference; the target registries never asked);
     /// nothing pruned.
@@ -214,17 +223,35 @@ impl Run {
 
     /// `ferry import`: every image of the archive at `bundle` pushed where its `ref.name` says
     /// (or under `prefix`), as one-image mappings; the base an incremental bundle leaves out
-    /// is checked on the target first, with the run's own clients.
+    /// is checked on the target first, with the run's own clients. With `keys`, a bundle not
+    /// signed by one of them is refused before any request (`ImportError::Untrusted`).
     pub async fn import(
         mut self,
         bundle: &Path,
         prefix: Option<&str>,
+        keys: &[ferry_trust::PublicKey],
     ) -> Result<Imported, ImportError> {
+        // The repositories the site config names: blobs may be mounted from them.
+        let site = self
+            .config
+            .mappings
+            .iter()
+            .flat_map(|m| m.targets.iter())
+            .filter_map(|t| match t {
+                ferry_config::Target::Registry {
+                    registry,
+                    repository,
+                } => Some((registry.clone(), repository.clone())),
+                _ => None,
+            })
+            .collect();
         let planned = crate::import::plan(
             bundle,
             prefix,
             &self.ctx.registries,
             &self.ctx.stores,
+            keys,
+            &site,
             self.ctx.mode == Mode::DryRun,
         )
         .await?;
@@ -237,6 +264,7 @@ impl Run {
         Ok(Imported {
             unplaced: planned.unplaced,
             mounted: planned.mounted,
+            authenticity: planned.authenticity,
             outcome,
         })
     }

@@ -330,9 +330,25 @@ fn record_for(entries: &[Entry]) -> serde_json::Value {
         .find(|e| e.name == "index.json")
         .unwrap()
         .body;
+    // Every index.json entry is one of the record's images, under a mapping of its repository.
+    let parsed: serde_json::Value = serde_json::from_slice(index).unwrap();
+    let mut mappings = Vec::new();
+    let mut images = Vec::new();
+    for m in parsed["manifests"].as_array().unwrap() {
+        let name = m["annotations"]["org.opencontainers.image.ref.name"]
+            .as_str()
+            .unwrap();
+        let repo = name.rsplit_once(':').unwrap().0;
+        mappings.push(json!({"source": repo, "targets": [repo]}));
+        images.push(
+            json!({"reference": name, "source": name, "digest": m["digest"],
+            "mapping": mappings.len() - 1}),
+        );
+    }
     json!({
         "format": ferry_store::bundle::BUNDLE_FORMAT, "created": "2026-12-01T00:00:00Z",
-        "mappings": [], "images": [], "bases": [{"digest": "sha256:00", "name": "week-47.tar"}],
+        "mappings": mappings, "images": images,
+        "bases": [{"digest": "sha256:00", "name": "week-47.tar"}],
         "content": carried.clone(), "carried": carried.clone(),
         "digest": ferry_store::bundle::bundle_digest(&carried, index),
     })
@@ -468,6 +484,7 @@ fn empty_config() -> Config {
         events: None,
         listener_tls: None,
         state_dir: None,
+        bundle_keys: Vec::new(),
     }
 }
 

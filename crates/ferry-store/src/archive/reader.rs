@@ -15,7 +15,10 @@ use ferry_distribution::{Digest, Operation};
 
 use super::docker::DockerImage;
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
-use crate::bundle::{BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, bundle_digest};
+use crate::bundle::{
+    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, SIGNATURE_ENTRY,
+    SIGNATURE_LIMIT, bundle_digest,
+};
 use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, add_referrer, media_type_of};
 use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
 use ferry_config::Origin;
@@ -32,10 +35,22 @@ pub enum Content {
     /// An OCI image layout: its `index.json`'s entries, and a ferry bundle's record.
     Oci {
         index: Vec<IndexEntry>,
-        record: Option<BundleRecord>,
+        record: Option<Box<BundleRecord>>,
+        /// The record's bytes as the tar holds them, and its signature entry's, for the run
+        /// to verify under a key.
+        raw: Option<RawRecord>,
     },
     /// `docker save` output: each image with the manifest ferry builds for it.
     Docker(Vec<DockerImage>),
+}
+
+/// A bundle record's bytes as read from the tar, and its signature entry's when there is one.
+#[derive(Debug)]
+pub struct RawRecord {
+    /// `ferry-bundle.json`'s bytes: what a signature is over.
+    pub bytes: Vec<u8>,
+    /// `ferry-bundle.json.sig`'s text, when the bundle was signed.
+    pub signature: Option<Vec<u8>>,
 }
 
 /// An archive after its one indexing pass, shared by every mapping that reads it.
@@ -47,6 +62,10 @@ pub struct Indexed {
     /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
     /// base check (each checked against its digest when supplied).
     supplied: Mutex<HashMap<Digest, Manifest>>,
+    /// Images the bundle's record lists whose root a base carried, admitted by `ferry
+    /// import` once their root was supplied from the target: served as if `index.json`
+    /// named them.
+    admitted: Mutex<Vec<IndexEntry>>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -154,15 +173,52 @@ impl ArchiveReader {
         true
     }
 
+    /// Serves an image the bundle's record lists but `index.json` leaves out (its root a
+    /// base's), under `ref_name`; refused (`false`) unless its root was supplied first.
+    pub fn admit(&self, ref_name: &str, digest: &Digest) -> bool {
+        let media_type = {
+            let supplied = self
+                .inner
+                .supplied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match supplied.get(digest) {
+                Some(m) => m.media_type.clone(),
+                None => return false,
+            }
+        };
+        self.inner
+            .admitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(IndexEntry {
+                digest: digest.clone(),
+                media_type: Some(media_type),
+                size: None,
+                tag: tag_of_ref_name(ref_name),
+                ref_name: Some(ref_name.to_owned()),
+            });
+        true
+    }
+
     /// `oci-archive:PATH[:REF]`, as reports name it.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The ferry bundle record, for an OCI archive that holds one (its digest checked).
+    /// The ferry bundle record, for an OCI archive that holds one (its digest checked, and
+    /// every entry of the tar held against it).
     pub fn record(&self) -> Option<&BundleRecord> {
         match &self.inner.content {
-            Content::Oci { record, .. } => record.as_ref(),
+            Content::Oci { record, .. } => record.as_deref(),
+            Content::Docker(_) => None,
+        }
+    }
+
+    /// The record's bytes and signature as the tar holds them (`None` without a record).
+    pub fn raw_record(&self) -> Option<&RawRecord> {
+        match &self.inner.content {
+            Content::Oci { raw, .. } => raw.as_ref(),
             Content::Docker(_) => None,
         }
     }
@@ -207,11 +263,19 @@ impl ArchiveReader {
             None => true,
         };
         match &self.inner.content {
-            Content::Oci { index, .. } => index
-                .iter()
-                .filter(|e| wanted(e.ref_name.as_deref()))
-                .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
-                .collect(),
+            Content::Oci { index, .. } => {
+                let admitted = self
+                    .inner
+                    .admitted
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                index
+                    .iter()
+                    .chain(admitted.iter())
+                    .filter(|e| wanted(e.ref_name.as_deref()))
+                    .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
+                    .collect()
+            }
             Content::Docker(images) => images
                 .iter()
                 .flat_map(|i| i.repo_tags.iter().map(move |t| (i, t)))
@@ -522,6 +586,7 @@ async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String>
         content,
         referrers: OnceCell::new(),
         supplied: Mutex::default(),
+        admitted: Mutex::default(),
     }))
 }
 
@@ -544,8 +609,27 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
         .await
         .map_err(|e| format!("entry \"index.json\": {e}"))?;
     let index = parse_index(&index_json, "entry \"index.json\"")?;
-    let record = match tar.get(BUNDLE_ENTRY) {
+    let signature = match tar.get(SIGNATURE_ENTRY) {
         None => None,
+        Some(e) if e.size > SIGNATURE_LIMIT => {
+            return Err(format!(
+                "entry {SIGNATURE_ENTRY:?} is {} bytes, larger than its limit of {SIGNATURE_LIMIT}",
+                e.size
+            ));
+        }
+        Some(e) => Some(
+            reader_tar::read_entry(&tar.path, e)
+                .await
+                .map_err(|err| format!("entry {SIGNATURE_ENTRY:?}: {err}"))?,
+        ),
+    };
+    let (record, raw) = match tar.get(BUNDLE_ENTRY) {
+        None if signature.is_some() => {
+            return Err(format!(
+                "entry {SIGNATURE_ENTRY:?} signs a {BUNDLE_ENTRY:?} the archive does not hold"
+            ));
+        }
+        None => (None, None),
         Some(e) if e.size > BUNDLE_ENTRY_LIMIT => {
             return Err(format!(
                 "entry {BUNDLE_ENTRY:?} is {} bytes, larger than its limit of {BUNDLE_ENTRY_LIMIT}",
@@ -556,10 +640,12 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
             let bytes = reader_tar::read_entry(&tar.path, e)
                 .await
                 .map_err(|err| format!("entry {BUNDLE_ENTRY:?}: {err}"))?;
-            Some(check_record(tar, &bytes, &index_json)?)
+            let record = check_record(tar, &bytes, &index_json)?;
+            crate::bundle::check::against_tar(&record, &index, &index_json, &carried(tar))?;
+            (Some(Box::new(record)), Some(RawRecord { bytes, signature }))
         }
     };
-    Ok(Content::Oci { index, record })
+    Ok(Content::Oci { index, record, raw })
 }
 
 /// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
@@ -573,12 +659,7 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
             record.format
         ));
     }
-    let carried: Vec<String> = tar
-        .names()
-        .filter_map(|n| n.strip_prefix("blobs/"))
-        .filter_map(|n| n.split_once('/'))
-        .map(|(alg, hex)| format!("{alg}:{hex}"))
-        .collect();
+    let carried: Vec<String> = carried(tar).into_keys().collect();
     let digest = bundle_digest(&carried, index_json);
     if digest != record.digest {
         return Err(format!(
@@ -588,6 +669,16 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
         ));
     }
     Ok(record)
+}
+
+/// The tar's blob entries (`blobs/<alg>/<hex>`) as digests, with their sizes.
+fn carried(tar: &TarIndex) -> crate::bundle::check::Carried {
+    tar.names()
+        .filter_map(|n| {
+            let (alg, hex) = n.strip_prefix("blobs/")?.split_once('/')?;
+            Some((format!("{alg}:{hex}"), tar.get(n)?.size))
+        })
+        .collect()
 }
 
 /// The tar file an archive origin names (for messages).

@@ -9,7 +9,7 @@
 //! and the finish fail with that error, and `PATH.partial` is removed. A failure before the
 //! header (the source never produced a byte) fails that blob only.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +25,7 @@ use super::writer_tar::Sink;
 use crate::StoreError;
 use crate::bundle::{
     BUNDLE_ENTRY, BUNDLE_FORMAT, BundleBase, BundleImage, BundleMapping, BundleRecord,
-    bundle_digest,
+    RecordSigner, SIGNATURE_ENTRY, bundle_digest, sha256_of,
 };
 use crate::store::{BlobSink, ImageIn, SinkError, StoreKey, StoreWrite};
 
@@ -49,6 +49,9 @@ pub struct BundleSpec {
     pub base_content: HashSet<String>,
     /// When the export ran (RFC 3339, UTC).
     pub created: String,
+    /// Signs the record (`--sign-key`): the signature goes in the tar after the record and
+    /// beside a file bundle as `BUNDLE.json.sig`.
+    pub signer: Option<RecordSigner>,
 }
 
 /// A streaming tar writer of an OCI image layout, shared by every task of a run that writes
@@ -75,8 +78,8 @@ struct Inner {
 
 #[derive(Default)]
 struct State {
-    /// Digests whose entry is complete in the tar.
-    written: HashSet<String>,
+    /// Digests whose entry is complete in the tar, with their sizes.
+    written: BTreeMap<String, u64>,
     /// `index.json`'s entries by `ref.name` (untagged ones by digest), in the order put.
     index: Vec<(Option<String>, serde_json::Value)>,
     images: Vec<BundleImage>,
@@ -157,7 +160,7 @@ impl ArchiveWriter {
     /// Whether the archive has `digest` in it, or a base bundle carries it (left out here).
     pub fn holds(&self, digest: &Digest) -> bool {
         let d = digest.to_string();
-        locked(&self.inner.state).written.contains(&d) || self.in_base(&d)
+        locked(&self.inner.state).written.contains_key(&d) || self.in_base(&d)
     }
 
     fn in_base(&self, digest: &str) -> bool {
@@ -249,7 +252,7 @@ impl ArchiveWriter {
             .extend(image.blobs.iter().map(|d| d.to_string()));
         // An image whose root a base carries is in the record (`ferry import` tags it from
         // there) but not in `index.json`: every entry of it names a manifest in this tar.
-        if state.written.contains(&root_digest) {
+        if state.written.contains_key(&root_digest) {
             let mut entry = serde_json::json!({
                 "mediaType": root.media_type,
                 "digest": root_digest,
@@ -294,6 +297,13 @@ impl ArchiveWriter {
             None => Sink::open(&self.inner.output),
         };
         let (index, record, report) = self.summary();
+        let signature = match (
+            &record,
+            self.inner.bundle.as_ref().and_then(|b| b.signer.as_ref()),
+        ) {
+            (Some(record), Some(signer)) => Some((signer.0)(record)),
+            _ => None,
+        };
         let io = |e: std::io::Error| {
             let at = self.inner.output.display();
             self.store_error(
@@ -308,6 +318,9 @@ impl ArchiveWriter {
             sink.entry("index.json", &index).await?;
             if let Some(record) = &record {
                 sink.entry(BUNDLE_ENTRY, record).await?;
+            }
+            if let Some(signature) = &signature {
+                sink.entry(SIGNATURE_ENTRY, signature).await?;
             }
             Ok::<u64, std::io::Error>(sink.bytes)
         }
@@ -327,6 +340,12 @@ impl ArchiveWriter {
             crate::fsio::write_atomic(std::path::Path::new(&beside), record)
                 .await
                 .map_err(io)?;
+            if let Some(signature) = &signature {
+                beside.push(".sig");
+                crate::fsio::write_atomic(std::path::Path::new(&beside), signature)
+                    .await
+                    .map_err(io)?;
+            }
         }
         Ok(ArchiveReport { bytes, ..report })
     }
@@ -346,17 +365,16 @@ impl ArchiveWriter {
             "manifests": entries.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
         });
         let index = serde_json::to_vec_pretty(&index).unwrap_or_default();
-        let mut carried: Vec<String> = state.written.iter().cloned().collect();
-        carried.sort();
+        let carried: Vec<String> = state.written.keys().cloned().collect();
         let left_out = state
             .content
             .iter()
-            .filter(|d| !state.written.contains(*d))
+            .filter(|d| !state.written.contains_key(*d))
             .count() as u64;
         let in_base = state
             .images
             .iter()
-            .filter(|i| !state.written.contains(&i.digest))
+            .filter(|i| !state.written.contains_key(&i.digest))
             .count() as u64;
         let mut report = ArchiveReport {
             archive: self.inner.output.display(),
@@ -383,6 +401,8 @@ impl ArchiveWriter {
                 content: state.content.iter().cloned().collect(),
                 carried,
                 digest,
+                index: Some(sha256_of(&index)),
+                sizes: state.written.clone(),
             };
             serde_json::to_vec_pretty(&record).unwrap_or_default()
         });
@@ -493,7 +513,7 @@ impl BlobEntry {
         self.done = true;
         locked(&self.writer.inner.state)
             .written
-            .insert(self.digest.to_string());
+            .insert(self.digest.to_string(), self.size);
         Ok(())
     }
 }

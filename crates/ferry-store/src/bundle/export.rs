@@ -14,15 +14,19 @@ use ferry_config::Config;
 /// `index.json` larger than this is refused while checking an earlier bundle's digest.
 const INDEX_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// The config's mappings as a bundle records them: sources and targets as shown, nothing of
-/// the registries (no credentials, no settings).
+/// The config's mappings as a bundle records them: sources and targets as shown (a
+/// whole-registry mapping's target prefixes, under which its repositories go), nothing of the
+/// registries (no credentials, no settings).
 pub fn mappings_of(config: &Config) -> Vec<BundleMapping> {
     config
         .mappings
         .iter()
         .map(|m| BundleMapping {
             source: m.source.clone(),
-            targets: m.targets.iter().map(ToString::to_string).collect(),
+            targets: match &m.repositories {
+                Some(glob) => glob.targets.iter().map(ToString::to_string).collect(),
+                None => m.targets.iter().map(ToString::to_string).collect(),
+            },
         })
         .collect()
 }
@@ -52,6 +56,7 @@ pub fn spec(config: &Config, records: &[(String, BundleRecord)], created: String
         bases,
         base_content,
         created,
+        signer: None,
     }
 }
 
@@ -171,6 +176,8 @@ mod tests {
             content: content.iter().map(|s| s.to_string()).collect(),
             carried: Vec::new(),
             digest: format!("sha256:{}", content.join("")),
+            index: None,
+            sizes: Default::default(),
         }
     }
 

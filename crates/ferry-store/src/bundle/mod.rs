@@ -1,6 +1,7 @@
 //! An air-gapped bundle's own record, `ferry-bundle.json`: what `ferry export` wrote into the
 //! OCI archive (the images, their sources, the bundles it builds on) and `ferry import` checks.
 
+pub mod check;
 pub mod export;
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +14,29 @@ pub const BUNDLE_FORMAT: &str = "ferry-bundle/v1";
 
 /// A `ferry-bundle.json` larger than this is refused before it is read.
 pub const BUNDLE_ENTRY_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The tar entry that holds the record's signature (`ferry export --sign-key`), written right
+/// after the record; beside a file bundle it is `BUNDLE.json.sig`. Its text is the base64 of
+/// the signature over the record's exact bytes (P-256: ECDSA over SHA-256, DER; Ed25519: 64
+/// bytes), as `cosign sign-blob` writes one.
+pub const SIGNATURE_ENTRY: &str = "ferry-bundle.json.sig";
+
+/// A signature entry larger than this is refused before it is read.
+pub const SIGNATURE_LIMIT: u64 = 64 * 1024;
+
+/// Signs a record's bytes, giving the signature file's text: set by `ferry export --sign-key`
+/// (the key stays with the caller; this crate holds no key code).
+#[derive(Clone)]
+pub struct RecordSigner(pub std::sync::Arc<SignFn>);
+
+/// What a [`RecordSigner`] calls: the record's bytes in, the signature file's text out.
+pub type SignFn = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
+impl std::fmt::Debug for RecordSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordSigner")
+    }
+}
 
 /// `ferry-bundle.json`: what a bundle holds and what it builds on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +61,19 @@ pub struct BundleRecord {
     /// This bundle's digest: `sha256:` over the sorted `carried` digests and `index.json`'s
     /// bytes (see `bundle_digest`); bases and `--since` name a bundle by it.
     pub digest: String,
+    /// `sha256:` of `index.json`'s bytes as written into the tar (a record written before
+    /// signed bundles has none, and cannot be trusted under a key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// The size in bytes of every entry of `carried` (its tar entry's size).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sizes: std::collections::BTreeMap<String, u64>,
+}
+
+/// `sha256:` of `bytes`, as the record names `index.json`.
+pub fn sha256_of(bytes: &[u8]) -> String {
+    use sha2::{Digest as _, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// One mapping of the exported config.

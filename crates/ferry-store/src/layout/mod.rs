@@ -31,6 +31,8 @@ struct RawEntry {
     #[serde(rename = "mediaType", default)]
     media_type: Option<String>,
     #[serde(default)]
+    size: Option<u64>,
+    #[serde(default)]
     annotations: std::collections::BTreeMap<String, String>,
 }
 
@@ -41,6 +43,8 @@ pub struct IndexEntry {
     pub digest: Digest,
     /// Its media type, when the entry names one.
     pub media_type: Option<String>,
+    /// Its size in bytes, when the entry gives one.
+    pub size: Option<u64>,
     /// The tag, from `org.opencontainers.image.ref.name`.
     pub tag: Option<String>,
     /// That annotation as written (a tag, or a full reference in a multi-repository layout).
@@ -85,6 +89,7 @@ pub fn parse_index(bytes: &[u8], what: &str) -> Result<Vec<IndexEntry>, String> 
             Ok(IndexEntry {
                 digest,
                 media_type: e.media_type,
+                size: e.size,
                 tag: e.annotations.get(REF_NAME).and_then(|v| tag_of_ref_name(v)),
                 ref_name: e.annotations.get(REF_NAME).cloned(),
             })

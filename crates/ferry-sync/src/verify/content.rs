@@ -107,6 +107,29 @@ impl<'a> ContentChecker<'a> {
         findings
     }
 
+    /// What is missing under the manifest `digest` on `target`, which holds it (`ferry verify
+    /// --bundle`): the root read from the target, then walked as [`Self::image`] walks.
+    pub(crate) async fn under_digest(
+        &self,
+        target: &Target,
+        digest: &Digest,
+        name: &str,
+    ) -> Vec<Finding> {
+        let side = match Source::open(target, self.registries, &Default::default()).await {
+            Ok(s) => s,
+            Err(e) => return vec![Finding::unreadable(format!("{target}"), &e)],
+        };
+        let root = match side.get_manifest(&digest.to_string()).await {
+            Ok(m) => m,
+            Err(e) => return vec![Finding::unreadable(format!("manifest of {name}"), &e)],
+        };
+        let mut findings = Vec::new();
+        let mut budget = MAX_CHILDREN;
+        self.walk(&side, target, root, name, 0, &mut budget, &mut findings)
+            .await;
+        findings
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn walk<'b>(
         &'b self,

@@ -9,6 +9,7 @@
 //! and with `--deep` every manifest is read from the target and each unique (repository, blob)
 //! HEADed once ([`content`]). Nothing here writes.
 
+pub mod bundle;
 mod content;
 pub mod report;
 #[cfg(test)]

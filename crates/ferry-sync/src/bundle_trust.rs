@@ -1,0 +1,140 @@
+//! Whether a bundle may be believed before anything of it reaches a target: its record signed
+//! under one of the site's keys, or (no key) its record held against the tar, or nothing at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use ferry_store::archive::reader::ArchiveReader;
+use ferry_store::bundle::{BUNDLE_ENTRY, RecordSigner, SIGNATURE_ENTRY};
+use ferry_trust::PrivateKey;
+pub use ferry_trust::PublicKey;
+
+/// What a bundle was found to be, said in the import's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authenticity {
+    /// Its record is signed by this key (kind and fingerprint), and the tar agrees with it.
+    Signed {
+        /// `ECDSA P-256 sha256:…`.
+        key: String,
+    },
+    /// It holds a record the tar agrees with, but no key was asked for: anyone could have
+    /// written both.
+    Recorded,
+    /// No `ferry-bundle.json` (skopeo's archive): nothing in it is authenticated.
+    NotAuthenticated,
+}
+
+impl Authenticity {
+    /// One line for the output.
+    pub fn describe(&self) -> String {
+        match self {
+            Authenticity::Signed { key } => format!(
+                "the bundle's record is signed by {key}, and every entry of the tar agrees with it"
+            ),
+            Authenticity::Recorded => format!(
+                "the bundle's {BUNDLE_ENTRY} agrees with every entry of the tar, but no key was \
+                 given (--verify-key, or bundles.keys in the config): it is not authenticated"
+            ),
+            Authenticity::NotAuthenticated => format!(
+                "the archive has no {BUNDLE_ENTRY}: it is not authenticated; its images go where \
+                 its index.json names them"
+            ),
+        }
+    }
+}
+
+/// How `reader`'s bundle stands under `keys`: with any key, a bundle without a record, without
+/// a signature, with a record that does not commit to `index.json` and every entry's size, or
+/// whose signature no key verifies, is refused (the error says which); without keys, the
+/// record (already held against the tar when it was indexed) is said to be unauthenticated.
+pub fn authenticate(reader: &ArchiveReader, keys: &[PublicKey]) -> Result<Authenticity, String> {
+    let raw = reader.raw_record();
+    let (record, raw) = match (reader.record().zip(raw), keys.is_empty()) {
+        (None, true) => return Ok(Authenticity::NotAuthenticated),
+        (Some(_), true) => return Ok(Authenticity::Recorded),
+        (None, false) => {
+            return Err(format!(
+                "the archive has no {BUNDLE_ENTRY}, and a key is required: only a bundle signed \
+                 by `ferry export --sign-key` is imported under --verify-key"
+            ));
+        }
+        (Some(pair), false) => pair,
+    };
+    let Some(signature) = &raw.signature else {
+        return Err(format!(
+            "the bundle is not signed (no {SIGNATURE_ENTRY}), and a key is required"
+        ));
+    };
+    if record.index.is_none() || (record.sizes.is_empty() && !record.carried.is_empty()) {
+        return Err(format!(
+            "the bundle's {BUNDLE_ENTRY} does not commit to index.json and every entry's size \
+             (written by an older ferry): it cannot be trusted under a key"
+        ));
+    }
+    let text = String::from_utf8_lossy(signature);
+    let sig = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|_| format!("{SIGNATURE_ENTRY} is not base64"))?;
+    for key in keys {
+        if key.verify(&raw.bytes, &sig).is_ok() {
+            return Ok(Authenticity::Signed {
+                key: format!("{} {}", key.kind(), key.fingerprint()),
+            });
+        }
+    }
+    let tried: Vec<String> = keys.iter().map(|k| k.fingerprint().to_string()).collect();
+    Err(format!(
+        "the signature of the bundle's {BUNDLE_ENTRY} does not verify under the key{} given ({}): \
+         the bundle was altered, or signed by another key",
+        if keys.len() == 1 { "" } else { "s" },
+        tried.join(", ")
+    ))
+}
+
+/// The public keys in `paths` (PEM `PUBLIC KEY` files), each error naming its file.
+pub fn load_public_keys(paths: &[PathBuf]) -> Result<Vec<PublicKey>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let text = read_key_file(p)?;
+            PublicKey::from_pem(&text).map_err(|e| format!("key {}: {e}", p.display()))
+        })
+        .collect()
+}
+
+/// The signer of `ferry export --sign-key FILE`: a PKCS#8 PEM private key (ECDSA P-256 or
+/// Ed25519), a SEC1 P-256 key, or cosign's encrypted key opened with `password`
+/// (`COSIGN_PASSWORD`); its signature text is base64, as `cosign sign-blob` prints it.
+pub fn signer_from(path: &Path, password: Option<&[u8]>) -> Result<(RecordSigner, String), String> {
+    let text = zeroize::Zeroizing::new(read_key_file(path)?);
+    let key = PrivateKey::from_pem(&text, password)
+        .map_err(|e| format!("--sign-key {}: {e}", path.display()))?;
+    let public = key.public_key();
+    let shown = format!("{} {}", public.kind(), public.fingerprint());
+    let key = Arc::new(key);
+    let signer = RecordSigner(Arc::new(move |bytes: &[u8]| {
+        base64::engine::general_purpose::STANDARD
+            .encode(key.sign(bytes))
+            .into_bytes()
+    }));
+    Ok((signer, shown))
+}
+
+/// A key file's bytes (bounded: a key is small).
+fn read_key_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    const LIMIT: u64 = 64 * 1024;
+    let file = std::fs::File::open(path).map_err(|e| format!("key {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    file.take(LIMIT + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("key {}: {e}", path.display()))?;
+    if out.len() as u64 > LIMIT {
+        return Err(format!(
+            "key {}: larger than {LIMIT} bytes: not a key",
+            path.display()
+        ));
+    }
+    Ok(out)
+}
