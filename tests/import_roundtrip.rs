@@ -322,7 +322,10 @@ async fn a_weekly_bundle_alone_accounts_for_every_image_its_record_lists_and_nam
             .unwrap()
             .digest;
         assert!(row.contains("bundle-full.tar"), "{row}");
-        assert!(row.contains("manifest GET"), "a missing root is a manifest: {row}");
+        assert!(
+            row.contains("manifest GET"),
+            "a missing root is a manifest: {row}"
+        );
         assert!(row.contains(&root.to_string()), "{row}");
     }
     assert!(

@@ -206,10 +206,7 @@ pub async fn run_door(
             let shown = bundle.display();
             match run.import(&bundle, prefix.as_deref(), &keys).await {
                 Ok(imported) => {
-                    progress.eprint(&format!(
-                        "import {shown}: {}",
-                        imported.authenticity.describe()
-                    ));
+                    progress.eprint(&format!("import {shown}: {}", imported.authenticity));
                     for message in &imported.unplaced {
                         progress.eprint(&format!("error: import {shown}: {message}"));
                     }

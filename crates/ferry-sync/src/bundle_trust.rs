@@ -25,18 +25,21 @@ pub enum Authenticity {
     NotAuthenticated,
 }
 
-impl Authenticity {
-    /// One line for the output.
-    pub fn describe(&self) -> String {
+/// One line for the output.
+impl std::fmt::Display for Authenticity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Authenticity::Signed { key } => format!(
+            Authenticity::Signed { key } => write!(
+                f,
                 "the bundle's record is signed by {key}, and every entry of the tar agrees with it"
             ),
-            Authenticity::Recorded => format!(
+            Authenticity::Recorded => write!(
+                f,
                 "the bundle's {BUNDLE_ENTRY} agrees with every entry of the tar, but no key was \
                  given (--verify-key, or bundles.keys in the config): it is not authenticated"
             ),
-            Authenticity::NotAuthenticated => format!(
+            Authenticity::NotAuthenticated => write!(
+                f,
                 "the archive has no {BUNDLE_ENTRY}: it is not authenticated; its images go where \
                  its index.json names them"
             ),
@@ -48,7 +51,10 @@ impl Authenticity {
 /// a signature, with a record that does not commit to `index.json` and every entry's size, or
 /// whose signature no key verifies, is refused (the error says which); without keys, the
 /// record (already held against the tar when it was indexed) is said to be unauthenticated.
-pub fn authenticate(reader: &ArchiveReader, keys: &[PublicKey]) -> Result<Authenticity, String> {
+pub(crate) fn authenticate(
+    reader: &ArchiveReader,
+    keys: &[PublicKey],
+) -> Result<Authenticity, String> {
     let raw = reader.raw_record();
     let (record, raw) = match (reader.record().zip(raw), keys.is_empty()) {
         (None, true) => return Ok(Authenticity::NotAuthenticated),

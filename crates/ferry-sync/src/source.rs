@@ -148,7 +148,7 @@ impl Source {
     /// [`Self::open_blob`] from the start for a caller that hashes every byte itself and checks
     /// the digest before it passes the last chunk on (the engine's tee): an archive then skips
     /// its own hash, so each byte is hashed once.
-    pub async fn open_blob_hashed_by_caller(
+    pub(crate) async fn open_blob_hashed_by_caller(
         &self,
         digest: &Digest,
         size: u64,
