@@ -753,7 +753,10 @@ mod tests {
         let json = serde_json::to_value(&store).unwrap();
         assert_eq!(json["registry"], "oci:/m");
         assert_eq!(json["operation"], "layout write (blob)");
-        assert_eq!((json["http_status"].clone(), json["attempts"].clone()), (serde_json::Value::Null, 0.into()));
+        assert_eq!(
+            (json["http_status"].clone(), json["attempts"].clone()),
+            (serde_json::Value::Null, 0.into())
+        );
         assert_eq!(
             serde_json::to_value(ImageStatus::UpToDate).unwrap(),
             serde_json::json!({"status": "up_to_date"})

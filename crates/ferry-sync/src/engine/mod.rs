@@ -224,7 +224,9 @@ where
             let status = match (outcome, index_failure, archive_failure) {
                 (Err(e), _, _) => ImageStatus::failed_sync(e),
                 (Ok(_), Some((_, e)), _) => ImageStatus::failed(e),
-                (Ok(_), None, Some((_, e))) => ImageStatus::failed_sync(&SyncError::Store(e.clone())),
+                (Ok(_), None, Some((_, e))) => {
+                    ImageStatus::failed_sync(&SyncError::Store(e.clone()))
+                }
                 (Ok(_), None, None) => ImageStatus::Synced,
             };
             let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
@@ -264,7 +266,10 @@ async fn finish_archives(
     stores: &ferry_store::archive::Stores,
 ) -> (
     Vec<crate::report::ArchiveReport>,
-    Vec<(ferry_store::archive::writer::Output, ferry_store::StoreError)>,
+    Vec<(
+        ferry_store::archive::writer::Output,
+        ferry_store::StoreError,
+    )>,
 ) {
     let mut done = Vec::new();
     let mut failed = Vec::new();
