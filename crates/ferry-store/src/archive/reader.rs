@@ -136,7 +136,10 @@ impl ArchiveReader {
         if let Some(r) = &reader.reference
             && reader.selected().is_empty()
         {
-            return Err(fail(format!("the archive holds no image named {r:?}")));
+            return Err(fail(format!(
+                "the archive holds no image named {}",
+                crate::quoted(r)
+            )));
         }
         Ok(reader)
     }
@@ -612,12 +615,16 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
 /// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
 /// `index.json`'s bytes.
 fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<BundleRecord, String> {
-    let record: BundleRecord = serde_json::from_slice(bytes)
-        .map_err(|e| format!("entry {BUNDLE_ENTRY:?} does not parse: {e}"))?;
+    let record: BundleRecord = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "entry {BUNDLE_ENTRY:?} does not parse: {}",
+            crate::complaint(e)
+        )
+    })?;
     if record.format != BUNDLE_FORMAT {
         return Err(format!(
-            "entry {BUNDLE_ENTRY:?} is format {:?}; this ferry reads {BUNDLE_FORMAT}",
-            record.format
+            "entry {BUNDLE_ENTRY:?} is format {}; this ferry reads {BUNDLE_FORMAT}",
+            crate::quoted(&record.format)
         ));
     }
     let carried: Vec<String> = tar
@@ -631,7 +638,7 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
         return Err(format!(
             "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
              the bundle was altered or is not the one its record describes",
-            record.digest
+            crate::quoted(&record.digest)
         ));
     }
     Ok(record)
