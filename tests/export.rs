@@ -414,6 +414,36 @@ async fn an_export_whose_record_beside_fails_leaves_no_bundle() {
     );
 }
 
+/// An export in which every image fails (the source refuses connections) exits 2 and leaves
+/// nothing at NAME nor NAME.json (commands.md: "nothing is left at BUNDLE").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_where_everything_fails_leaves_no_bundle() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = format!("127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let cwd = tempfile::tempdir().unwrap();
+    let config = write_config(
+        cwd.path(),
+        &format!("  - host: \"{host}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n"),
+        &format!(
+            "  - source: {host}/apps/one\n    targets: [registry.internal/mirror/one]\n    tags: {{ include: [\"*\"] }}\n"
+        ),
+    );
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        export_in(cwd.path(), &config, "bundle-full.tar").output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    let names: Vec<String> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["mirror.yaml"], "nothing but the config");
+}
+
 /// `oci-archive:` as a target outside an export: `ferry copy SRC oci-archive:FILE:REF` names the
 /// image REF (as skopeo does), a mapping's `oci-archive:FILE` names each image by its tag; both
 /// are plain archives (no bundle record) that skopeo reads.

@@ -335,6 +335,16 @@ impl ArchiveWriter {
         Ok(ArchiveReport { bytes, ..report })
     }
 
+    /// Ends the archive without finishing it (an export in which every image failed): the
+    /// stream is dropped and `PATH.partial` removed, so nothing is left at `PATH`.
+    pub async fn discard(&self) {
+        let mut guard = self.inner.sink.lock().await;
+        if let Some(sink) = guard.take() {
+            sink.discard();
+        }
+        locked(&self.inner.state).finished = true;
+    }
+
     /// `index.json`'s bytes, the bundle record's (for a bundle) and the report, from what was
     /// put in.
     fn summary(&self) -> (Vec<u8>, Option<Vec<u8>>, ArchiveReport) {
