@@ -85,8 +85,10 @@ pub enum Command {
     #[command(after_help = crate::commands::verify::AFTER_HELP)]
     Verify(crate::commands::verify::VerifyArgs),
     /// Check a config and print every problem with file:line:col.
-    #[command(after_help = "Example:\n  ferry validate -c mirror.yaml")]
-    Validate(ConfigArg),
+    #[command(
+        after_help = "Examples:\n  ferry validate -c mirror.yaml\n  ferry validate --registries-only -c site.yaml\n\nWithout --registries-only the config must hold mappings (what sync, export, watch and\nverify run); with it, a site config holding only registries: (what import, copy, tags,\ninspect, doctor and auth check read) is checked, any mappings checked too but not needed."
+    )]
+    Validate(ValidateArgs),
     /// List a repository's tags and show which a filter selects, and why the others are out.
     #[command(
         after_help = "Example:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge"
@@ -139,6 +141,16 @@ impl ConfigArg {
             .or(self.file.as_deref())
             .unwrap_or(std::path::Path::new(""))
     }
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Check a site config: `registries:` alone is enough (import, copy, tags, inspect,
+    /// doctor and auth check read such a file).
+    #[arg(long)]
+    pub registries_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -94,3 +94,45 @@ async fn a_wrong_target_password_fails_the_check_and_a_right_one_writes_nothing(
         "{writes:?}"
     );
 }
+
+/// A site config of `registries:` alone, its `auth:` written without a type as
+/// docs/airgap.md's is: `auth check` takes it (it used to want mappings) and checks each
+/// registry it lists, with those credentials read as basic. (With no repository named, the
+/// check proves the registry answers, not that the password is right.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registries_only_site_config_is_checked_with_its_untyped_basic_auth() {
+    let Some(target) = RealRegistry::start_for_test_with(RealRegistryOptions {
+        htpasswd: Some((USER.into(), PASSWORD.into())),
+        ..RealRegistryOptions::default()
+    })
+    .await
+    .expect("registry") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site.yaml");
+    std::fs::write(
+        &site,
+        format!(
+            "version: 1\nregistries:\n  - host: \"{}\"\n    url: \"{}\"\n    insecure: true\n    retry: {{ attempts: 2, base: 10ms }}\n    auth:\n      username: {USER}\n      password: ${{MIRROR_PASSWORD}}\n",
+            target.host(),
+            target.url()
+        ),
+    )
+    .unwrap();
+    let out = common::ferry_env(
+        &["auth", "check", "-c", site.to_str().unwrap()],
+        &[("MIRROR_PASSWORD", PASSWORD)],
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}{}", text(&out.stderr));
+    let line = stdout.lines().next().unwrap_or_default();
+    assert!(line.starts_with(&target.host()), "{stdout}");
+    assert!(
+        line.contains(&format!("credentials: basic as {USER}")),
+        "{stdout}"
+    );
+    assert!(line.contains("answers"), "{stdout}");
+    assert!(!stdout.contains(PASSWORD));
+}

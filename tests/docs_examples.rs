@@ -1,10 +1,13 @@
-//! Every shell example of README.md and docs/getting-started.md, run as written against the real
-//! binary and two real registries standing in for Docker Hub and `registry.local:5000`.
+//! Every shell example of README.md, docs/getting-started.md and docs/airgap.md, run as written
+//! against the real binary and two real registries standing in for Docker Hub (and `ghcr.io`)
+//! and `registry.local:5000` (and the air-gapped site's `registry.internal`).
 //!
 //! Each fenced `sh` block is preceded by a `<!-- docs-test: … -->` comment saying what it must
 //! do (`exit N`, `shows "TEXT"`, `writes "FILE"`) or why it cannot run here (`skip, REASON`).
-//! A block with neither fails the test. The substitutions are the registries' addresses
-//! (`docker.io` and `registry.local:5000` in commands and in config.example.yaml), and
+//! A block with neither fails the test. In docs/airgap.md every `yaml` block is a file the
+//! commands after it read, written where they run: `<!-- docs-test: file "NAME" -->` (or
+//! `skip, REASON`). The substitutions are the registries' addresses (`docker.io`, `ghcr.io`,
+//! `registry.local:5000` and `registry.internal` in commands, files and config.example.yaml), and
 //! `cargo install --path .`, which is the binary cargo built for this test, put on `PATH`.
 //! Both registries serve TLS with a test CA that ferry trusts through `SSL_CERT_FILE`, so no
 //! command needs a flag it does not show.
@@ -19,7 +22,9 @@ use ferry_testkit::pki::TestPki;
 use serde_json::{Value, json};
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
-const DOCS: &[&str] = &["README.md", "docs/getting-started.md"];
+const DOCS: &[&str] = &["README.md", "docs/getting-started.md", "docs/airgap.md"];
+/// The documents whose `yaml` blocks are files their commands read (each needs a marker).
+const YAML_FILES: &[&str] = &["docs/airgap.md"];
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
@@ -29,6 +34,8 @@ struct Example {
     file: &'static str,
     line: usize,
     script: String,
+    /// A `yaml` block (a file the commands read), not a shell one.
+    yaml: bool,
     /// `None` when the comment is missing.
     marker: Option<String>,
 }
@@ -42,7 +49,8 @@ fn examples(file: &'static str) -> Vec<Example> {
     let mut i = 0;
     while i < lines.len() {
         let fence = lines[i].trim_start();
-        if fence == "```sh" || fence == "```shell" || fence == "```bash" {
+        let yaml = fence == "```yaml" && YAML_FILES.contains(&file);
+        if yaml || fence == "```sh" || fence == "```shell" || fence == "```bash" {
             let marker = lines[..i]
                 .iter()
                 .rev()
@@ -54,15 +62,17 @@ fn examples(file: &'static str) -> Vec<Example> {
             let end = (start..lines.len())
                 .find(|&j| lines[j].trim_start().starts_with("```"))
                 .unwrap_or_else(|| panic!("{file}:{}: an unclosed block", i + 1));
+            // A file keeps its indentation; a command loses it.
             let script = lines[start..end]
                 .iter()
-                .map(|l| l.trim_start())
+                .map(|l| if yaml { *l } else { l.trim_start() })
                 .collect::<Vec<_>>()
                 .join("\n");
             out.push(Example {
                 file,
                 line: i + 1,
                 script,
+                yaml,
                 marker,
             });
             i = end;
@@ -79,6 +89,9 @@ struct Expect {
     exit: Option<i32>,
     shows: Vec<String>,
     writes: Vec<String>,
+    /// `REPO:TAG`s pushed to the Docker Hub stand-in before the block runs: the source moving
+    /// on between two steps of a walkthrough (a week between two bundles).
+    seeds: Vec<String>,
 }
 
 fn parse_marker(marker: &str) -> Result<Expect, String> {
@@ -104,10 +117,12 @@ fn parse_marker(marker: &str) -> Result<Expect, String> {
             .strip_prefix("shows \"")
             .map(|r| ("shows", r))
             .or_else(|| rest.strip_prefix("writes \"").map(|r| ("writes", r)))
+            .or_else(|| rest.strip_prefix("seeds \"").map(|r| ("seeds", r)))
         {
             let (value, after) = r.split_once('"').ok_or("an unclosed quote")?;
             match key {
                 "shows" => e.shows.push(value.to_owned()),
+                "seeds" => e.seeds.push(value.to_owned()),
                 _ => e.writes.push(value.to_owned()),
             }
             rest = after;
@@ -125,7 +140,9 @@ fn parse_marker(marker: &str) -> Result<Expect, String> {
 fn substitute(text: &str, hub: &str, local: &str) -> String {
     text.replace("cargo install --path .", "true")
         .replace("docker.io", hub)
+        .replace("ghcr.io", hub)
         .replace("registry.local:5000", local)
+        .replace("registry.internal", local)
 }
 
 async fn tls_registry(pki: &TestPki) -> Option<RealRegistry> {
@@ -203,6 +220,10 @@ async fn run(script: &str, dir: &Path, home: &Path, ca: &Path) -> std::process::
         .env("PATH", path)
         .env("HOME", home)
         .env("SSL_CERT_FILE", ca)
+        // The credentials docs/airgap.md's configs name (the stand-ins ask for none).
+        .env("HUB_USER", "docs-user")
+        .env("HUB_TOKEN", "docs-token")
+        .env("MIRROR_PASSWORD", "docs-password")
         .env_remove("RUST_LOG")
         .env_remove("FERRY_CONFIG")
         .env_remove("DOCKER_CONFIG")
@@ -238,6 +259,10 @@ async fn every_shell_example_in_the_readme_and_getting_started_runs_as_written()
     for (n, tag) in ["1.36", "1.37"].iter().enumerate() {
         seed(&c, "library/busybox", tag, n as u64 + 20).await;
     }
+    // ghcr.io/org/app of docs/airgap.md's mirror config (`v*` tags are mirrored).
+    for (n, tag) in ["v1.0", "v1.1", "main"].iter().enumerate() {
+        seed(&c, "org/app", tag, n as u64 + 30).await;
+    }
     let (hub_host, local_host) = (hub.host(), local.host());
     let example_config =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.yaml"))
@@ -261,6 +286,20 @@ async fn every_shell_example_in_the_readme_and_getting_started_runs_as_written()
                 ));
                 continue;
             };
+            if ex.yaml {
+                match marker.strip_prefix("file \"").and_then(|m| m.strip_suffix('"')) {
+                    Some(name) => std::fs::write(
+                        work.path().join(name),
+                        substitute(&ex.script, &hub_host, &local_host) + "\n",
+                    )
+                    .unwrap(),
+                    None if marker.starts_with("skip") => skipped.push(format!("{at}: {marker}")),
+                    None => problems.push(format!(
+                        "{at}: a yaml block's docs-test comment says `file \"NAME\"` or skips: {marker:?}"
+                    )),
+                }
+                continue;
+            }
             let expect = match parse_marker(marker) {
                 Ok(e) => e,
                 Err(why) => {
@@ -273,6 +312,10 @@ async fn every_shell_example_in_the_readme_and_getting_started_runs_as_written()
                 continue;
             }
             ran += 1;
+            for (n, pushed) in expect.seeds.iter().enumerate() {
+                let (repo, tag) = pushed.rsplit_once(':').expect("seeds \"REPO:TAG\"");
+                seed(&c, repo, tag, 40 + n as u64).await;
+            }
             let script = substitute(&ex.script, &hub_host, &local_host);
             let out = run(&script, work.path(), home.path(), &pki.ca()).await;
             let shown = format!(
@@ -313,15 +356,57 @@ async fn every_shell_example_in_the_readme_and_getting_started_runs_as_written()
         problems.len(),
         problems.join("\n\n")
     );
-    assert!(ran >= 6, "only {ran} examples ran");
+    assert!(ran >= 12, "only {ran} examples ran");
+    // docs/airgap.md's walkthrough ended with the site registry holding what the bundle carried.
+    let mut options = RegistryOptions::new(local.host());
+    options.ca_bundle = Some(pki.ca());
+    let site = RegistryClient::new(options).unwrap();
+    for (repo, tag) in [
+        ("mirror/alpine", "3.20"),
+        ("mirror/alpine", "3.21"),
+        ("org/app", "v1.1"),
+        // Pushed to the source before the weekly bundle, imported from it.
+        ("org/app", "v1.2"),
+    ] {
+        let hub_copy = c
+            .head_manifest(
+                if repo == "org/app" {
+                    "org/app"
+                } else {
+                    "library/alpine"
+                },
+                tag,
+            )
+            .await
+            .unwrap();
+        let site_copy = site.head_manifest(repo, tag).await.unwrap();
+        assert_eq!(
+            site_copy.map(|i| i.digest),
+            hub_copy.map(|i| i.digest),
+            "{repo}:{tag} imported at the site with the source's digest"
+        );
+    }
+    assert!(
+        site.head_manifest("org/app", "main")
+            .await
+            .unwrap()
+            .is_none(),
+        "main is not a v* tag"
+    );
 }
 
 #[test]
 fn markers_say_what_an_example_must_do() {
-    let e = parse_marker(r#"exit 0, shows "synced", writes "plan.json""#).unwrap();
+    let e =
+        parse_marker(r#"exit 0, shows "synced", writes "plan.json", seeds "org/app:v2""#).unwrap();
     assert_eq!(
-        (e.exit, e.shows, e.writes),
-        (Some(0), vec!["synced".into()], vec!["plan.json".into()])
+        (e.exit, e.shows, e.writes, e.seeds),
+        (
+            Some(0),
+            vec!["synced".into()],
+            vec!["plan.json".into()],
+            vec!["org/app:v2".into()]
+        )
     );
     assert_eq!(
         parse_marker("skip, runs the whole suite").unwrap().skip,

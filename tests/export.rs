@@ -298,29 +298,40 @@ async fn an_export_since_an_earlier_bundle_carries_only_what_is_new() {
     }
 }
 
-/// A bundle killed part way (SIGKILL) leaves no `bundle.tar`: only its `.partial`, which the
-/// next export takes over and replaces.
+/// `ferry export -o NAME` as the docs write it, run from `cwd`: a bare file name, relative to
+/// the working directory.
+fn export_in(cwd: &Path, config: &Path, name: &str) -> tokio::process::Command {
+    let mut c = common::command(&[
+        "export",
+        "-c",
+        config.to_str().unwrap(),
+        "-o",
+        name,
+        "--progress",
+        "none",
+    ]);
+    c.current_dir(cwd);
+    c
+}
+
+/// A bundle named by a bare file name (`-o bundle-full.tar`, docs/airgap.md) and killed part
+/// way (SIGKILL) leaves nothing at that name nor its `.json`: only its `.partial`, which the
+/// next export (the same bare name, from the same directory) takes over and replaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_export_killed_part_way_leaves_no_bundle() {
+async fn an_export_to_a_bare_name_killed_part_way_leaves_no_bundle() {
     let Some(s) = setup().await else { return };
     // A big layer so the kill lands while it streams.
     let big: Vec<u8> = (0..192u32 * 1024 * 1024)
         .map(|i| (i * 7 % 251) as u8)
         .collect();
     common::push_one_layer(&s.client, "apps/one", "big", r#"{"os":"linux"}"#, &big).await;
-    let bundle = s.dir.path().join("bundle.tar");
-    let partial = s.dir.path().join("bundle.tar.partial");
-    let mut child = common::command(&[
-        "export",
-        "-c",
-        s.config.to_str().unwrap(),
-        "-o",
-        bundle.to_str().unwrap(),
-        "--progress",
-        "none",
-    ])
-    .spawn()
-    .unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let bundle = cwd.path().join("bundle-full.tar");
+    let beside = cwd.path().join("bundle-full.tar.json");
+    let partial = cwd.path().join("bundle-full.tar.partial");
+    let mut child = export_in(cwd.path(), &s.config, "bundle-full.tar")
+        .spawn()
+        .unwrap();
     // Wait until the tar has started (on the file's own growth, bounded), then kill it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::fs::metadata(&partial).map_or(0, |m| m.len()) < 1024 * 1024 {
@@ -335,16 +346,102 @@ async fn an_export_killed_part_way_leaves_no_bundle() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     child.start_kill().unwrap();
-    let _ = child.wait().await;
+    let status = child.wait().await.unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "killed by SIGKILL"
+    );
     assert!(!bundle.exists(), "a killed export leaves no bundle");
-    // The next export takes the leftover over and completes.
-    let out = export(&s.config, &bundle, &[]).await;
+    assert!(!beside.exists(), "a killed export leaves no record beside");
+    // The next export takes the leftover over and completes, at the bare name.
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        export_in(cwd.path(), &s.config, "bundle-full.tar").output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert!(bundle.exists() && !partial.exists());
     assert!(
         entries(&bundle).iter().any(|(_, b)| b.len() == big.len()),
         "the big layer is in the finished bundle"
     );
+    let beside: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&beside).unwrap()).unwrap();
+    assert_eq!(
+        beside,
+        record(&bundle),
+        "the record beside is the one inside"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["bundle-full.tar", "bundle-full.tar.json"]);
+}
+
+/// An export whose record beside cannot be written (a directory holds `NAME.json`) fails and
+/// leaves nothing at NAME: the tar renamed a moment before is taken back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_whose_record_beside_fails_leaves_no_bundle() {
+    let Some(s) = setup().await else { return };
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("bundle-full.tar.json")).unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        export_in(cwd.path(), &s.config, "bundle-full.tar").output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("bundle-full.tar"),
+        "{}",
+        text(&out.stderr)
+    );
+    let names: Vec<String> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["bundle-full.tar.json"],
+        "only the planted directory"
+    );
+}
+
+/// An export in which every image fails (the source refuses connections) exits 2 and leaves
+/// nothing at NAME nor NAME.json (commands.md: "nothing is left at BUNDLE").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_where_everything_fails_leaves_no_bundle() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = format!("127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let cwd = tempfile::tempdir().unwrap();
+    let config = write_config(
+        cwd.path(),
+        &format!("  - host: \"{host}\"\n    insecure: true\n    retry: {{ attempts: 1 }}\n"),
+        &format!(
+            "  - source: {host}/apps/one\n    targets: [registry.internal/mirror/one]\n    tags: {{ include: [\"*\"] }}\n"
+        ),
+    );
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        export_in(cwd.path(), &config, "bundle-full.tar").output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    let names: Vec<String> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["mirror.yaml"], "nothing but the config");
 }
 
 /// `oci-archive:` as a target outside an export: `ferry copy SRC oci-archive:FILE:REF` names the

@@ -512,3 +512,51 @@ async fn a_blob_is_never_mounted_from_a_repository_only_a_refused_entry_names() 
     );
     registry.stop().await.unwrap();
 }
+
+/// Names from a bundle reach the output as registry text does: escaped (a newline is `\n`, never
+/// a line of its own) and cut to a few hundred bytes. An `index.json` ref.name and a record's
+/// `bases[].name`, each with a newline and 66 KB long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundles_names_are_escaped_and_cut_in_every_message() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let host = registry.host();
+    let mut bundle = Bundle::new();
+    let (_, gone_layer) = bundle.image(&format!("{host}/gone/app:v1"), 21);
+    let ref_name = format!("evil\nFORGED ref line {}", "r".repeat(66_000));
+    bundle.image(&ref_name, 22);
+    let base = format!("weekly-47.tar\nFORGED base line {}", "b".repeat(66_000));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weekly-48.tar");
+    bundle.write(&path, &[gone_layer], Some(&base), None);
+
+    let out = import(&[path.to_str().unwrap()]).await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_ne!(code(&out), 0, "{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(all.contains(r"evil\nFORGED ref line rrr"), "{stderr}");
+    assert!(
+        all.contains(r"weekly-47.tar\nFORGED base line bbb"),
+        "{all}"
+    );
+    for line in all.lines() {
+        assert!(
+            !line.starts_with("FORGED"),
+            "a name started a line: {line:.200}"
+        );
+        assert!(
+            line.len() < 2_000,
+            "a line of {} bytes: {line:.200}",
+            line.len()
+        );
+    }
+    let out = import(&[path.to_str().unwrap(), "--json"]).await;
+    assert!(
+        out.stdout.len() < 20_000 && out.stderr.len() < 20_000,
+        "the report is {} bytes, stderr {}",
+        out.stdout.len(),
+        out.stderr.len()
+    );
+    registry.stop().await.unwrap();
+}

@@ -171,3 +171,186 @@ async fn a_layout_skopeo_wrote_is_a_ferry_source_and_one_ferry_wrote_is_read_by_
         arm.bytes.to_vec()
     );
 }
+
+/// `src/app:TAG`, one OCI image whose uncompressed layer is `noise(seed)`; its config and layer
+/// digests.
+async fn push_one(c: &RegistryClient, tag: &str, seed: u64) -> (Digest, Digest) {
+    let config = format!(r#"{{"architecture":"amd64","os":"linux","tag":"{tag}"}}"#).into_bytes();
+    let layer = noise(seed, 200_000);
+    let mut descriptors = Vec::new();
+    for bytes in [config, layer] {
+        let d = Digest::of_bytes(Algorithm::Sha256, &bytes);
+        descriptors.push(json!({"digest": d.to_string(), "size": bytes.len()}));
+        c.push_blob_bytes("src/app", &d, bytes.into())
+            .await
+            .unwrap();
+    }
+    descriptors[0]["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
+    descriptors[1]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
+    let digest = |v: &serde_json::Value| Digest::parse(v["digest"].as_str().unwrap()).unwrap();
+    let out = (digest(&descriptors[0]), digest(&descriptors[1]));
+    let doc = json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": descriptors[0], "layers": [descriptors[1]]});
+    put_manifest(c, "src/app", tag, OCI_MANIFEST, &doc).await;
+    out
+}
+
+/// The config and layer digests of `repo:latest` on the registry.
+async fn pushed_digests(c: &RegistryClient, repo: &str) -> (String, Vec<String>) {
+    let m = c.get_manifest(repo, "latest").await.unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+    let layers = doc["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["digest"].as_str().unwrap().to_owned())
+        .collect();
+    (doc["config"]["digest"].as_str().unwrap().to_owned(), layers)
+}
+
+/// One tar holding the images of two skopeo docker-archives (what `docker save a b` writes:
+/// one manifest.json listing both), every other entry kept as written (links included).
+fn merge_docker_archives(parts: &[&Path], to: &Path) {
+    use std::io::Read as _;
+    let mut listed: Vec<serde_json::Value> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut out = tar::Builder::new(std::fs::File::create(to).unwrap());
+    for part in parts {
+        let mut archive = tar::Archive::new(std::fs::File::open(part).unwrap());
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().to_string_lossy().into_owned();
+            let mut body = Vec::new();
+            entry.read_to_end(&mut body).unwrap();
+            match name.as_str() {
+                "manifest.json" => {
+                    listed.extend(serde_json::from_slice::<Vec<serde_json::Value>>(&body).unwrap())
+                }
+                "repositories" => {}
+                _ if seen.insert(name.clone()) => {
+                    let header = entry.header().clone();
+                    out.append(&header, &body[..]).unwrap();
+                }
+                _ => {}
+            }
+        }
+    }
+    let manifest = serde_json::to_vec(&listed).unwrap();
+    let mut header = tar::Header::new_ustar();
+    header.set_path("manifest.json").unwrap();
+    header.set_size(manifest.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    out.append(&header, &manifest[..]).unwrap();
+    out.finish().unwrap();
+}
+
+/// The docker-archive skopeo writes with no name inside (`skopeo copy docker://… docker-archive:
+/// x.tar`: `RepoTags: []`) is copied by `ferry copy docker-archive:x.tar HOST/REPO` as skopeo
+/// would take it (its only image, as `latest`), config and layer digests kept. An archive of
+/// two images needs `:@N` (skopeo's position, from 0), and without it fails naming the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_archive_skopeo_wrote_without_a_name_is_copied_and_at_n_picks_one_of_several() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
+    let first = push_one(&client, "1", 11).await;
+    let second = push_one(&client, "2", 12).await;
+    let dir = tempfile::tempdir().unwrap();
+    let host = registry.host();
+    let archive = |n: &str| dir.path().join(format!("{n}.tar"));
+    for (tag, name) in [("1", "one"), ("2", "two")] {
+        run(
+            "skopeo",
+            &[
+                "copy",
+                "-q",
+                "--src-tls-verify=false",
+                &format!("docker://{host}/src/app:{tag}"),
+                &format!("docker-archive:{}", archive(name).display()),
+            ],
+        )
+        .await;
+    }
+    let listed = {
+        let mut a = tar::Archive::new(std::fs::File::open(archive("one")).unwrap());
+        let mut e = a
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .find(|e| e.path().unwrap().to_str() == Some("manifest.json"))
+            .unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut e, &mut text).unwrap();
+        text
+    };
+    assert!(
+        listed.contains(r#""RepoTags":[]"#),
+        "skopeo wrote no name: {listed}"
+    );
+
+    let copy = |from: String, to: String| async move {
+        let c = tokio::process::Command::new(FERRY)
+            .args([
+                "--progress",
+                "none",
+                "copy",
+                "--dest-tls-verify=false",
+                &from,
+                &to,
+            ])
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(Duration::from_secs(120), c)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let out = copy(
+        format!("docker-archive:{}", archive("one").display()),
+        format!("{host}/copied/one"),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (config, layers) = pushed_digests(&client, "copied/one").await;
+    assert_eq!(config, first.0.to_string());
+    assert_eq!(layers, [first.1.to_string()]);
+
+    merge_docker_archives(&[&archive("one"), &archive("two")], &archive("both"));
+    let both = format!("docker-archive:{}", archive("both").display());
+    let out = copy(both.clone(), format!("{host}/copied/any")).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("holds 2 images") && stderr.contains(":@N"),
+        "{stderr}"
+    );
+    assert!(
+        client
+            .head_manifest("copied/any", "latest")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing pushed"
+    );
+    let out = copy(format!("{both}:@1"), format!("{host}/copied/second")).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (config, layers) = pushed_digests(&client, "copied/second").await;
+    assert_eq!(config, second.0.to_string());
+    assert_eq!(layers, [second.1.to_string()]);
+    let out = copy(format!("{both}:@2"), format!("{host}/copied/third")).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("@2: the archive holds 2 images"),
+        "{stderr}"
+    );
+}

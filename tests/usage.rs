@@ -1,5 +1,5 @@
-//! The command line itself: a config given by position as well as by `-c`, and a command line
-//! ferry cannot read exiting 64 (its own documented code), never 2 ("every image failed").
+//! The command line itself: a config by position or by `-c`, `validate --registries-only` for a
+//! site config, and a line ferry cannot read exiting 64 (documented), never 2 ("every image failed").
 
 mod common;
 
@@ -233,4 +233,53 @@ async fn copy_takes_each_sides_credentials_and_tls_choice_as_skopeo_does() {
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("v1"), "{}", text(&out.stdout));
+}
+
+/// A site config of `registries:` alone (docs/airgap.md's, its `auth:` without a type):
+/// `validate` refuses it as a mirror config with a hint, `validate --registries-only` accepts
+/// it, and still reports a broken one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_registries_only_checks_a_site_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site.yaml");
+    std::fs::write(
+        &site,
+        "version: 1\nregistries:\n  - host: registry.internal\n    auth:\n      username: mirror\n      password: ${MIRROR_PASSWORD}\n",
+    )
+    .unwrap();
+    let site = site.to_str().unwrap();
+    let env = [("MIRROR_PASSWORD", "site-Pa55-never-shown")];
+    let out = common::ferry_env(&["validate", "-c", site], &env).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 3, "{err}");
+    assert!(err.contains("no mappings: nothing to mirror"), "{err}");
+    assert!(err.contains("ferry validate --registries-only"), "{err}");
+
+    let out = common::ferry_env(&["validate", "--registries-only", "-c", site], &env).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("valid site config (1 registries configured"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("site-Pa55-never-shown"));
+
+    let broken = dir.path().join("broken.yaml");
+    std::fs::write(
+        &broken,
+        "version: 1\nregistries:\n  - host: registry.internal\n    auth: { username: mirror }\n",
+    )
+    .unwrap();
+    let out = ferry(&["validate", "--registries-only", broken.to_str().unwrap()]).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 3, "{err}");
+    assert!(
+        err.contains("registries[0] (host registry.internal): auth"),
+        "{err}"
+    );
+    assert!(err.contains("missing field `password`"), "{err}");
+    assert!(
+        !err.contains("--registries-only`"),
+        "no hint when the flag is given: {err}"
+    );
 }

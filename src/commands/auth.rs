@@ -12,7 +12,8 @@ use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
 pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
-    let config = match super::load_config(args.path(), progress) {
+    // A site config of registries alone is checked host by host (docs/auth.md).
+    let config = match super::load_registries(args.path(), progress) {
         Ok(c) => c,
         Err(code) => return code,
     };

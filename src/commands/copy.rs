@@ -180,7 +180,9 @@ fn all_tags_mapping(
 /// The source of a copy and the image in it: `host/repo:tag`, `host/repo@digest`, or (as skopeo
 /// writes it) `oci:<dir>:<tag>` / `oci:<dir>@<digest>`, `oci-archive:<file>:<ref>` /
 /// `docker-archive:<file>:<ref>` (the image whose `ref.name` or `RepoTags` entry is `<ref>`,
-/// taken under that reference's tag; `latest` for a docker reference without one).
+/// taken under that reference's tag; `latest` for a docker reference without one), and as
+/// skopeo reads them `docker-archive:<file>` (its only image) and `docker-archive:<file>:@N`
+/// (the Nth), taken as `latest`.
 pub(super) fn parse_source(
     source: &str,
 ) -> Result<(Origin, Option<String>, Option<String>), String> {
@@ -191,12 +193,17 @@ pub(super) fn parse_source(
         else {
             return Err(format!("{source}: not an archive"));
         };
+        let docker = matches!(origin, Origin::DockerArchive { .. });
+        // As skopeo reads a docker-archive: no `:REF` is its only image, `:@N` the Nth; either
+        // is taken as `latest` (the archive checks the count when it is opened).
+        if docker && reference.as_deref().is_none_or(|r| r.starts_with('@')) {
+            return Ok((origin, Some("latest".to_owned()), None));
+        }
         let Some(reference) = reference else {
             return Err(format!(
                 "{source} names no image: say which one (e.g. {source}:repo:tag)"
             ));
         };
-        let docker = matches!(origin, Origin::DockerArchive { .. });
         let tag = ferry_store::archive::reader::tag_of_reference(reference)
             .or_else(|| docker.then(|| "latest".to_owned()));
         if tag.is_none() {

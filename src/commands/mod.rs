@@ -29,7 +29,8 @@ pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     })
 }
 
-/// Loads a config that may hold only `registries:` (for `copy -c` and `tags -c`); on failure
+/// Loads a config that may hold only `registries:` (a site config: import, copy, tags, inspect,
+/// doctor, auth check, `validate --registries-only`); on failure
 /// prints every problem and returns exit code 3.
 pub fn load_registries(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     config::load_registries(path).map_err(|e| {

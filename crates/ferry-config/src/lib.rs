@@ -553,12 +553,7 @@ pub fn load_registries(path: &Path) -> Result<Config, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    parse_as(
-        &text,
-        path,
-        &|name| std::env::var(name).ok(),
-        Needs::Registries,
-    )
+    parse_registries(&text, path, &|name| std::env::var(name).ok())
 }
 
 /// Resolves config text; `origin` names the file in errors and `env` supplies variables.
@@ -570,10 +565,19 @@ pub fn parse(
     parse_as(text, origin, env, Needs::Mappings)
 }
 
+/// Resolves config text that may hold only `registries:` ([`load_registries`]'s reading).
+pub fn parse_registries(
+    text: &str,
+    origin: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    parse_as(text, origin, env, Needs::Registries)
+}
+
 /// What a config must hold for the command that reads it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Needs {
-    /// At least one mapping (sync, watch, validate, auth check).
+    /// At least one mapping (sync, export, watch, verify, validate).
     Mappings,
     /// Registries only; mappings are allowed and ignored by the caller.
     Registries,

@@ -241,14 +241,19 @@ pub enum RawBudget {
     PerShard,
 }
 
-/// How to authenticate to a registry.
-#[derive(Debug, Deserialize, JsonSchema)]
+/// How to authenticate to a registry. `type` may be left out when `username` and `password`
+/// are given: they mean `basic`.
+// Read through `AuthFields` (so `type` may be missing); the serde attributes here shape the
+// schema only, and `basic_type_optional` marks its `type` as not required.
+#[derive(Debug, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[schemars(transform = basic_type_optional)]
 pub enum RawAuth {
     /// No credentials, and no lookup in the user's login files (token flows still run
     /// anonymously).
     Anonymous,
-    /// Username and password (or an access token used as password).
+    /// Username and password (or an access token used as password); the type may be left
+    /// out.
     Basic {
         /// The user name.
         username: String,
@@ -277,6 +282,145 @@ pub enum RawAuth {
         #[serde(default)]
         profile: Option<String>,
     },
+}
+
+/// The schema of `auth:`: the `basic` form's `type` is not required.
+fn basic_type_optional(schema: &mut schemars::Schema) {
+    let Some(variants) = schema.get_mut("oneOf").and_then(|v| v.as_array_mut()) else {
+        return;
+    };
+    for v in variants {
+        let basic = v.pointer("/properties/type/const").and_then(|c| c.as_str()) == Some("basic");
+        if let (true, Some(required)) =
+            (basic, v.get_mut("required").and_then(|r| r.as_array_mut()))
+        {
+            required.retain(|r| r != "type");
+        }
+    }
+}
+
+/// `auth:` as written: every field any type takes; [`RawAuth`] checks they fit the type.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthFields {
+    #[serde(rename = "type", default)]
+    kind: Option<AuthKind>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<RawSecret>,
+    #[serde(default)]
+    token: Option<RawSecret>,
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    profile: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AuthKind {
+    Anonymous,
+    Basic,
+    Token,
+    DockerConfig,
+    Ecr,
+}
+
+impl AuthKind {
+    fn name(self) -> &'static str {
+        match self {
+            AuthKind::Anonymous => "anonymous",
+            AuthKind::Basic => "basic",
+            AuthKind::Token => "token",
+            AuthKind::DockerConfig => "docker_config",
+            AuthKind::Ecr => "ecr",
+        }
+    }
+
+    /// The fields the type takes, besides `type`.
+    fn fields(self) -> &'static [&'static str] {
+        match self {
+            AuthKind::Anonymous => &[],
+            AuthKind::Basic => &["username", "password"],
+            AuthKind::Token => &["token"],
+            AuthKind::DockerConfig => &["path"],
+            AuthKind::Ecr => &["region", "profile"],
+        }
+    }
+}
+
+impl AuthFields {
+    /// The fields given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("username", self.username.is_some()),
+            ("password", self.password.is_some()),
+            ("token", self.token.is_some()),
+            ("path", self.path.is_some()),
+            ("region", self.region.is_some()),
+            ("profile", self.profile.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+
+    fn resolve(self) -> Result<RawAuth, String> {
+        let kind = match self.kind {
+            Some(k) => k,
+            // `username`/`password` without a type: basic (docs/airgap.md's site config).
+            None if self.username.is_some() || self.password.is_some() => AuthKind::Basic,
+            None => {
+                return Err(
+                    "missing field `type` (anonymous, basic, token, docker_config or \
+                            ecr; username and password alone mean basic)"
+                        .to_owned(),
+                );
+            }
+        };
+        let allowed = kind.fields();
+        if let Some(other) = self.given().into_iter().find(|f| !allowed.contains(f)) {
+            let expected = match allowed {
+                [] => "no other field".to_owned(),
+                fields => fields
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            };
+            return Err(format!(
+                "unknown field `{other}` for type {}, expected {expected}",
+                kind.name()
+            ));
+        }
+        let missing = |field: &str| format!("missing field `{field}` (type {})", kind.name());
+        Ok(match kind {
+            AuthKind::Anonymous => RawAuth::Anonymous,
+            AuthKind::Basic => RawAuth::Basic {
+                username: self.username.ok_or_else(|| missing("username"))?,
+                password: self.password.ok_or_else(|| missing("password"))?,
+            },
+            AuthKind::Token => RawAuth::Token {
+                token: self.token.ok_or_else(|| missing("token"))?,
+            },
+            AuthKind::DockerConfig => RawAuth::DockerConfig { path: self.path },
+            AuthKind::Ecr => RawAuth::Ecr {
+                region: self.region,
+                profile: self.profile,
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for RawAuth {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AuthFields::deserialize(d)?
+            .resolve()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// Retry overrides for one registry; unset fields keep the built-in policy.

@@ -588,3 +588,70 @@ fn a_registries_only_config_is_read_for_the_registries_and_refused_for_a_sync() 
         "{refused}"
     );
 }
+
+/// docs/airgap.md's site config, as written there (its YAML block under "The site config"):
+/// `auth:` with `username` and `password` and no `type` is basic.
+#[test]
+fn the_airgap_site_config_parses_and_its_untyped_auth_is_basic() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/airgap.md"))
+            .unwrap();
+    let after = doc
+        .split_once("### The site config")
+        .expect("the section")
+        .1;
+    let block = after
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("a yaml block")
+        .0;
+    let env = |name: &str| (name == "MIRROR_PASSWORD").then(|| "site-s3cret".to_owned());
+    let site = ferry_config::parse_registries(block, Path::new("site.yaml"), &env)
+        .unwrap_or_else(|e| panic!("{e}\n{block}"));
+    match &site.registry_for("registry.internal").auth {
+        AuthSettings::Basic { username, password } => {
+            assert_eq!(username, "mirror");
+            assert_eq!(password.expose(), "site-s3cret");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An `auth:` whose fields do not fit its type (given or implied) is refused naming the field;
+/// no `type` and no `username`/`password` asks for the type.
+#[test]
+fn an_auth_without_a_type_or_with_foreign_fields_is_refused_by_name() {
+    let at = |auth: &str| {
+        error(&format!(
+            "registries:\n  - host: ghcr.io\n    auth: {auth}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+        ))
+    };
+    let e = at("{ username: u }");
+    assert!(e.contains("missing field `password` (type basic)"), "{e}");
+    let e = at("{ password: hunter2 }");
+    assert!(
+        e.contains("missing field `username`") && !e.contains("hunter2"),
+        "{e}"
+    );
+    let e = at("{ token: t0ken-value }");
+    assert!(e.contains("missing field `type`"), "{e}");
+    let e = at("{ type: token, token: t0ken-value, username: u }");
+    assert!(
+        e.contains("unknown field `username` for type token, expected `token`"),
+        "{e}"
+    );
+    let e = at("{ username: u, password: hunter2, region: eu-west-1 }");
+    assert!(e.contains("unknown field `region` for type basic"), "{e}");
+    assert!(e.contains("registries[0] (host ghcr.io): auth"), "{e}");
+    let e = at("{ type: anonymous, path: /x }");
+    assert!(e.contains("expected no other field"), "{e}");
+    // A given type still decides: basic spelled out, token, anonymous.
+    let config = load(&format!(
+        "registries:\n  - host: ghcr.io\n    auth: {{ type: token, token: abc }}\n{HEAD}  - {{ source: a, targets: [x] }}\n"
+    ))
+    .unwrap();
+    assert!(matches!(
+        config.registry_for("ghcr.io").auth,
+        AuthSettings::Token { .. }
+    ));
+}

@@ -34,6 +34,14 @@ fn schema_refuses_unknown_fields_and_knows_auth_types() {
     for auth in ["anonymous", "basic", "token", "docker_config", "ecr"] {
         assert!(text.contains(&format!("\"{auth}\"")), "{auth}");
     }
+    // `basic` may leave out its type (docs/airgap.md's site config); the others may not.
+    let variants = schema["$defs"]["RawAuth"]["oneOf"].as_array().unwrap();
+    for v in variants {
+        let kind = v["properties"]["type"]["const"].as_str().unwrap();
+        let required = v["required"].as_array().unwrap();
+        let needs_type = required.iter().any(|r| r == "type");
+        assert_eq!(needs_type, kind != "basic", "{kind}: {required:?}");
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@
 // the final name, then the directory synced, so a crash leaves the old file or the new one.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A temporary name for a file on its way to `name`, unique to this write: two writes of the
 /// same file (two images sharing a manifest) never share one, so neither renames the other's
@@ -60,6 +60,15 @@ pub async fn real_dir(d: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The directory `path` is in: `.` for a bare file name (whose `parent()` is the empty path,
+/// which no open accepts: `-o bundle.tar` failed on it, issue 37).
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Makes a rename in `dir` durable: the directory entry reaches the disk, not only the file.
 pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
     tokio::fs::File::open(dir).await?.sync_all().await
@@ -78,7 +87,7 @@ pub async fn commit(file: tokio::fs::File, tmp: &Path, path: &Path) -> std::io::
         let _ = tokio::fs::remove_file(tmp).await;
     }
     done?;
-    sync_dir(path.parent().unwrap_or(Path::new("."))).await
+    sync_dir(dir_of(path)).await
 }
 
 /// Writes `bytes` to `path` through a temporary name in the same directory (created
@@ -86,7 +95,7 @@ pub async fn commit(file: tokio::fs::File, tmp: &Path, path: &Path) -> std::io::
 /// reader never sees a half-written file under the final name, and a crash after the call
 /// returns does not lose it. The directory is created when missing.
 pub async fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let parent = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let parent = dir_of(path).to_path_buf();
     tokio::fs::create_dir_all(&parent).await?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = parent.join(temp_name(name));
@@ -107,8 +116,7 @@ pub fn replace_blocking(path: &Path, tmp: &Path, bytes: &[u8], mode: u32) -> std
         let _ = std::fs::remove_file(tmp);
         return Err(e);
     }
-    let parent: PathBuf = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    std::fs::File::open(parent)?.sync_all()
+    std::fs::File::open(dir_of(path))?.sync_all()
 }
 
 #[cfg(test)]
@@ -131,6 +139,13 @@ mod tests {
         assert!(!root.path().join("new-file").exists());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         assert!(!root.path().join("x").exists());
+    }
+
+    #[test]
+    fn a_bare_file_name_is_in_the_working_directory() {
+        assert_eq!(dir_of(Path::new("bundle.tar")), Path::new("."));
+        assert_eq!(dir_of(Path::new("/x/b.tar")), Path::new("/x"));
+        assert_eq!(dir_of(Path::new("sub/b.tar")), Path::new("sub"));
     }
 
     #[tokio::test]

@@ -22,3 +22,15 @@ pub mod resume;
 pub mod store;
 
 pub use error::StoreError;
+
+/// Text from a tar, a bundle record or `index.json` as an error quotes it: cut to
+/// `text::SHOWN_BYTES` and escaped by the one function registry text goes through, in quotes.
+pub(crate) fn quoted(text: &str) -> String {
+    format!("\"{}\"", ferry_distribution::text::for_error(text))
+}
+
+/// A parser's complaint about outside bytes (serde quotes the values it refuses), bounded and
+/// escaped as outside text.
+pub(crate) fn complaint(e: impl std::fmt::Display) -> String {
+    ferry_distribution::text::for_error(&e.to_string())
+}

@@ -15,6 +15,7 @@ use std::path::Path;
 use ferry_distribution::error::{Error, ErrorKind};
 use ferry_distribution::ops::MountOutcome;
 use ferry_distribution::reference::Tag;
+use ferry_distribution::text::for_error;
 use ferry_distribution::{Digest, Operation, Reference, RegistryClient};
 
 use crate::bundle_trust::{Authenticity, authenticate};
@@ -187,6 +188,8 @@ pub(crate) fn images(
     let mut refused = Vec::new();
     let mut seen = BTreeSet::new();
     for (ref_name, digest) in reader.images() {
+        // The name as messages quote it: cut and escaped as registry text is.
+        let shown = ref_name.as_deref().map(for_error).unwrap_or_default();
         let Some(ref_name) = ref_name.filter(|r| !r.is_empty()) else {
             refused.push(format!(
                 "index.json entry {digest} has no org.opencontainers.image.ref.name: not imported"
@@ -199,12 +202,12 @@ pub(crate) fn images(
                     out.push(image);
                 } else {
                     refused.push(format!(
-                        "{ref_name}: another image of the archive goes to {} too: not imported",
+                        "{shown}: another image of the archive goes to {} too: not imported",
                         image.target()
                     ));
                 }
             }
-            Err(reason) => refused.push(format!("{ref_name}: {reason}")),
+            Err(reason) => refused.push(format!("{shown}: {}", for_error(&reason))),
         }
     }
     // Every image the record lists is accounted for: one whose root a base carried (not in
@@ -556,7 +559,7 @@ fn missing_error(
         Some(r) if !r.bases.is_empty() => r
             .bases
             .iter()
-            .map(|b| format!("{} ({})", b.name, b.digest))
+            .map(|b| format!("{} ({})", for_error(&b.name), for_error(&b.digest)))
             .collect::<Vec<_>>()
             .join(", "),
         _ => "no base bundle (the archive does not say which bundle carried them)".to_owned(),

@@ -192,10 +192,10 @@ async fn every_hostile_entry_refuses_the_archive_naming_the_entry() {
         entries.insert(2, hostile);
         let path = write(dir.path(), &format!("{label}.tar"), &tar_bytes(&entries));
         let error = refusal(&oci(&path)).await;
-        let shown = format!("{name:?}");
+        // Named as registry text is shown: escaped (`\x1b`), cut.
+        let shown = ferry_distribution::text::for_error(&name);
         assert!(
-            error.contains(reason)
-                && error.contains(shown.trim_matches('"').split('\u{1b}').next().unwrap()),
+            error.contains(reason) && error.contains(&format!("\"{shown}\"")),
             "{label}: {error}"
         );
         assert!(

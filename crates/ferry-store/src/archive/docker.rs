@@ -81,8 +81,12 @@ async fn images_and_files_read(tar: &TarIndex) -> Result<(Vec<DockerImage>, usiz
     let bytes = reader_tar::read_entry(&tar.path, entry)
         .await
         .map_err(|e| format!("entry \"manifest.json\": {e}"))?;
-    let raw: Vec<RawImage> = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("entry \"manifest.json\" does not parse: {e}"))?;
+    let raw: Vec<RawImage> = serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "entry \"manifest.json\" does not parse: {}",
+            crate::complaint(e)
+        )
+    })?;
     let mut sniffed = Sniffed::default();
     let mut out = Vec::new();
     for image in raw {
@@ -109,20 +113,24 @@ async fn one(
         let clean = reader_tar::clean_name(name)
             .map_err(|e| format!("entry \"manifest.json\" names a file that {e}"))?;
         let entry = tar.get(&clean).ok_or_else(|| {
-            format!("entry \"manifest.json\" names {name:?}, which the archive does not hold")
+            format!(
+                "entry \"manifest.json\" names {}, which the archive does not hold",
+                crate::quoted(name)
+            )
         })?;
         Ok((clean, entry))
     };
     let (config_name, config_entry) = find(&image.config)?;
     if config_entry.size > MANIFEST_LIMIT {
         return Err(format!(
-            "entry {config_name:?} (a config) is {} bytes, larger than {MANIFEST_LIMIT}",
+            "entry {} (a config) is {} bytes, larger than {MANIFEST_LIMIT}",
+            crate::quoted(&config_name),
             config_entry.size
         ));
     }
     let config = reader_tar::read_entry(&tar.path, config_entry)
         .await
-        .map_err(|e| format!("entry {config_name:?}: {e}"))?;
+        .map_err(|e| format!("entry {}: {e}", crate::quoted(&config_name)))?;
     let config_digest = Digest::of_bytes(Algorithm::Sha256, &config);
     blobs.insert(config_digest.clone(), config_name);
     let mut layers = Vec::new();
@@ -138,8 +146,8 @@ async fn one(
                 // A layer named by its digest is checked as it streams; another is hashed now.
                 let found = tokio::task::spawn_blocking(move || sniff(&path, entry, named))
                     .await
-                    .map_err(|e| format!("entry {n:?}: {e}"))?
-                    .map_err(|e| format!("entry {n:?}: {e}"))?;
+                    .map_err(|e| format!("entry {}: {e}", crate::quoted(&n)))?
+                    .map_err(|e| format!("entry {}: {e}", crate::quoted(&n)))?;
                 sniffed.reads += 1;
                 sniffed.found.insert(key, found.clone());
                 found
@@ -279,5 +287,34 @@ mod tests {
         for image in &images {
             assert!(image.blobs.contains_key(&layer), "{:?}", image.repo_tags);
         }
+    }
+
+    /// A name in manifest.json that the archive does not hold is quoted escaped and cut, as
+    /// registry text is: a newline stays `\n`, 66 KB become a few hundred bytes.
+    #[tokio::test]
+    async fn a_hostile_name_in_manifest_json_is_quoted_escaped_and_cut() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let name = format!("x\nFORGED {}", "n".repeat(66_000));
+        {
+            let mut builder = tar::Builder::new(file.as_file_mut());
+            let manifest = serde_json::to_vec(&serde_json::json!([
+                {"Config": name, "RepoTags": ["a:1"], "Layers": []}
+            ]))
+            .unwrap();
+            let mut header = tar::Header::new_ustar();
+            header.set_size(manifest.len() as u64);
+            header.set_path("manifest.json").unwrap();
+            header.set_cksum();
+            builder.append(&header, &manifest[..]).unwrap();
+            builder.finish().unwrap();
+        }
+        let tar = reader_tar::index(file.path(), reader_tar::Links::WithinArchive).unwrap();
+        let e = images(&tar).await.unwrap_err();
+        assert!(e.contains(r#""x\nFORGED nnn"#), "{e:.300}");
+        assert!(
+            !e.contains('\n') && e.len() < 1_000,
+            "{} bytes: {e:.300}",
+            e.len()
+        );
     }
 }

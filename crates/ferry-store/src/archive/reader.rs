@@ -149,10 +149,16 @@ impl ArchiveReader {
             name: name.clone(),
             reference,
         };
+        if let Content::Docker(images) = &reader.inner.content {
+            docker_choice(reader.reference.as_deref(), images.len()).map_err(fail)?;
+        }
         if let Some(r) = &reader.reference
             && reader.selected().is_empty()
         {
-            return Err(fail(format!("the archive holds no image named {r:?}")));
+            return Err(fail(format!(
+                "the archive holds no image named {}",
+                crate::quoted(r)
+            )));
         }
         Ok(reader)
     }
@@ -276,19 +282,36 @@ impl ArchiveReader {
                     .map(|e| (e.tag.clone(), e.digest.clone(), e.media_type.clone()))
                     .collect()
             }
-            Content::Docker(images) => images
-                .iter()
-                .flat_map(|i| i.repo_tags.iter().map(move |t| (i, t)))
-                .filter(|(_, t)| wanted(Some(t)))
-                .map(|(i, t)| {
-                    let tag = tag_of_ref_name(t).unwrap_or_else(|| "latest".to_owned());
-                    (
-                        Some(tag),
-                        i.manifest.digest.clone(),
-                        Some(i.manifest.media_type.clone()),
-                    )
-                })
-                .collect(),
+            Content::Docker(images) => match docker_choice(self.reference.as_deref(), images.len())
+            {
+                // One image by position (or the only one), as skopeo takes it: served as
+                // `latest`, the tag skopeo gives it on the other side.
+                Ok(Some(n)) => images
+                    .get(n)
+                    .map(|i| {
+                        (
+                            Some("latest".to_owned()),
+                            i.manifest.digest.clone(),
+                            Some(i.manifest.media_type.clone()),
+                        )
+                    })
+                    .into_iter()
+                    .collect(),
+                Err(_) => Vec::new(),
+                Ok(None) => images
+                    .iter()
+                    .flat_map(|i| i.repo_tags.iter().map(move |t| (i, t)))
+                    .filter(|(_, t)| wanted(Some(t)))
+                    .map(|(i, t)| {
+                        let tag = tag_of_ref_name(t).unwrap_or_else(|| "latest".to_owned());
+                        (
+                            Some(tag),
+                            i.manifest.digest.clone(),
+                            Some(i.manifest.media_type.clone()),
+                        )
+                    })
+                    .collect(),
+            },
         }
     }
 
@@ -545,6 +568,33 @@ impl crate::store::StoreRead for ArchiveReader {
     }
 }
 
+/// Which image of a docker-archive of `count` images a `:REF` picks by position, as skopeo
+/// reads `docker-archive:FILE` (the only image) and `docker-archive:FILE:@N` (the Nth of
+/// `manifest.json`, from 0): `Some(n)`, or `None` for a `:REPO:TAG` (matched by `RepoTags`).
+/// No `:REF` over several images, or an `@N` past the last, is an error naming the count.
+fn docker_choice(reference: Option<&str>, count: usize) -> Result<Option<usize>, String> {
+    let several = |what: &str| {
+        format!(
+            "{what}: the archive holds {count} images; name one as :REPO:TAG or :@N (N from 0 \
+             to {})",
+            count.saturating_sub(1)
+        )
+    };
+    match reference {
+        None if count == 1 => Ok(Some(0)),
+        None if count == 0 => Err("the archive holds no image".to_owned()),
+        None => Err(several("no image named")),
+        Some(r) => match r.strip_prefix('@').map(str::parse::<usize>) {
+            None => Ok(None),
+            Some(Ok(n)) if n < count => Ok(Some(n)),
+            Some(Ok(n)) => Err(several(&format!("@{n}"))),
+            Some(Err(_)) => Err(format!(
+                "{r:?}: @ must be followed by an image's position in manifest.json (from 0)"
+            )),
+        },
+    }
+}
+
 /// Whether a `ref.name` (or `RepoTags` entry) is the `:REF` asked for: the same text, or the
 /// same reference once both are normalised (`myrepo/app:v1` is `docker.io/myrepo/app:v1`).
 fn same_reference(written: &str, asked: &str) -> bool {
@@ -651,12 +701,16 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
 /// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
 /// `index.json`'s bytes.
 fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<BundleRecord, String> {
-    let record: BundleRecord = serde_json::from_slice(bytes)
-        .map_err(|e| format!("entry {BUNDLE_ENTRY:?} does not parse: {e}"))?;
+    let record: BundleRecord = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "entry {BUNDLE_ENTRY:?} does not parse: {}",
+            crate::complaint(e)
+        )
+    })?;
     if record.format != BUNDLE_FORMAT {
         return Err(format!(
-            "entry {BUNDLE_ENTRY:?} is format {:?}; this ferry reads {BUNDLE_FORMAT}",
-            record.format
+            "entry {BUNDLE_ENTRY:?} is format {}; this ferry reads {BUNDLE_FORMAT}",
+            crate::quoted(&record.format)
         ));
     }
     let carried: Vec<String> = carried(tar).into_keys().collect();
@@ -665,7 +719,7 @@ fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<Bundl
         return Err(format!(
             "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
              the bundle was altered or is not the one its record describes",
-            record.digest
+            crate::quoted(&record.digest)
         ));
     }
     Ok(record)

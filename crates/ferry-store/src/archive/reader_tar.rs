@@ -98,16 +98,20 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
         };
         let size = match pax_size.take() {
             Some(s) => s,
-            None => header
-                .entry_size()
-                .map_err(|e| format!("entry {raw_name:?}: its size does not parse: {e}"))?,
+            None => header.entry_size().map_err(|e| {
+                format!(
+                    "entry {raw_name_q}: its size does not parse: {e}",
+                    raw_name_q = crate::quoted(&raw_name)
+                )
+            })?,
         };
         let body = pos + 512;
         let end = body.checked_add(size).filter(|end| *end <= len);
         let Some(end) = end else {
             return Err(format!(
-                "entry {raw_name:?} declares {size} bytes at byte {body}, past the end of the \
-                 file ({len} bytes): the archive is truncated"
+                "entry {raw_name_q} declares {size} bytes at byte {body}, past the end of the \
+                 file ({len} bytes): the archive is truncated",
+                raw_name_q = crate::quoted(&raw_name)
             ));
         };
         let kind = header.entry_type();
@@ -124,15 +128,22 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
             }
             tar::EntryType::XHeader => {
                 let text = read_meta(&mut file, body, size, &raw_name)?;
-                for (key, value) in pax_records(&text)
-                    .map_err(|e| format!("entry {raw_name:?}: a PAX header {e}"))?
-                {
+                for (key, value) in pax_records(&text).map_err(|e| {
+                    format!(
+                        "entry {raw_name_q}: a PAX header {e}",
+                        raw_name_q = crate::quoted(&raw_name)
+                    )
+                })? {
                     match key {
                         "path" => long_name = Some(value.to_owned()),
                         "linkpath" => long_link = Some(value.to_owned()),
                         "size" => {
                             pax_size = Some(value.parse().map_err(|_| {
-                                format!("entry {raw_name:?}: a PAX size {value:?} does not parse")
+                                format!(
+                                    "entry {raw_name_q}: a PAX size {value_q} does not parse",
+                                    raw_name_q = crate::quoted(&raw_name),
+                                    value_q = crate::quoted(value)
+                                )
                             })?)
                         }
                         _ => {}
@@ -148,13 +159,19 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
                         .is_some()
                     || found_links.contains_key(&name)
                 {
-                    return Err(format!("entry {name:?} appears twice in the archive"));
+                    return Err(format!(
+                        "entry {name_q} appears twice in the archive",
+                        name_q = crate::quoted(&name)
+                    ));
                 }
             }
             tar::EntryType::Directory => {
                 let name = clean_name(&raw_name)?;
                 if entries.contains_key(&name) || found_links.contains_key(&name) {
-                    return Err(format!("entry {name:?} appears twice in the archive"));
+                    return Err(format!(
+                        "entry {name_q} appears twice in the archive",
+                        name_q = crate::quoted(&name)
+                    ));
                 }
                 dirs.insert(name);
             }
@@ -167,33 +184,44 @@ pub fn index(path: &Path, links: Links) -> Result<TarIndex, String> {
                 };
                 if links == Links::Refuse {
                     return Err(format!(
-                        "entry {name:?} is {what}: an OCI archive holds only files"
+                        "entry {name_q} is {what}: an OCI archive holds only files",
+                        name_q = crate::quoted(&name)
                     ));
                 }
                 let target = match long_link.take() {
                     Some(t) => t,
                     None => utf8(&header.link_name_bytes().unwrap_or_default(), pos)?,
                 };
-                let target = link_target(&name, &target, kind == tar::EntryType::Symlink)
-                    .map_err(|e| format!("entry {name:?} is {what} {e}"))?;
+                let target =
+                    link_target(&name, &target, kind == tar::EntryType::Symlink).map_err(|e| {
+                        format!(
+                            "entry {name_q} is {what} {e}",
+                            name_q = crate::quoted(&name)
+                        )
+                    })?;
                 if entries.contains_key(&name)
                     || dirs.contains(&name)
                     || found_links.contains_key(&name)
                 {
-                    return Err(format!("entry {name:?} appears twice in the archive"));
+                    return Err(format!(
+                        "entry {name_q} appears twice in the archive",
+                        name_q = crate::quoted(&name)
+                    ));
                 }
                 link_order.push(name.clone());
                 found_links.insert(name, target);
             }
             tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
                 return Err(format!(
-                    "entry {raw_name:?} is a device file or FIFO: an archive holds only files"
+                    "entry {raw_name_q} is a device file or FIFO: an archive holds only files",
+                    raw_name_q = crate::quoted(&raw_name)
                 ));
             }
             other => {
                 return Err(format!(
-                    "entry {raw_name:?} has entry type {:?}, which ferry does not read",
-                    other.as_byte() as char
+                    "entry {raw_name_q} has entry type {:?}, which ferry does not read",
+                    other.as_byte() as char,
+                    raw_name_q = crate::quoted(&raw_name)
                 ));
             }
         }
@@ -228,13 +256,16 @@ fn follow(
             Some(next) => at = next.clone(),
             None => {
                 return Err(format!(
-                    "entry {name:?} links to {at:?}, which the archive does not hold"
+                    "entry {name_q} links to {at_q}, which the archive does not hold",
+                    name_q = crate::quoted(name),
+                    at_q = crate::quoted(&at)
                 ));
             }
         }
     }
     Err(format!(
-        "entry {name:?} is a chain of more than {MAX_LINKS} links"
+        "entry {name_q} is a chain of more than {MAX_LINKS} links",
+        name_q = crate::quoted(name)
     ))
 }
 
@@ -243,12 +274,14 @@ fn follow(
 fn link_target(name: &str, target: &str, symbolic: bool) -> Result<String, String> {
     if target.starts_with('/') {
         return Err(format!(
-            "to the absolute path {target:?}, outside the archive"
+            "to the absolute path {target_q}, outside the archive",
+            target_q = crate::quoted(target)
         ));
     }
     if target.chars().any(char::is_control) || target.to_ascii_lowercase().contains("%2f") {
         return Err(format!(
-            "to {target:?}, a name with control characters or %2f"
+            "to {target_q}, a name with control characters or %2f",
+            target_q = crate::quoted(target)
         ));
     }
     let mut parts: Vec<&str> = Vec::new();
@@ -261,14 +294,20 @@ fn link_target(name: &str, target: &str, symbolic: bool) -> Result<String, Strin
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(format!("to {target:?}, outside the archive"));
+                    return Err(format!(
+                        "to {target_q}, outside the archive",
+                        target_q = crate::quoted(target)
+                    ));
                 }
             }
             p => parts.push(p),
         }
     }
     if parts.is_empty() {
-        return Err(format!("to {target:?}, the archive's root"));
+        return Err(format!(
+            "to {target_q}, the archive's root",
+            target_q = crate::quoted(target)
+        ));
     }
     Ok(parts.join("/"))
 }
@@ -277,26 +316,41 @@ fn link_target(name: &str, target: &str, symbolic: bool) -> Result<String, Strin
 /// paths, `..` components, control characters and `%2f` refused.
 pub fn clean_name(raw: &str) -> Result<String, String> {
     if raw.chars().any(char::is_control) {
-        return Err(format!("entry {raw:?} has a control character in its name"));
+        return Err(format!(
+            "entry {raw_q} has a control character in its name",
+            raw_q = crate::quoted(raw)
+        ));
     }
     if raw.to_ascii_lowercase().contains("%2f") {
         return Err(format!(
-            "entry {raw:?} has an encoded slash (%2f) in its name"
+            "entry {raw_q} has an encoded slash (%2f) in its name",
+            raw_q = crate::quoted(raw)
         ));
     }
     if raw.starts_with('/') {
-        return Err(format!("entry {raw:?} is an absolute path"));
+        return Err(format!(
+            "entry {raw_q} is an absolute path",
+            raw_q = crate::quoted(raw)
+        ));
     }
     let mut parts = Vec::new();
     for part in raw.split('/') {
         match part {
             "" | "." => {}
-            ".." => return Err(format!("entry {raw:?} has a .. component")),
+            ".." => {
+                return Err(format!(
+                    "entry {raw_q} has a .. component",
+                    raw_q = crate::quoted(raw)
+                ));
+            }
             p => parts.push(p),
         }
     }
     if parts.is_empty() {
-        return Err(format!("entry {raw:?} names nothing"));
+        return Err(format!(
+            "entry {raw_q} names nothing",
+            raw_q = crate::quoted(raw)
+        ));
     }
     Ok(parts.join("/"))
 }
@@ -315,8 +369,12 @@ fn check_sum(block: &[u8; 512]) -> Result<(), String> {
     let field = &block[148..156];
     let text = String::from_utf8_lossy(field);
     let text = text.trim_matches(|c: char| c == '\0' || c == ' ');
-    let declared = u32::from_str_radix(text, 8)
-        .map_err(|_| format!("its checksum {text:?} does not parse"))?;
+    let declared = u32::from_str_radix(text, 8).map_err(|_| {
+        format!(
+            "its checksum {text_q} does not parse",
+            text_q = crate::quoted(text)
+        )
+    })?;
     let sum: u32 = block
         .iter()
         .enumerate()
@@ -339,14 +397,16 @@ fn check_sum(block: &[u8; 512]) -> Result<(), String> {
 fn read_meta(file: &mut std::fs::File, at: u64, size: u64, name: &str) -> Result<String, String> {
     if size > META_LIMIT {
         return Err(format!(
-            "entry {name:?}: a long name or PAX header of {size} bytes, over {META_LIMIT}"
+            "entry {name_q}: a long name or PAX header of {size} bytes, over {META_LIMIT}",
+            name_q = crate::quoted(name)
         ));
     }
     let mut bytes = vec![0u8; size as usize];
     file.seek(SeekFrom::Start(at))
         .and_then(|_| file.read_exact(&mut bytes))
-        .map_err(|e| format!("entry {name:?}: {e}"))?;
-    String::from_utf8(bytes).map_err(|_| format!("entry {name:?}: not UTF-8"))
+        .map_err(|e| format!("entry {name_q}: {e}", name_q = crate::quoted(name)))?;
+    String::from_utf8(bytes)
+        .map_err(|_| format!("entry {name_q}: not UTF-8", name_q = crate::quoted(name)))
 }
 
 /// PAX records: `<len> <key>=<value>\n`, each `len` counting the whole record.
@@ -357,7 +417,9 @@ fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
         let (len, _) = rest
             .split_once(' ')
             .ok_or_else(|| "record has no length".to_owned())?;
-        let n: usize = len.parse().map_err(|_| format!("length {len:?}"))?;
+        let n: usize = len
+            .parse()
+            .map_err(|_| format!("length {len_q}", len_q = crate::quoted(len)))?;
         // A record holds at least its length, a space, `k=` and a newline: a shorter length
         // (`1 x`, `0 …`) would slice inside itself or never move on.
         if n < len.len() + 4 {
@@ -367,12 +429,15 @@ fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
             .get(..n)
             .ok_or_else(|| format!("record of {n} bytes runs past the header"))?;
         rest = &rest[n..];
-        let body = record[len.len() + 1..]
-            .strip_suffix('\n')
-            .ok_or_else(|| format!("record {record:?} does not end in a newline"))?;
+        let body = record[len.len() + 1..].strip_suffix('\n').ok_or_else(|| {
+            format!(
+                "record {record_q} does not end in a newline",
+                record_q = crate::quoted(record)
+            )
+        })?;
         let (k, v) = body
             .split_once('=')
-            .ok_or_else(|| format!("record {body:?} has no ="))?;
+            .ok_or_else(|| format!("record {body_q} has no =", body_q = crate::quoted(body)))?;
         out.push((k, v));
     }
     Ok(out)

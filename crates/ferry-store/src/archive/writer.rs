@@ -282,7 +282,8 @@ impl ArchiveWriter {
 
     /// Ends the archive: `oci-layout`, `index.json`, a bundle's `ferry-bundle.json` (and, for a
     /// file, the same record beside it as `PATH.json`), the end blocks; then `PATH.partial` is
-    /// renamed over `PATH`. A cut archive (or a failure here) removes `PATH.partial` instead.
+    /// renamed over `PATH`. A cut archive (or a failure here) removes `PATH.partial` instead; a
+    /// record beside that cannot be written takes `PATH` back out (the export failed).
     pub async fn finish(&self) -> Result<ArchiveReport, StoreError> {
         let mut guard = self.inner.sink.lock().await;
         if let Some(why) = self.closed() {
@@ -337,17 +338,36 @@ impl ArchiveWriter {
         if let (Some(record), Output::File(path)) = (&record, &self.inner.output) {
             let mut beside = path.as_os_str().to_owned();
             beside.push(".json");
-            crate::fsio::write_atomic(std::path::Path::new(&beside), record)
-                .await
-                .map_err(io)?;
+            // The record beside is part of the bundle: without it the export failed, and a
+            // failed export leaves nothing at PATH.
+            if let Err(e) = crate::fsio::write_atomic(std::path::Path::new(&beside), record).await {
+                let _ = tokio::fs::remove_file(path).await;
+                return Err(io(e));
+            }
             if let Some(signature) = &signature {
                 beside.push(".sig");
-                crate::fsio::write_atomic(std::path::Path::new(&beside), signature)
-                    .await
-                    .map_err(io)?;
+                if let Err(e) =
+                    crate::fsio::write_atomic(std::path::Path::new(&beside), signature).await
+                {
+                    let mut record_beside = path.as_os_str().to_owned();
+                    record_beside.push(".json");
+                    let _ = tokio::fs::remove_file(&record_beside).await;
+                    let _ = tokio::fs::remove_file(path).await;
+                    return Err(io(e));
+                }
             }
         }
         Ok(ArchiveReport { bytes, ..report })
+    }
+
+    /// Ends the archive without finishing it (an export in which every image failed): the
+    /// stream is dropped and `PATH.partial` removed, so nothing is left at `PATH`.
+    pub async fn discard(&self) {
+        let mut guard = self.inner.sink.lock().await;
+        if let Some(sink) = guard.take() {
+            sink.discard();
+        }
+        locked(&self.inner.state).finished = true;
     }
 
     /// `index.json`'s bytes, the bundle record's (for a bundle) and the report, from what was

@@ -78,14 +78,19 @@ pub fn read_index(dir: &Path) -> Result<Vec<IndexEntry>, String> {
 /// Every entry of an `index.json` read as `bytes` (from a layout directory, or from an
 /// archive's tar entry), `what` naming it in errors.
 pub fn parse_index(bytes: &[u8], what: &str) -> Result<Vec<IndexEntry>, String> {
-    let index: RawIndex =
-        serde_json::from_slice(bytes).map_err(|e| format!("{what} does not parse: {e}"))?;
+    let index: RawIndex = serde_json::from_slice(bytes)
+        .map_err(|e| format!("{what} does not parse: {}", crate::complaint(e)))?;
     index
         .manifests
         .into_iter()
         .map(|e| {
-            let digest = Digest::parse(&e.digest)
-                .map_err(|err| format!("{what}: bad digest {:?}: {err}", e.digest))?;
+            let digest = Digest::parse(&e.digest).map_err(|err| {
+                format!(
+                    "{what}: bad digest {}: {}",
+                    crate::quoted(&e.digest),
+                    crate::complaint(err)
+                )
+            })?;
             Ok(IndexEntry {
                 digest,
                 media_type: e.media_type,

@@ -25,6 +25,17 @@ use ferry_distribution::StopSignal;
 
 pub use record::{MAX_RECORD_BYTES, Record};
 
+/// Whether `name` is a record's file name as [`StateDir::path_for`] makes it: 64 lowercase hex
+/// digits and `.json`.
+fn is_record_name(name: &str) -> bool {
+    name.strip_suffix(".json").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
 /// How long a record is kept: distribution purges upload sessions after 168 h by default
 /// (`storage.maintenance.uploadpurging.age`), so an older record names a session that is gone.
 pub const RECORD_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -119,9 +130,12 @@ impl StateDir {
         self.dir.join(format!("{}.json", hash.hex()))
     }
 
-    /// Removes what no run will use: records past their lifetime (by modification time) and
-    /// anything that is not a regular file of this user; temporary files a killed process
-    /// left an hour ago or more.
+    /// Removes what no run will use, among ferry's own files only (a record's name, [`path_for`]'s
+    /// `<64 hex>.json`, and its temporaries): records past their lifetime (by modification
+    /// time) and anything at a record's name that is not a regular file of this user;
+    /// temporary files a killed process left an hour ago or more.
+    ///
+    /// [`path_for`]: StateDir::path_for
     pub fn sweep(&self) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -139,8 +153,16 @@ impl StateDir {
                 .ok()
                 .and_then(|m| now.duration_since(m).ok())
                 .unwrap_or_default();
-            let temporary = name.starts_with('.') && name.ends_with(".tmp");
-            let record = name.ends_with(".json") && !name.starts_with('.');
+            // Only ferry's own files: a bundle's `.tar.json` kept here for `--since`, or
+            // anything else an operator put in the directory, is never touched.
+            let temporary = name
+                .strip_prefix('.')
+                .and_then(|n| n.strip_suffix(".tmp"))
+                .and_then(|n| n.split_once('.'))
+                .is_some_and(|(hex, rest)| {
+                    is_record_name(&format!("{hex}.json")) && rest.starts_with("json.")
+                });
+            let record = is_record_name(&name);
             if temporary && age >= Duration::from_secs(3600) {
                 let _ = std::fs::remove_file(&path);
             } else if record && record::unsafe_file(&meta).is_some() {

@@ -258,6 +258,54 @@ fn the_sweep_removes_expired_records_and_stale_temporary_files() {
     assert!(!path.exists(), "a record past its lifetime is swept");
 }
 
+/// Sets `path`'s modification time `ago` in the past.
+fn age(path: &Path, ago: Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(std::time::SystemTime::now() - ago)
+        .unwrap();
+}
+
+/// The sweep removes only ferry's own files: a bundle's `.tar.json` kept in the state directory
+/// for `--since` (and any other file there), however old, stays; an expired record and an old
+/// temporary of one go.
+#[test]
+fn the_sweep_removes_only_ferrys_own_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = state(tmp.path());
+    let dir = state.dir().to_path_buf();
+    let week_and_a_day = Duration::from_secs(8 * 24 * 3600);
+    let kept: Vec<_> = [
+        "bundle-full.tar.json",
+        "weekly-48.tar.json",
+        &format!("{}.json.bak", "a".repeat(64)),
+        &format!("{}.json", "A".repeat(64)),
+        ".notes.tmp",
+        ".bundle-full.tar.json.1.0.tmp",
+    ]
+    .iter()
+    .map(|name| {
+        let path = dir.join(name);
+        std::fs::write(&path, b"{}").unwrap();
+        set_mode(&path, 0o600);
+        age(&path, week_and_a_day);
+        path
+    })
+    .collect();
+    with_key(|k| block(state.record(k, &location(), 40)));
+    let record = state.path_for(HOST, "team/app", &digest());
+    age(&record, week_and_a_day);
+    let name = record.file_name().unwrap().to_string_lossy().into_owned();
+    let temporary = dir.join(crate::fsio::temp_name_ending(&name, "tmp"));
+    std::fs::write(&temporary, b"{").unwrap();
+    age(&temporary, Duration::from_secs(2 * 3600));
+    state.sweep();
+    assert!(!record.exists(), "an expired record is swept");
+    assert!(!temporary.exists(), "a record's old temporary is swept");
+    for path in &kept {
+        assert!(path.exists(), "{} is not ferry's: kept", path.display());
+    }
+}
+
 #[test]
 fn the_journal_stops_with_the_run() {
     let tmp = tempfile::tempdir().unwrap();

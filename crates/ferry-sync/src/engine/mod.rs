@@ -209,6 +209,19 @@ where
         .map(|(p, e)| (p.report, e))
         .collect();
     drop(intake.layouts.into_inner());
+    // An export in which every image failed leaves no bundle (exit 2: nothing at BUNDLE).
+    let none_written = !ran.iter().any(|(_, o)| o.iter().any(Result::is_ok));
+    let some_failed = ran.iter().any(|(_, o)| o.iter().any(Result::is_err))
+        || !locked(&intake.failed_mappings).is_empty()
+        || locked(&intake.images)
+            .iter()
+            .any(|r| matches!(r.status, ImageStatus::Failed { .. }));
+    if none_written
+        && some_failed
+        && let Some(bundle) = options.stores.export()
+    {
+        bundle.discard().await;
+    }
     let (archives, archive_failed) = finish_archives(&options.stores).await;
 
     let mut images = std::mem::take(&mut *locked(&intake.images));
