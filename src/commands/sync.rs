@@ -128,6 +128,8 @@ pub enum Door {
     Import {
         bundle: PathBuf,
         prefix: Option<String>,
+        /// Where a compressed bundle, or one from standard input, is spooled.
+        spool: ferry_store::archive::input::SpoolPlace,
     },
 }
 
@@ -178,9 +180,21 @@ pub async fn run_door(
         (false, true) => Mode::WriteThenVerify,
         (false, false) => Mode::Write,
     };
+    // A compressed archive (or standard input) is read from a spool: the import's own place,
+    // else under the state directory.
+    let spool = match &door {
+        Door::Import { spool, .. } => spool.clone(),
+        _ => ferry_store::archive::input::SpoolPlace {
+            dir: match &options.state_dir {
+                Some(state) => state.join("spool"),
+                None => std::env::temp_dir(),
+            },
+            limit: ferry_store::archive::input::DEFAULT_SPOOL_LIMIT,
+        },
+    };
     let ctx = RunContext {
         registries,
-        stores: Stores::default(),
+        stores: Stores::spooling(spool),
         journal,
         mode,
         stop: stop.clone(),
@@ -196,12 +210,22 @@ pub async fn run_door(
     let (outcome, floor) = match door {
         Door::Sync => (run.sync().await, Exit::Clean),
         Door::Export(spec) => (run.export(spec).await, Exit::Clean),
-        Door::Import { bundle, prefix } => {
+        Door::Import { bundle, prefix, .. } => {
             let shown = bundle.display();
             match run.import(&bundle, prefix.as_deref()).await {
                 Ok(imported) => {
                     for message in &imported.unplaced {
                         progress.eprint(&format!("error: import {shown}: {message}"));
+                    }
+                    if let Some(s) = &imported.spooled
+                        && !s.stdin
+                    {
+                        progress.eprint(&format!(
+                            "the bundle is {}-compressed: read as {} bytes of tar spooled under {} (removed)",
+                            s.packing.name(),
+                            s.bytes,
+                            s.dir.display()
+                        ));
                     }
                     if imported.mounted > 0 {
                         progress.eprint(&format!(

@@ -38,6 +38,8 @@ pub struct Imported {
     pub mounted: u64,
     /// The run of the placed images.
     pub outcome: Outcome,
+    /// How the bundle was spooled (compressed, or read from standard input), if it was.
+    pub spooled: Option<ferry_store::archive::input::Spooled>,
 }
 
 /// Why an import did not run at all.
@@ -64,6 +66,7 @@ pub(crate) struct ImportPlan {
     pub refused: HashMap<usize, Error>,
     pub unplaced: Vec<String>,
     pub mounted: u64,
+    pub spooled: Option<ferry_store::archive::input::Spooled>,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -106,6 +109,7 @@ pub(crate) async fn plan(
         refused,
         unplaced,
         mounted: check.mounted,
+        spooled: reader.spooled().cloned(),
     })
 }
 

@@ -238,6 +238,7 @@ impl Run {
             unplaced: planned.unplaced,
             mounted: planned.mounted,
             outcome,
+            spooled: planned.spooled,
         })
     }
 
