@@ -255,15 +255,64 @@ fn copy_bounded(input: &mut impl Read, out: &mut impl Write, limit: u64) -> Resu
 
 /// Every zstd frame of `input` in turn (a `pzstd` file is several), decompressed to `out`.
 fn copy_zstd(input: &mut impl BufRead, out: &mut impl Write, limit: u64) -> Result<u64, Spill> {
-    let mut total = 0u64;
-    loop {
-        let mut frame = ruzstd::decoding::StreamingDecoder::new(&mut *input)
-            .map_err(|e| Spill::Read(std::io::Error::other(e.to_string())))?;
-        total += copy_bounded(&mut frame, out, limit - total)?;
-        let more = input.fill_buf().map_err(Spill::Read)?;
-        if more.is_empty() {
-            return Ok(total);
+    copy_bounded(&mut ZstdFrames::new(input), out, limit)
+}
+
+/// A zstd stream as one `Read` of its decompressed bytes, frame after frame until the input
+/// ends (a broken frame is an `InvalidData` error).
+pub struct ZstdFrames<R: BufRead> {
+    /// The input between frames; `None` while a frame holds it.
+    input: Option<R>,
+    frame: Option<ruzstd::decoding::StreamingDecoder<R, ruzstd::decoding::FrameDecoder>>,
+}
+
+impl<R: BufRead> ZstdFrames<R> {
+    pub fn new(input: R) -> Self {
+        ZstdFrames {
+            input: Some(input),
+            frame: None,
         }
+    }
+}
+
+impl<R: BufRead> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+        loop {
+            if let Some(frame) = self.frame.as_mut() {
+                let n = frame.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                // This frame is done: another may follow.
+                self.input = self.frame.take().map(|f| f.into_inner());
+            }
+            let Some(mut input) = self.input.take() else {
+                return Ok(0);
+            };
+            if input.fill_buf()?.is_empty() {
+                self.input = Some(input);
+                return Ok(0);
+            }
+            let frame = ruzstd::decoding::StreamingDecoder::new(input)
+                .map_err(|e| invalid(e.to_string()))?;
+            self.frame = Some(frame);
+        }
+    }
+}
+
+/// `head` then the rest of `input`, decompressed as `packing` says, as one sequential `Read`
+/// (for a reader that needs no seeking: `--since`'s record).
+pub fn decoded<'a>(
+    head: Vec<u8>,
+    input: impl Read + Send + 'a,
+    packing: Packing,
+) -> Box<dyn Read + Send + 'a> {
+    let input = BufReader::with_capacity(1 << 16, std::io::Cursor::new(head).chain(input));
+    match packing {
+        Packing::Tar => Box::new(input),
+        Packing::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+        Packing::Zstd => Box::new(ZstdFrames::new(input)),
     }
 }
 
