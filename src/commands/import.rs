@@ -1,5 +1,5 @@
-//! `ferry import BUNDLE.tar`: every image of an OCI archive pushed to the registry its
-//! `ref.name` names (or under `--target-prefix`), as one-image mappings run like a sync.
+//! `ferry import BUNDLE.tar` (or `-`, standard input; gzip or zstd too): every image of an OCI
+//! archive pushed to the registry its `ref.name` names (or under `--target-prefix`), as one-image mappings run like a sync.
 
 use std::path::PathBuf;
 
@@ -14,6 +14,8 @@ pub const AFTER_HELP: &str = "Examples:
   ferry import bundle.tar --target-prefix registry.site:5000/mirror --dry-run
   ferry import weekly-48.tar -c site.yaml --json > import-report.json
   ferry import bundle.tar -c site.yaml --verify-key bundle.pub
+  ferry import bundle.tar.zst -c site.yaml
+  zstd -dc bundle.tar.zst | ferry import - -c site.yaml --spool-limit 200GiB
 
 Each image goes to the reference its org.opencontainers.image.ref.name names (a ferry
 bundle names the full target, registry.internal/mirror/alpine:3.20). With --target-prefix
@@ -23,20 +25,36 @@ only a tag (skopeo's oci-archive:x.tar:v1) goes to HOST/PATH:v1.
 Blobs the target holds are skipped; every blob's digest and size are checked while it is
 read from the tar; manifests go after everything they reference. An incremental bundle's
 left-out blobs must be on the target (mounted from another repository this import writes
-to, or one the site config names, when there): an image missing any fails before anything of it is pushed, naming
-the base bundle. With --verify-key (or bundles.keys in the config) a bundle whose
+to, or one the site config names, when there): an image missing any fails before anything
+of it is pushed, naming the base bundle. With --verify-key (or bundles.keys in the config) a bundle whose
 ferry-bundle.json is not signed by one of the keys, or whose entries disagree with it, is
 refused before any request to a target; without a key the record is still held against
 index.json and every entry, and an archive without one is imported as not authenticated.
 Exit codes as for sync: 0 all imported, 1 some images failed, 2 all
-failed or the bundle was refused, 3 config invalid, 4 authentication.";
+failed or the bundle was refused, 3 config invalid, 4 authentication.
+
+A bundle compressed with gzip or zstd is recognised by its first bytes and read as its
+tar; anything else that is not a tar is refused naming the bytes it starts with. A
+compressed bundle, or one read from standard input (BUNDLE `-`), is first written as a
+plain tar to a spool file (under --spool-dir; the site config's state_dir/spool, or the
+system's temporary directory), in one pass and never past --spool-limit (default 64GiB),
+and removed when the import ends: a tar file on disk is read in place.";
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The bundle: an OCI image layout packed as a tar (`ferry export`'s, or `skopeo copy …
-    /// oci-archive:FILE:REF`'s).
+    /// oci-archive:FILE:REF`'s), plain or compressed with gzip or zstd; `-` reads it from
+    /// standard input.
     #[arg(value_name = "BUNDLE")]
     pub bundle: PathBuf,
+    /// Where a compressed bundle, or one from standard input, is spooled as a plain tar
+    /// (default: the site config's `state_dir`/spool, else the system's temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub spool_dir: Option<PathBuf>,
+    /// The most bytes of tar a spooled bundle may hold (`500MiB`, `200GiB`; default 64GiB):
+    /// past it the import is refused and the spool removed.
+    #[arg(long, value_name = "SIZE", value_parser = ferry_config::parse_size)]
+    pub spool_limit: Option<u64>,
     /// Push under this registry and path instead of the registry each image's name gives
     /// (`registry.site:5000/mirror`).
     #[arg(long, value_name = "HOST/PATH")]
@@ -102,10 +120,29 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
             return Exit::Usage;
         }
     };
+    let spool = ferry_store::archive::input::SpoolPlace {
+        dir: match (&args.spool_dir, &config.state_dir) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(state)) => state.join("spool"),
+            (None, None) => std::env::temp_dir(),
+        },
+        limit: args
+            .spool_limit
+            .unwrap_or(ferry_store::archive::input::DEFAULT_SPOOL_LIMIT),
+    };
+    if args.bundle.as_os_str() == ferry_store::archive::input::STDIN {
+        progress.eprint(&format!(
+            "reading the bundle from standard input into a spool file under {} (at most {} \
+             bytes of tar; removed when the import ends)",
+            spool.dir.display(),
+            spool.limit
+        ));
+    }
     let door = super::sync::Door::Import {
         bundle: args.bundle.clone(),
         prefix: args.target_prefix.clone(),
         keys,
+        spool,
     };
     super::sync::run_door(&config, &options, progress, false, door).await
 }

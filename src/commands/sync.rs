@@ -130,6 +130,8 @@ pub enum Door {
         prefix: Option<String>,
         /// The keys the bundle must be signed under (none: not required).
         keys: Vec<ferry_sync::bundle_trust::PublicKey>,
+        /// Where a compressed bundle, or one from standard input, is spooled.
+        spool: ferry_store::archive::input::SpoolPlace,
     },
 }
 
@@ -180,9 +182,21 @@ pub async fn run_door(
         (false, true) => Mode::WriteThenVerify,
         (false, false) => Mode::Write,
     };
+    // A compressed archive (or standard input) is read from a spool: the import's own place,
+    // else under the state directory.
+    let spool = match &door {
+        Door::Import { spool, .. } => spool.clone(),
+        _ => ferry_store::archive::input::SpoolPlace {
+            dir: match &options.state_dir {
+                Some(state) => state.join("spool"),
+                None => std::env::temp_dir(),
+            },
+            limit: ferry_store::archive::input::DEFAULT_SPOOL_LIMIT,
+        },
+    };
     let ctx = RunContext {
         registries,
-        stores: Stores::default(),
+        stores: Stores::spooling(spool),
         journal,
         mode,
         stop: stop.clone(),
@@ -202,6 +216,7 @@ pub async fn run_door(
             bundle,
             prefix,
             keys,
+            ..
         } => {
             let shown = bundle.display();
             match run.import(&bundle, prefix.as_deref(), &keys).await {
@@ -209,6 +224,16 @@ pub async fn run_door(
                     progress.eprint(&format!("import {shown}: {}", imported.authenticity));
                     for message in &imported.unplaced {
                         progress.eprint(&format!("error: import {shown}: {message}"));
+                    }
+                    if let Some(s) = &imported.spooled
+                        && !s.stdin
+                    {
+                        progress.eprint(&format!(
+                            "the bundle is {}-compressed: read as {} bytes of tar spooled under {} (removed)",
+                            s.packing.name(),
+                            s.bytes,
+                            s.dir.display()
+                        ));
                     }
                     if imported.mounted > 0 {
                         progress.eprint(&format!(

@@ -43,6 +43,8 @@ pub struct Imported {
     pub authenticity: Authenticity,
     /// The run of the placed images.
     pub outcome: Outcome,
+    /// How the bundle was spooled (compressed, or read from standard input), if it was.
+    pub spooled: Option<ferry_store::archive::input::Spooled>,
 }
 
 /// Why an import did not run at all.
@@ -77,6 +79,7 @@ pub(crate) struct ImportPlan {
     pub unplaced: Vec<String>,
     pub mounted: u64,
     pub authenticity: Authenticity,
+    pub spooled: Option<ferry_store::archive::input::Spooled>,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -143,6 +146,7 @@ pub(crate) async fn plan(
         unplaced,
         mounted: check.mounted,
         authenticity,
+        spooled: reader.spooled().cloned(),
     })
 }
 

@@ -266,6 +266,7 @@ impl Run {
             mounted: planned.mounted,
             authenticity: planned.authenticity,
             outcome,
+            spooled: planned.spooled,
         })
     }
 

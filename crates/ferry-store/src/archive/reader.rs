@@ -14,6 +14,7 @@ use ferry_distribution::ops::{Manifest, ManifestInfo, Referrer};
 use ferry_distribution::{Digest, Operation};
 
 use super::docker::DockerImage;
+use super::input::{self, SpoolPlace, Spooled};
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
 use crate::bundle::{
     BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, SIGNATURE_ENTRY,
@@ -66,6 +67,8 @@ pub struct Indexed {
     /// import` once their root was supplied from the target: served as if `index.json`
     /// named them.
     admitted: Mutex<Vec<IndexEntry>>,
+    /// The spool file the tar was decompressed or copied into (removed with the last reader).
+    spool: Option<(tempfile::TempPath, Spooled)>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -87,17 +90,30 @@ type Indexing = Arc<OnceCell<Result<Arc<Indexed>, String>>>;
 #[derive(Debug, Clone, Default)]
 pub struct ArchiveSet {
     open: Arc<Mutex<HashMap<(PathBuf, bool), Indexing>>>,
+    /// Where a compressed archive, or one from standard input, is spooled.
+    spool: SpoolPlace,
 }
 
 impl ArchiveSet {
+    /// An empty set that spools under `spool`.
+    pub fn spooling(spool: SpoolPlace) -> Self {
+        ArchiveSet {
+            open: Arc::default(),
+            spool,
+        }
+    }
+
     /// Opens the archive `origin` names, indexing it on the set's first open of it, checking a
     /// ferry bundle's record and that a `:REF` names an image in it.
     pub async fn open(&self, origin: &Origin) -> Result<ArchiveReader, Error> {
         let (path, oci) = archive_of(origin)?;
-        let key = (
-            std::path::absolute(path).unwrap_or_else(|_| path.clone()),
-            oci,
-        );
+        let key = match path.as_path() == Path::new(input::STDIN) {
+            true => (path.clone(), oci),
+            false => (
+                std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+                oci,
+            ),
+        };
         let cell = self
             .open
             .lock()
@@ -105,7 +121,10 @@ impl ArchiveSet {
             .entry(key)
             .or_default()
             .clone();
-        let indexed = cell.get_or_init(|| index_archive(path.clone(), oci)).await;
+        let spool = self.spool.clone();
+        let indexed = cell
+            .get_or_init(|| index_archive(path.clone(), oci, spool))
+            .await;
         ArchiveReader::over(origin, indexed.clone())
     }
 }
@@ -130,7 +149,7 @@ impl ArchiveReader {
     /// and that a `:REF` names an image in it.
     pub async fn open(origin: &Origin) -> Result<ArchiveReader, Error> {
         let (path, oci) = archive_of(origin)?;
-        let indexed = index_archive(path.clone(), oci).await;
+        let indexed = index_archive(path.clone(), oci, SpoolPlace::default()).await;
         ArchiveReader::over(origin, indexed)
     }
 
@@ -214,6 +233,12 @@ impl ArchiveReader {
 
     /// The ferry bundle record, for an OCI archive that holds one (its digest checked, and
     /// every entry of the tar held against it).
+    /// How the archive was spooled (decompressed, or read from standard input), if it was.
+    pub fn spooled(&self) -> Option<&Spooled> {
+        self.inner.spool.as_ref().map(|(_, s)| s)
+    }
+
+    /// The ferry bundle record, for an OCI archive that holds one (its digest checked).
     pub fn record(&self) -> Option<&BundleRecord> {
         match &self.inner.content {
             Content::Oci { record, .. } => record.as_deref(),
@@ -615,17 +640,25 @@ fn same_reference(written: &str, asked: &str) -> bool {
     }
 }
 
-/// The one indexing pass (on a blocking thread), then what the archive holds.
-async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String> {
+/// The one indexing pass (on a blocking thread), then what the archive holds. A compressed
+/// archive, or one on standard input (`-`), is first spooled under `spool` as a plain tar.
+async fn index_archive(
+    path: PathBuf,
+    oci: bool,
+    spool: SpoolPlace,
+) -> Result<Arc<Indexed>, String> {
     let links = if oci {
         Links::Refuse
     } else {
         Links::WithinArchive
     };
-    let p = path.clone();
-    let tar = tokio::task::spawn_blocking(move || reader_tar::index(&p, links))
-        .await
-        .map_err(|e| format!("indexing the archive: {e}"))??;
+    let (tar, spool) = tokio::task::spawn_blocking(move || {
+        let prepared = input::prepare(&path, &spool)?;
+        let tar = reader_tar::index(&prepared.path, links)?;
+        Ok::<_, String>((tar, prepared.spool))
+    })
+    .await
+    .map_err(|e| format!("indexing the archive: {e}"))??;
     let content = if oci {
         oci_content(&tar).await?
     } else {
@@ -637,6 +670,7 @@ async fn index_archive(path: PathBuf, oci: bool) -> Result<Arc<Indexed>, String>
         referrers: OnceCell::new(),
         supplied: Mutex::default(),
         admitted: Mutex::default(),
+        spool,
     }))
 }
 

@@ -365,7 +365,7 @@ fn utf8(bytes: &[u8], pos: u64) -> Result<String, String> {
 }
 
 /// A header's checksum: the sum of its bytes with the checksum field read as spaces.
-fn check_sum(block: &[u8; 512]) -> Result<(), String> {
+pub(crate) fn check_sum(block: &[u8; 512]) -> Result<(), String> {
     let field = &block[148..156];
     let text = String::from_utf8_lossy(field);
     let text = text.trim_matches(|c: char| c == '\0' || c == ' ');

@@ -17,6 +17,14 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// Stores that spool a compressed archive, or one from standard input, under `spool`.
+    pub fn spooling(spool: super::input::SpoolPlace) -> Self {
+        Stores {
+            readers: ArchiveSet::spooling(spool),
+            writers: Archives::default(),
+        }
+    }
+
     /// Stores whose every target is `bundle` (`ferry export`): the archives read stay shared
     /// with `self`'s clones.
     pub fn exporting_to(&self, bundle: ArchiveWriter) -> Self {

@@ -1,5 +1,6 @@
 //! `ferry export`'s side of a bundle: what the record says of the config, and the records of
-//! earlier bundles (`--since`) read from their tar (headers only) or a kept `ferry-bundle.json`.
+//! earlier bundles (`--since`) read from their tar (headers only; a gzip or zstd one read
+//! through once) or a kept `ferry-bundle.json`.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -8,6 +9,7 @@ use std::path::Path;
 use super::{
     BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleBase, BundleMapping, BundleRecord,
 };
+use crate::archive::input::{self, Packing};
 use crate::archive::writer::BundleSpec;
 use ferry_config::Config;
 
@@ -60,26 +62,37 @@ pub fn spec(config: &Config, records: &[(String, BundleRecord)], created: String
     }
 }
 
-/// Reads the record of the bundle at `path` (a ferry bundle's tar, or its `ferry-bundle.json`
-/// kept beside it), blocking: call it on a blocking thread. Errors name the file and entry.
+/// Reads the record of the bundle at `path` (a ferry bundle's tar, plain or compressed with
+/// gzip or zstd, or its `ferry-bundle.json` kept beside it), blocking: call it on a blocking
+/// thread. Errors name the file and entry.
 pub fn read_since(path: &Path) -> Result<BundleRecord, String> {
     let shown = path.display();
     let mut file = std::fs::File::open(path).map_err(|e| format!("--since {shown}: {e}"))?;
-    let mut first = [0u8; 1];
-    let n = file
-        .read(&mut first)
+    let mut head = Vec::with_capacity(512);
+    (&mut file)
+        .take(512)
+        .read_to_end(&mut head)
         .map_err(|e| format!("--since {shown}: {e}"))?;
-    drop(file);
-    let record = match n == 1 && first[0] == b'{' {
-        true => {
+    if head.first() == Some(&b'{') {
+        let bytes = read_bounded(std::io::Cursor::new(head).chain(file), BUNDLE_ENTRY_LIMIT)
+            .map_err(|e| format!("--since {shown}: {e}"))?;
+        return parse(&bytes).map_err(|e| format!("--since {shown}: {e}"));
+    }
+    let packing = input::sniff(&head).map_err(|e| format!("--since {shown}: {e}"))?;
+    match packing {
+        // A plain tar: seek past every body.
+        Packing::Tar => {
+            drop(file);
             let file = std::fs::File::open(path).map_err(|e| format!("--since {shown}: {e}"))?;
-            let bytes = read_bounded(file, BUNDLE_ENTRY_LIMIT)
-                .map_err(|e| format!("--since {shown}: {e}"))?;
-            parse(&bytes).map_err(|e| format!("--since {shown}: {e}"))?
+            let mut archive = tar::Archive::new(file);
+            from_tar(archive.entries_with_seek(), path)
         }
-        false => from_tar(path)?,
-    };
-    Ok(record)
+        // A compressed one is read through once, its bodies decompressed and dropped.
+        Packing::Gzip | Packing::Zstd => {
+            let mut archive = tar::Archive::new(input::decoded(head, file, packing));
+            from_tar(archive.entries(), path)
+        }
+    }
 }
 
 fn parse(bytes: &[u8]) -> Result<BundleRecord, String> {
@@ -109,13 +122,12 @@ fn read_bounded(r: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
 /// The record in a bundle's tar: its entries' headers are read in turn, seeking past every
 /// body; only `ferry-bundle.json` and `index.json` are read (each bounded, each once), and the
 /// record's digest must match what the tar holds.
-fn from_tar(path: &Path) -> Result<BundleRecord, String> {
+fn from_tar<R: Read>(
+    entries: std::io::Result<tar::Entries<'_, R>>,
+    path: &Path,
+) -> Result<BundleRecord, String> {
     let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("--since {shown}: {e}"))?;
-    let mut archive = tar::Archive::new(file);
-    let entries = archive
-        .entries_with_seek()
-        .map_err(|e| format!("--since {shown}: not a tar: {e}"))?;
+    let entries = entries.map_err(|e| format!("--since {shown}: not a tar: {e}"))?;
     let mut record: Option<Vec<u8>> = None;
     let mut index: Option<Vec<u8>> = None;
     for entry in entries {
@@ -236,6 +248,39 @@ mod tests {
             read_since(none.path())
                 .unwrap_err()
                 .contains("not a ferry bundle")
+        );
+    }
+
+    /// A bundle kept compressed (`ferry export -o - | zstd`) is read as its tar; garbage is
+    /// refused naming the bytes it starts with.
+    #[test]
+    fn a_compressed_bundle_gives_its_record_and_garbage_is_named() {
+        let mut r = record(&["sha256:aa"]);
+        r.carried = vec!["sha256:aa".into()];
+        r.digest = super::super::bundle_digest(&r.carried, b"{}");
+        let tar = tar_with(&[
+            ("index.json", b"{}".to_vec()),
+            ("blobs/sha256/pad", vec![9u8; 70_000]),
+            (BUNDLE_ENTRY, serde_json::to_vec(&r).unwrap()),
+        ]);
+        let bytes = std::fs::read(tar.path()).unwrap();
+        let zst = ruzstd::encoding::compress_to_vec(
+            &bytes[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &bytes).unwrap();
+        for packed in [zst, gz.finish().unwrap()] {
+            let f = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(f.path(), packed).unwrap();
+            assert_eq!(read_since(f.path()).unwrap(), r);
+        }
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), [0x42, 0x5a, 0x68, 0x39, 0x31, 0x41, 0x59, 0x26]).unwrap();
+        let err = read_since(f.path()).unwrap_err();
+        assert!(
+            err.contains("42 5a 68 39") && err.contains("bzip2"),
+            "{err}"
         );
     }
 
