@@ -74,5 +74,5 @@ pub use progress::SyncProgress;
 pub use prune::PruneReport;
 pub use registries::Registries;
 pub use report::{SyncReport, Totals, Verdict};
-pub use source::Source;
 pub use run::{DryRunOutcome, Mode, Outcome, Run, RunContext, RunOutcome};
+pub use source::Source;

@@ -245,10 +245,7 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
     let config = empty_config();
     let run = Run::new(&config, RunContext::new(&config));
-    let source = run
-        .source(&oci(&path))
-        .await
-        .unwrap();
+    let source = run.source(&oci(&path)).await.unwrap();
     let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
     let mut delivered = 0usize;
     let mut failure = None;
@@ -281,8 +278,7 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     // The honest blob streams whole, in chunks.
     let (entries, l, _) = oci_image("registry.example/app:v1", &layer);
     let path = write(dir.path(), "honest.tar", &tar_bytes(&entries));
-    let source = run.source(&oci(&path)).await
-        .unwrap();
+    let source = run.source(&oci(&path)).await.unwrap();
     let got: Vec<Bytes> = source
         .open_blob(&l, layer.len() as u64, 0)
         .await
@@ -396,10 +392,7 @@ async fn a_docker_archive_follows_its_links_inside_itself_only() {
     assert_eq!(info.media_type, media::DOCKER_MANIFEST);
     let config = empty_config();
     let run = Run::new(&config, RunContext::new(&config));
-    let source = run
-        .source(&origin)
-        .await
-        .unwrap();
+    let source = run.source(&origin).await.unwrap();
     let m = source.get_manifest("v1").await.unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
     assert_eq!(doc["layers"][0]["digest"], l.to_string());

@@ -449,7 +449,10 @@ async fn runs_on_shared_clients_report_only_what_each_run_did() {
     };
     let first = sync().await.report;
     assert_eq!(first.totals.images_synced, 1, "{}", first.render_text());
-    assert_eq!(first.repositories_created, [format!("{ECR_HOST}/mirror/app")]);
+    assert_eq!(
+        first.repositories_created,
+        [format!("{ECR_HOST}/mirror/app")]
+    );
 
     src.seed_image("lib/app", "v2", &[b"v2"]);
     ecr.reset_stats();

@@ -350,9 +350,7 @@ async fn a_dead_and_a_silent_target_end_in_bounded_time_and_the_rest_syncs() {
         let mappings = report
             .failed_mappings
             .iter()
-            .filter(
-                |m| matches!(&m.status, ImageStatus::Failed { error } if error.place() == host),
-            )
+            .filter(|m| matches!(&m.status, ImageStatus::Failed { error } if error.place() == host))
             .count();
         assert!(
             images + mappings > 0,

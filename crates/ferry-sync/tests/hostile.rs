@@ -579,7 +579,9 @@ async fn a_resumed_ranged_read_longer_than_the_rest_of_the_blob_is_cut_off_too()
         .images
         .iter()
         .find_map(|i| match &i.status {
-            ImageStatus::Failed { error, .. } if i.source.ends_with("/big") => Some(error.to_string()),
+            ImageStatus::Failed { error, .. } if i.source.ends_with("/big") => {
+                Some(error.to_string())
+            }
             _ => None,
         })
         .expect("the big image failed");

@@ -111,7 +111,10 @@ async fn scenario(
         match (&i.status, to_app && personality.one_component_names_refused) {
             (ImageStatus::Synced, false) => {}
             (ImageStatus::Failed { error, .. }, true) => {
-                assert!(error.to_string().contains("one-component"), "{name}: {error}");
+                assert!(
+                    error.to_string().contains("one-component"),
+                    "{name}: {error}"
+                );
             }
             (status, _) => panic!("{name}: {} -> {}: {status:?}\n{text}", i.image, i.target),
         }

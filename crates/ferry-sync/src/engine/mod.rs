@@ -4,6 +4,7 @@
 pub mod blobs;
 pub mod destination;
 pub(crate) mod feed;
+mod gated;
 pub mod graph;
 pub(crate) mod manifests;
 pub(crate) mod referrers;
@@ -224,7 +225,9 @@ where
             let status = match (outcome, index_failure, archive_failure) {
                 (Err(e), _, _) => ImageStatus::failed_sync(e),
                 (Ok(_), Some((_, e)), _) => ImageStatus::failed(e),
-                (Ok(_), None, Some((_, e))) => ImageStatus::failed_sync(&SyncError::Store(e.clone())),
+                (Ok(_), None, Some((_, e))) => {
+                    ImageStatus::failed_sync(&SyncError::Store(e.clone()))
+                }
                 (Ok(_), None, None) => ImageStatus::Synced,
             };
             let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
@@ -264,7 +267,10 @@ async fn finish_archives(
     stores: &ferry_store::archive::Stores,
 ) -> (
     Vec<crate::report::ArchiveReport>,
-    Vec<(ferry_store::archive::writer::Output, ferry_store::StoreError)>,
+    Vec<(
+        ferry_store::archive::writer::Output,
+        ferry_store::StoreError,
+    )>,
 ) {
     let mut done = Vec::new();
     let mut failed = Vec::new();
@@ -323,6 +329,8 @@ async fn take_in(
             });
         }
     }
+    // `signatures:`: refused and held images, reported on every target (sent nowhere).
+    reports.extend(gated::reports(m.index, &m.source, &resolved));
     // Immutable tags every target already names: up to date, not asked about (no digest).
     for tag in &resolved.held_immutable {
         for t in &resolved.targets {
@@ -552,6 +560,7 @@ fn summarise(
             ImageStatus::UpToDate => totals.images_up_to_date += 1,
             ImageStatus::Failed { .. } => totals.images_failed += 1,
             ImageStatus::Interrupted => totals.images_interrupted += 1,
+            ImageStatus::Held { .. } => totals.images_held += 1,
         }
     }
     totals.mappings_failed = failed_mappings.len() as u64;

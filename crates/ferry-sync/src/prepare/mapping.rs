@@ -10,6 +10,7 @@ use ferry_distribution::reference::Tag;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
 use crate::prepare::PrepareOptions;
 use crate::prepare::referrers::{self, Listing};
+use crate::prepare::signatures;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::registries::Registries;
 use crate::source::Source;
@@ -127,6 +128,18 @@ pub(crate) async fn resolve_mapping(
         }
     }
 
+    // `signatures:`: an image is copied only when a signature for its source digest verifies
+    // (not in a verify, which reads the targets; `ferry verify --signatures` checks those).
+    let mut gated = signatures::Gated::default();
+    if let Some(policy) = mapping.signatures.as_ref().filter(|_| !options.audit) {
+        let in_listing: HashSet<&str> = tags.iter().map(Tag::as_str).collect();
+        let listing = Listing {
+            listed,
+            tags: &in_listing,
+        };
+        gated = signatures::gate(policy, &source, &mut images, listing, signatures::now()).await?;
+    }
+
     // Signatures, SBOMs and attestations: the referrers tag schema (`sha256-<hex>`, an index of
     // the referrers), cosign's `sha256-<hex>.sig/.att/.sbom`, and the referrers API. Tags are
     // found in the listing already fetched (no probe per image); without a listing, each
@@ -225,5 +238,7 @@ pub(crate) async fn resolve_mapping(
         referrers: mapping.referrers,
         target_tags,
         expanded: None,
+        signature_refused: gated.refused,
+        signature_held: gated.held,
     })
 }

@@ -4,6 +4,7 @@
 pub(crate) mod expand;
 pub(crate) mod mapping;
 pub(crate) mod referrers;
+pub(crate) mod signatures;
 pub(crate) mod source;
 pub(crate) mod targets;
 pub mod tracker;

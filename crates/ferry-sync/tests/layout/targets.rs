@@ -188,7 +188,12 @@ async fn a_layout_whose_lock_is_held_fails_as_a_layout_lock_not_a_registry_opera
     assert_eq!(error.place(), format!("oci:{}", dst.display()));
     assert_eq!(error.operation(), "layout lock");
     assert_eq!(error.status(), None);
-    assert!(error.to_string().contains("still held by another ferry run"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("still held by another ferry run"),
+        "{error}"
+    );
     assert!(!dst.join("index.json").exists(), "nothing was written");
 }
 
