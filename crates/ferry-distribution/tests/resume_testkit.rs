@@ -260,7 +260,10 @@ async fn runs_sharing_a_client_count_their_own_requests_and_record_in_their_own_
     let first = Bytes::from(layer(3 * CHUNK as usize + 100));
     push_fresh(&periodic, &first).await.unwrap();
     let recorded = journal.records.lock().unwrap().len();
-    assert!(recorded >= 3, "each chunk of the periodic run's upload recorded: {recorded}");
+    assert!(
+        recorded >= 3,
+        "each chunk of the periodic run's upload recorded: {recorded}"
+    );
     let second = Bytes::from(layer(2 * CHUNK as usize + 7));
     push_fresh(&event, &second).await.unwrap();
     assert_eq!(
