@@ -325,3 +325,63 @@ async fn min_age_holds_a_too_new_image_without_failing_and_mirrors_it_once_the_p
     );
     assert_eq!(report.totals.images_held, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn under_tlog_skip_min_age_counts_from_when_ferry_first_saw_the_digest_kept_in_the_state_dir()
+{
+    let trust = Trust::new();
+    let (src, dst) = (registry().await, registry().await);
+    let app = src.seed_image(REPO, "app", &[b"app layer"]);
+    seed_sig(&src, &app, &[key_signed_layer(&trust.key, &digest(&app))]);
+    let state = tempfile::tempdir().unwrap();
+    let cfg = config(
+        &src,
+        &dst,
+        &trust.policy("      tlog: skip\n      min_age: 72h\n"),
+    );
+    let run = |c| {
+        common::run_sync_with(
+            c,
+            common::RunOptions {
+                state_dir: Some(state.path()),
+                ..Default::default()
+            },
+        )
+    };
+    let first = run(&cfg).await.report;
+    let held = |r: &ferry_sync::report::SyncReport| -> i64 {
+        match r
+            .images
+            .iter()
+            .find(|i| i.image == "app")
+            .map(|i| &i.status)
+        {
+            Some(ImageStatus::Held {
+                mirrorable_at,
+                signed_at,
+            }) => {
+                assert_eq!(*mirrorable_at, signed_at + 72 * 3600);
+                *mirrorable_at
+            }
+            other => panic!("app not held: {other:?}\n{}", r.render_text()),
+        }
+    };
+    let at = held(&first);
+    assert!(images_on(&dst).is_empty());
+    // The run recorded when it first saw the digest; 73 hours later (the record aged by hand,
+    // as the clock would), the next run mirrors it.
+    let record = state
+        .path()
+        .join("first-seen")
+        .join(format!("sha256-{}", app.trim_start_matches("sha256:")));
+    let seen: i64 = std::fs::read_to_string(&record)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(seen + 72 * 3600, at);
+    std::fs::write(&record, (seen - 73 * 3600).to_string()).unwrap();
+    let second = run(&cfg).await.report;
+    assert_eq!(images_on(&dst), ["app"], "{}", second.render_text());
+    assert_eq!(second.totals.images_held, 0);
+}

@@ -137,7 +137,9 @@ pub(crate) async fn resolve_mapping(
             listed,
             tags: &in_listing,
         };
-        gated = signatures::gate(policy, &source, &mut images, listing, signatures::now()).await?;
+        let now = signatures::now();
+        let seen = options.first_seen.as_ref();
+        gated = signatures::gate(policy, &source, &mut images, listing, now, seen).await?;
     }
 
     // Signatures, SBOMs and attestations: the referrers tag schema (`sha256-<hex>`, an index of

@@ -201,8 +201,14 @@ pub async fn find_and_verify(
     Ok(out)
 }
 
-/// What the policy makes of the signatures found, at `now` (Unix seconds).
-pub fn decide(policy: &SignaturePolicy, checked: &[Checked], now: i64) -> Decision {
+/// What the policy makes of the signatures found, at `now` (Unix seconds); `seen` is when the
+/// digest was first seen, the age of a signature no log entry dates (`tlog: skip`).
+pub fn decide(
+    policy: &SignaturePolicy,
+    checked: &[Checked],
+    now: i64,
+    seen: Option<i64>,
+) -> Decision {
     let verified: Vec<&Verified> = checked
         .iter()
         .filter_map(|c| c.result.as_ref().ok())
@@ -222,7 +228,11 @@ pub fn decide(policy: &SignaturePolicy, checked: &[Checked], now: i64) -> Decisi
             .join("; ");
         return Decision::Refused(RefusalReason::of(first), detail);
     }
-    let signed_at = verified.iter().filter_map(|v| v.integrated_time).min();
+    let signed_at = verified
+        .iter()
+        .filter_map(|v| v.integrated_time)
+        .min()
+        .or(seen);
     match (policy.min_age, signed_at) {
         (Some(age), Some(at)) => {
             let ready = at.saturating_add(i64::try_from(age.as_secs()).unwrap_or(i64::MAX));
@@ -390,6 +400,7 @@ pub(crate) async fn gate(
     images: &mut Vec<crate::plan::ImagePlan>,
     listing: Listing<'_>,
     now: i64,
+    first_seen: Option<&ferry_store::resume::FirstSeen>,
 ) -> Result<Gated, Error> {
     let mut out = Gated::default();
     let mut decided: std::collections::HashMap<Digest, Decision> = Default::default();
@@ -406,7 +417,19 @@ pub(crate) async fn gate(
             Some(d) => d.clone(),
             None => {
                 let checked = find_and_verify(policy, source, digest, listing).await?;
-                let d = decide(policy, &checked, now);
+                // No log time to age by: the time ferry first saw the digest (now, without a
+                // state directory, so the cooldown never ends early).
+                let undated = policy.min_age.is_some()
+                    && checked.iter().any(|c| c.result.is_ok())
+                    && !checked
+                        .iter()
+                        .any(|c| c.result.as_ref().is_ok_and(|v| v.integrated_time.is_some()));
+                let seen = match first_seen {
+                    Some(f) if undated => Some(f.first_seen(digest, now).await),
+                    _ if undated => Some(now),
+                    _ => None,
+                };
+                let d = decide(policy, &checked, now, seen);
                 decided.insert(digest.clone(), d.clone());
                 d
             }
