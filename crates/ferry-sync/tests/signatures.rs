@@ -385,3 +385,91 @@ async fn under_tlog_skip_min_age_counts_from_when_ferry_first_saw_the_digest_kep
     assert_eq!(images_on(&dst), ["app"], "{}", second.render_text());
     assert_eq!(second.totals.images_held, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_the_referrers_api_a_bundle_is_found_through_the_tag_schema_and_hostile_signatures_are_refused_unread()
+ {
+    let trust = Trust::new();
+    let src = TestRegistry::builder()
+        .referrers_api(false)
+        .start()
+        .await
+        .unwrap();
+    let dst = registry().await;
+    let s = &trust.sigstore;
+    let who = Keyless::new(ISSUER, SUBJECT);
+
+    // A v3 bundle listed only in the subject's tag-schema index (`sha256-<hex>`).
+    let app = src.seed_image(REPO, "app", &[b"app layer"]);
+    let bundle = seed_bundle(&src, &app, &s.dsse_bundle(&who, &digest(&app)));
+    let (bundle_type, bundle_bytes) = src.manifest(REPO, &bundle).unwrap();
+    let index = serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": bundle_type, "digest": bundle, "size": bundle_bytes.len(), "artifactType": BUNDLE}],
+    })
+    .to_string();
+    src.seed_manifest(
+        REPO,
+        &format!("sha256-{}", app.trim_start_matches("sha256:")),
+        "application/vnd.oci.image.index.v1+json",
+        index.as_bytes(),
+    );
+
+    // A `.sig` manifest of 10,000 layers, and a bundle referrer declaring 100 MiB.
+    let wide = src.seed_image(REPO, "wide", &[b"wide layer"]);
+    let layer = key_signed_layer(&trust.key, &digest(&wide));
+    seed_sig(&src, &wide, &vec![layer; 10_000]);
+    let huge = src.seed_image(REPO, "huge", &[b"huge layer"]);
+    let small = src.seed_blob(REPO, b"{}");
+    let huge_body = src.seed_blob(REPO, b"not read");
+    let (huge_type, huge_bytes) = src.manifest(REPO, &huge).unwrap();
+    let artifact = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","artifactType":"{BUNDLE}","config":{{"mediaType":"application/vnd.oci.empty.v1+json","digest":"{small}","size":2}},"layers":[{{"mediaType":"{BUNDLE}","digest":"{huge_body}","size":104857600}}],"subject":{{"mediaType":"{huge_type}","digest":"{huge}","size":{}}}}}"#,
+        huge_bytes.len()
+    );
+    let huge_ref = src.seed_manifest(
+        REPO,
+        &sha256_digest(artifact.as_bytes()),
+        OCI_MANIFEST,
+        artifact.as_bytes(),
+    );
+    let huge_index = serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": OCI_MANIFEST, "digest": huge_ref, "size": artifact.len(), "artifactType": BUNDLE}],
+    })
+    .to_string();
+    src.seed_manifest(
+        REPO,
+        &format!("sha256-{}", huge.trim_start_matches("sha256:")),
+        "application/vnd.oci.image.index.v1+json",
+        huge_index.as_bytes(),
+    );
+
+    let common::Run { report, .. } = run_sync(&config(&src, &dst, &trust.policy(""))).await;
+    let text = report.render_text();
+    assert_eq!(images_on(&dst), ["app"], "{text}");
+    assert!(
+        dst.manifest("m/app", &bundle).is_some(),
+        "the bundle travels with it\n{text}"
+    );
+    assert_eq!(
+        refusals(&report),
+        BTreeMap::from([
+            ("huge".to_owned(), "invalid".to_owned()),
+            ("wide".to_owned(), "invalid".to_owned()),
+        ]),
+        "{text}"
+    );
+    assert!(text.contains("larger than"), "{text}");
+    // Neither the 100 MiB bundle nor any of the 10,000 payloads was asked for.
+    let payload = sha256_digest(&key_signed_layer(&trust.key, &digest(&wide)).payload);
+    for blob in [&huge_body, &payload] {
+        let hex = blob.trim_start_matches("sha256:");
+        assert!(
+            !src.requests()
+                .iter()
+                .any(|r| r.path.contains("/blobs/") && r.path.contains(hex)),
+            "{blob} was read"
+        );
+    }
+}
