@@ -191,6 +191,15 @@ impl Run {
     /// `ferry verify`: every target audited against its source, read-only; `deep` checks every
     /// blob the manifests reference too.
     pub async fn verify(self, deep: bool) -> VerifyReport {
+        self.verify_with(VerifyOptions {
+            deep,
+            signatures: false,
+        })
+        .await
+    }
+
+    /// `ferry verify` with its options (`--deep`, `--signatures`).
+    pub async fn verify_with(self, options: VerifyOptions) -> VerifyReport {
         let prepare = self.prepare_options();
         let tracker = self.tracker();
         crate::verify::run(
@@ -198,7 +207,7 @@ impl Run {
             &self.ctx.registries,
             &prepare,
             tracker,
-            VerifyOptions { deep },
+            options,
         )
         .await
     }

@@ -473,3 +473,56 @@ async fn without_the_referrers_api_a_bundle_is_found_through_the_tag_schema_and_
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn verify_signatures_finds_an_image_on_the_target_whose_signature_is_gone() {
+    let trust = Trust::new();
+    let (src, dst) = (registry().await, registry().await);
+    let app = src.seed_image(REPO, "app", &[b"app layer"]);
+    let s = &trust.sigstore;
+    seed_sig(
+        &src,
+        &app,
+        &[s.key_signed_layer_logged(
+            &trust.key,
+            &digest(&app),
+            ferry_testkit::trust_signer::SIGNED_AT,
+        )],
+    );
+    let cfg = config(&src, &dst, &trust.policy(""));
+    let synced = run_sync(&cfg).await.report;
+    assert_eq!(images_on(&dst), ["app"], "{}", synced.render_text());
+    let verify = |cfg: Config| async move {
+        let ctx = ferry_sync::run::RunContext::new(&cfg);
+        ferry_sync::run::Run::new(&cfg, ctx)
+            .verify_with(ferry_sync::verify::VerifyOptions {
+                deep: false,
+                signatures: true,
+            })
+            .await
+    };
+    let clean = verify(cfg.clone()).await;
+    assert_eq!(
+        clean.totals.signatures_checked,
+        1,
+        "{}",
+        clean.render_text()
+    );
+    assert_eq!(clean.totals.unsigned, 0, "{}", clean.render_text());
+    assert_eq!(clean.verdict(), ferry_sync::verify::VerifyVerdict::Complete);
+
+    // The signature tag removed from the target: the image there is unsigned.
+    dst.untag(
+        "m/app",
+        &format!("sha256-{}.sig", app.trim_start_matches("sha256:")),
+    );
+    let found = verify(cfg).await;
+    let text = found.render_text();
+    assert_eq!(found.totals.unsigned, 1, "{text}");
+    assert_eq!(
+        found.verdict(),
+        ferry_sync::verify::VerifyVerdict::Incomplete
+    );
+    assert!(text.contains("UNSIGNED  app"), "{text}");
+    assert!(text.contains("no signature"), "{text}");
+}
