@@ -476,3 +476,85 @@ pub(crate) fn now() -> i64 {
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
+
+/// One signature of an image as `ferry inspect` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignatureCheck {
+    /// Where it was found: `<tag> layer <n>` or `bundle <digest>`.
+    pub place: String,
+    /// Who signed: `key sha256:<fingerprint>` or `<subject> (issuer <issuer>)`, when known (a
+    /// key signature is known only by a key of the policy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// Whether it verifies under the policy.
+    pub verified: bool,
+    /// The Rekor integrated time of a verified signature (RFC 3339), if logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logged_at: Option<String>,
+    /// Why it does not verify.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Every signature of `digest` on `source` (`.sig` layers, bundle referrers), each verified
+/// under `policy`; without one, under an empty policy on the built-in root, so each is shown
+/// unverified with the signer a certificate names.
+pub async fn inspect(
+    source: &Source,
+    digest: &Digest,
+    policy: Option<&SignaturePolicy>,
+) -> Result<Vec<SignatureCheck>, Error> {
+    let empty;
+    let policy = match policy {
+        Some(p) => p,
+        None => {
+            let root = ferry_trust::TrustedRoot::public_good().map_err(|e| {
+                source.error(
+                    ferry_distribution::Operation::ManifestGet,
+                    ferry_distribution::ErrorKind::Local(format!("the built-in trusted root: {e}")),
+                )
+            })?;
+            empty = SignaturePolicy {
+                policy: std::sync::Arc::new(ferry_trust::Policy {
+                    keys: Vec::new(),
+                    identities: Vec::new(),
+                    root: std::sync::Arc::new(root),
+                    tlog: ferry_trust::TlogPolicy::Skip,
+                }),
+                min_age: None,
+                trusted_root: None,
+            };
+            &empty
+        }
+    };
+    let none = std::collections::HashSet::new();
+    let listing = Listing {
+        listed: false,
+        tags: &none,
+    };
+    let checked = find_and_verify(policy, source, digest, listing).await?;
+    Ok(checked
+        .into_iter()
+        .map(|c| match c.result {
+            Ok(v) => SignatureCheck {
+                place: c.place,
+                signer: Some(v.signer.to_string()),
+                verified: true,
+                logged_at: v.integrated_time.map(crate::report::rfc3339),
+                error: None,
+            },
+            Err(e) => SignatureCheck {
+                place: c.place,
+                signer: match &e {
+                    TrustError::IdentityMismatch { issuer, subject } => {
+                        Some(format!("{subject} (issuer {issuer})"))
+                    }
+                    _ => None,
+                },
+                verified: false,
+                logged_at: None,
+                error: Some(e.to_string()),
+            },
+        })
+        .collect())
+}
