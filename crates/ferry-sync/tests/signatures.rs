@@ -526,3 +526,45 @@ async fn verify_signatures_finds_an_image_on_the_target_whose_signature_is_gone(
     assert!(text.contains("UNSIGNED  app"), "{text}");
     assert!(text.contains("no signature"), "{text}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_signatures_that_verified_travel_even_when_the_mapping_copies_no_referrers() {
+    let trust = Trust::new();
+    let (src, dst) = (registry().await, registry().await);
+    let s = &trust.sigstore;
+    let who = Keyless::new(ISSUER, SUBJECT);
+    let key = src.seed_image(REPO, "key", &[b"key layer"]);
+    let key_sig = seed_sig(
+        &src,
+        &key,
+        &[s.key_signed_layer_logged(
+            &trust.key,
+            &digest(&key),
+            ferry_testkit::trust_signer::SIGNED_AT,
+        )],
+    );
+    let bundled = src.seed_image(REPO, "bundle", &[b"bundle layer"]);
+    let bundle = seed_bundle(&src, &bundled, &s.dsse_bundle(&who, &digest(&bundled)));
+    // Another referrer of the bundled image, not a signature: `referrers: false` keeps it home.
+    let sbom = seed_bundle(&src, &bundled, b"not a bundle at all");
+    let extra = "    referrers: false\n    tags: {include: [key, bundle]}\n";
+    let policy = trust.policy("");
+    let report = run_sync(&config(&src, &dst, &format!("{extra}{policy}")))
+        .await
+        .report;
+    let text = report.render_text();
+    assert_eq!(images_on(&dst), ["bundle", "key"], "{text}");
+    assert!(
+        dst.manifest("m/app", &key_sig).is_some(),
+        "the .sig travels\n{text}"
+    );
+    assert!(
+        dst.manifest("m/app", &bundle).is_some(),
+        "the bundle travels\n{text}"
+    );
+    assert!(
+        dst.manifest("m/app", &sbom).is_none(),
+        "an unverified referrer stays\n{text}"
+    );
+    assert_eq!(report.totals.images_failed, 0, "{text}");
+}

@@ -203,6 +203,18 @@ pub(crate) async fn resolve_mapping(
         );
     }
 
+    // The signatures that verified travel with their image even when the mapping copies no
+    // referrers (`referrers: false`).
+    if !mapping.referrers && !gated.verified.is_empty() {
+        let (mut by_tag, by_digest) =
+            signatures::carriers(std::mem::take(&mut gated.verified), &compare);
+        by_tag.retain(|w| !images.iter().any(|i| i.tag == w.tag));
+        let (found, gone) = resolve_images(&source, by_tag, &[], false, options).await?;
+        images.extend(found);
+        unfetched.extend(gone);
+        images.extend(by_digest);
+    }
+
     // Pruning (crate::prune) reuses each target's listing instead of listing again;
     // it is kept only for a mapping that prunes.
     let mut target_tags = Vec::new();

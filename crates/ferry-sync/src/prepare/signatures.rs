@@ -128,6 +128,17 @@ pub struct Checked {
     pub place: String,
     /// The signer and log time, or why it was refused.
     pub result: Result<Verified, TrustError>,
+    /// What carries it on the source: the `.sig` tag, or the bundle's referrer manifest.
+    pub carrier: Carrier,
+}
+
+/// What carries a signature on the source, to copy with its image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Carrier {
+    /// The cosign tag `sha256-<hex>.sig`.
+    Tag(String),
+    /// A bundle referrer manifest.
+    Referrer(Referrer),
 }
 
 /// What the policy decided for one image.
@@ -160,6 +171,7 @@ pub async fn find_and_verify(
             Err(e) => out.push(Checked {
                 place: sig_tag.clone(),
                 result: Err(e),
+                carrier: Carrier::Tag(sig_tag.clone()),
             }),
             Ok(list) => {
                 for (n, layer) in list.iter().enumerate() {
@@ -182,7 +194,11 @@ pub async fn find_and_verify(
                         ),
                         Err(e) => Err(e),
                     };
-                    out.push(Checked { place, result });
+                    out.push(Checked {
+                        place,
+                        result,
+                        carrier: Carrier::Tag(sig_tag.clone()),
+                    });
                 }
             }
         }
@@ -196,7 +212,11 @@ pub async fn find_and_verify(
             }),
             Some(m) => read_bundle(source, &m.bytes, digest, policy).await,
         };
-        out.push(Checked { place, result });
+        out.push(Checked {
+            place,
+            result,
+            carrier: Carrier::Referrer(r),
+        });
     }
     Ok(out)
 }
@@ -389,6 +409,9 @@ pub struct Gated {
     pub refused: Vec<SignatureRefusal>,
     /// Images held by `min_age`.
     pub held: Vec<HeldImage>,
+    /// The carriers of the signatures that verified, by the subject digest: copied with their
+    /// image even where the mapping copies no referrers.
+    pub verified: Vec<(Digest, Carrier)>,
 }
 
 /// Applies `policy` to `images` (referrer tags aside): an image whose signatures do not verify,
@@ -430,6 +453,14 @@ pub(crate) async fn gate(
                     _ => None,
                 };
                 let d = decide(policy, &checked, now, seen);
+                if matches!(d, Decision::Verified) {
+                    for c in checked.into_iter().filter(|c| c.result.is_ok()) {
+                        let entry = (digest.clone(), c.carrier);
+                        if !out.verified.contains(&entry) {
+                            out.verified.push(entry);
+                        }
+                    }
+                }
                 decided.insert(digest.clone(), d.clone());
                 d
             }
@@ -557,4 +588,42 @@ pub async fn inspect(
             },
         })
         .collect())
+}
+
+/// The carriers of verified signatures as what to copy: `.sig` tags to resolve, and bundle
+/// referrers to copy by digest (each naming its subject). `compare`: some target lists the tag.
+pub(crate) fn carriers(
+    verified: Vec<(Digest, Carrier)>,
+    compare: &dyn Fn(&str) -> bool,
+) -> (
+    Vec<crate::prepare::source::Wanted>,
+    Vec<crate::plan::ImagePlan>,
+) {
+    let mut tags = Vec::new();
+    let mut referrers = Vec::new();
+    for (subject, carrier) in verified {
+        match carrier {
+            Carrier::Tag(name) => {
+                if let Ok(tag) = ferry_distribution::reference::Tag::parse(&name) {
+                    tags.push(crate::prepare::source::Wanted {
+                        compare: compare(tag.as_str()),
+                        reference: tag.to_string(),
+                        tag: Some(tag),
+                    });
+                }
+            }
+            Carrier::Referrer(r) => referrers.push(crate::plan::ImagePlan {
+                tag: None,
+                digest: r.digest.clone(),
+                retagged_from: None,
+                fallback_digest: None,
+                source_digest: r.digest,
+                subject: Some(subject),
+                media_type: r.media_type,
+                root: None,
+                targets: Vec::new(),
+            }),
+        }
+    }
+    (tags, referrers)
 }
