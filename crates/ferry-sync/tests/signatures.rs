@@ -567,4 +567,12 @@ async fn the_signatures_that_verified_travel_even_when_the_mapping_copies_no_ref
         "an unverified referrer stays\n{text}"
     );
     assert_eq!(report.totals.images_failed, 0, "{text}");
+    // The `.sig` manifest read to verify is the one copied: one GET of it from the source.
+    let sig_tag = format!("sha256-{}.sig", key.trim_start_matches("sha256:"));
+    let gets = src
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with(&format!("/manifests/{sig_tag}")))
+        .count();
+    assert_eq!(gets, 1, "{text}");
 }

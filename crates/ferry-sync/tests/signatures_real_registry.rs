@@ -156,6 +156,14 @@ async fn signed_images_are_mirrored_and_an_unsigned_one_never_reaches_the_real_t
         text.contains("signature refused (no signature): unsigned"),
         "{text}"
     );
+    // Each `.sig` manifest is read once from the source: to verify, and the copy reuses it.
+    let _ = src.access_log().await;
+    let source_log = std::fs::read_to_string(src.access_log_path()).unwrap();
+    let reads = source_log
+        .lines()
+        .filter(|l| l.contains("\"GET /v2/lib/app/manifests/") && l.contains(&sig_tag(&signed)))
+        .count();
+    assert_eq!(reads, 1, "the .sig manifest was read {reads} times");
     let log = std::fs::read_to_string(dst.access_log_path()).unwrap_or_default();
     let layer = Digest::of_bytes(Algorithm::Sha256, b"unsigned layer");
     assert!(

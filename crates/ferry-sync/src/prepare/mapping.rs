@@ -191,6 +191,9 @@ pub(crate) async fn resolve_mapping(
             .map(|(_, w)| w)
             .collect();
         filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
+        // A `.sig` manifest the signature check read is not read again.
+        let (extra, read) = signatures::already_fetched(extra, &gated.fetched);
+        images.extend(read);
         // Referrers keep their bytes: a platform filter never applies to them.
         let (by_tag, gone) = resolve_images(&source, extra, &[], false, options).await?;
         images.extend(by_tag);
@@ -209,6 +212,8 @@ pub(crate) async fn resolve_mapping(
         let (mut by_tag, by_digest) =
             signatures::carriers(std::mem::take(&mut gated.verified), &compare);
         by_tag.retain(|w| !images.iter().any(|i| i.tag == w.tag));
+        let (by_tag, read) = signatures::already_fetched(by_tag, &gated.fetched);
+        images.extend(read);
         let (found, gone) = resolve_images(&source, by_tag, &[], false, options).await?;
         images.extend(found);
         unfetched.extend(gone);

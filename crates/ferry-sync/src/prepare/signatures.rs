@@ -159,14 +159,44 @@ pub async fn find_and_verify(
     digest: &Digest,
     listing: Listing<'_>,
 ) -> Result<Vec<Checked>, Error> {
+    let mut fetched = Fetched::new();
+    find_and_verify_with(policy, source, digest, listing, &mut fetched).await
+}
+
+/// `.sig` manifests the prepare phase already holds, by tag: one the run fetched (a tag the
+/// filter selected) is not fetched again to verify, and one fetched to verify is not fetched
+/// again to copy.
+pub(crate) type Fetched = std::collections::HashMap<String, ferry_distribution::ops::Manifest>;
+
+/// [`find_and_verify`], taking the `.sig` manifest from `fetched` when there and leaving the one
+/// it fetched there.
+pub(crate) async fn find_and_verify_with(
+    policy: &SignaturePolicy,
+    source: &Source,
+    digest: &Digest,
+    listing: Listing<'_>,
+    fetched: &mut Fetched,
+) -> Result<Vec<Checked>, Error> {
     let mut out = Vec::new();
     let sig_tag = format!("{}.sig", digest.fallback_tag());
-    let has_sig = if listing.listed {
-        listing.tags.contains(sig_tag.as_str())
-    } else {
-        source.head_manifest(&sig_tag).await?.is_some()
+    let sig_manifest = match fetched.get(&sig_tag) {
+        Some(m) => Some(m.clone()),
+        None => {
+            let has_sig = if listing.listed {
+                listing.tags.contains(sig_tag.as_str())
+            } else {
+                source.head_manifest(&sig_tag).await?.is_some()
+            };
+            match has_sig {
+                true => source.find_manifest(&sig_tag).await?,
+                false => None,
+            }
+        }
     };
-    if has_sig && let Some(manifest) = source.find_manifest(&sig_tag).await? {
+    if let Some(m) = &sig_manifest {
+        fetched.insert(sig_tag.clone(), m.clone());
+    }
+    if let Some(manifest) = sig_manifest {
         match layers(&manifest.bytes) {
             Err(e) => out.push(Checked {
                 place: sig_tag.clone(),
@@ -412,6 +442,8 @@ pub struct Gated {
     /// The carriers of the signatures that verified, by the subject digest: copied with their
     /// image even where the mapping copies no referrers.
     pub verified: Vec<(Digest, Carrier)>,
+    /// The `.sig` manifests read (or found already read), by tag, for the copy to reuse.
+    pub fetched: Fetched,
 }
 
 /// Applies `policy` to `images` (referrer tags aside): an image whose signatures do not verify,
@@ -426,6 +458,14 @@ pub(crate) async fn gate(
     first_seen: Option<&ferry_store::resume::FirstSeen>,
 ) -> Result<Gated, Error> {
     let mut out = Gated::default();
+    // `.sig` tags the filter selected were fetched whole already (no target had them).
+    for i in images.iter() {
+        if let (Some(tag), Some(root)) = (&i.tag, &i.root)
+            && tag.as_str().ends_with(".sig")
+        {
+            out.fetched.insert(tag.to_string(), root.clone());
+        }
+    }
     let mut decided: std::collections::HashMap<Digest, Decision> = Default::default();
     for image in images.iter() {
         if image
@@ -439,7 +479,8 @@ pub(crate) async fn gate(
         let decision = match decided.get(digest) {
             Some(d) => d.clone(),
             None => {
-                let checked = find_and_verify(policy, source, digest, listing).await?;
+                let checked =
+                    find_and_verify_with(policy, source, digest, listing, &mut out.fetched).await?;
                 // No log time to age by: the time ferry first saw the digest (now, without a
                 // state directory, so the cooldown never ends early).
                 let undated = policy.min_age.is_some()
@@ -626,4 +667,34 @@ pub(crate) fn carriers(
         }
     }
     (tags, referrers)
+}
+
+/// Takes out of `wanted` the `.sig` tags whose manifest `fetched` holds, as images with that
+/// manifest as their root (the engine then does not fetch it); the rest are to be resolved.
+pub(crate) fn already_fetched(
+    wanted: Vec<crate::prepare::source::Wanted>,
+    fetched: &Fetched,
+) -> (
+    Vec<crate::prepare::source::Wanted>,
+    Vec<crate::plan::ImagePlan>,
+) {
+    let mut rest = Vec::new();
+    let mut images = Vec::new();
+    for w in wanted {
+        match w.tag.as_ref().and_then(|t| fetched.get(t.as_str())) {
+            Some(m) => images.push(crate::plan::ImagePlan {
+                tag: w.tag.clone(),
+                digest: m.digest.clone(),
+                retagged_from: None,
+                fallback_digest: None,
+                source_digest: m.digest.clone(),
+                subject: None,
+                media_type: m.media_type.clone(),
+                root: Some(m.clone()),
+                targets: Vec::new(),
+            }),
+            None => rest.push(w),
+        }
+    }
+    (rest, images)
 }
