@@ -22,6 +22,8 @@ mod measure;
 mod personalities;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/signature_cost.rs"]
+mod signature_cost;
 #[path = "compare/verify_cost.rs"]
 mod verify_cost;
 
@@ -78,6 +80,7 @@ struct Options {
     write_doc: bool,
     personalities: bool,
     verify_cost: bool,
+    signature_cost: bool,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -90,6 +93,7 @@ fn parse_options() -> Result<Options, String> {
         write_doc: false,
         personalities: false,
         verify_cost: false,
+        signature_cost: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -132,6 +136,7 @@ fn parse_options() -> Result<Options, String> {
             "--write-doc" => options.write_doc = true,
             "--personalities" => options.personalities = true,
             "--verify-cost" => options.verify_cost = true,
+            "--signature-cost" => options.signature_cost = true,
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
             other => return Err(format!("unknown argument {other:?}")),
@@ -612,6 +617,10 @@ async fn run_personalities(options: &Options) -> Result<(), String> {
 }
 
 async fn run_all(options: Options) -> Result<(), String> {
+    if options.signature_cost {
+        println!("{}", signature_cost::run().await?);
+        return Ok(());
+    }
     if options.verify_cost {
         println!("{}", verify_cost::run().await?);
         return Ok(());

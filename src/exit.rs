@@ -72,7 +72,10 @@ pub fn for_outcome(outcome: &ferry_sync::run::RunOutcome) -> Exit {
 pub fn for_dry_run(plan: &Plan, dry: &DryRun) -> Exit {
     let failed: Vec<_> = plan.failed().collect();
     let rejected = plan.resolved().any(|(_, r)| !r.rejected_names.is_empty());
-    let unfetched = dry.mappings.iter().any(|m| !m.unfetched.is_empty());
+    let unfetched = dry
+        .mappings
+        .iter()
+        .any(|m| !m.unfetched.is_empty() || !m.signature_refused.is_empty());
     // A pinned (`exact`) tag the source lacks is a failure, as in the real run.
     let missing = dry.totals.missing_exact > 0;
     if failed.is_empty() && (rejected || unfetched || missing) {

@@ -76,7 +76,7 @@ impl Freshness {
             let entry = stale.entry((i.mapping, i.source.clone())).or_default();
             if matches!(
                 i.status,
-                ImageStatus::Failed { .. } | ImageStatus::Interrupted
+                ImageStatus::Failed { .. } | ImageStatus::Interrupted | ImageStatus::Held { .. }
             ) {
                 entry.insert(i.image.as_str());
             }
@@ -262,6 +262,7 @@ impl WatchMetrics {
                 ("synced", t.images_synced),
                 ("up_to_date", t.images_up_to_date),
                 ("failed", t.images_failed),
+                ("held", t.images_held),
             ] {
                 self.run_images
                     .get_or_create(&vec![("status", status.to_owned())])

@@ -394,3 +394,81 @@ async fn a_failed_referrers_lookup_still_shows_the_image() {
         "{shown}"
     );
 }
+
+/// `--signatures`: each `.sig` layer with who signed it and whether it verifies under the
+/// policy of the -c config's mapping for the repository; without -c, each shown unverified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_lists_signatures_with_their_signer_and_whether_each_verifies() {
+    use ferry_testkit::trust_signer::{Keyless, SIGNED_AT, TestSigstore};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let app = reg.seed_image("lib/app", "v1", &[b"signed layer"]);
+    let d: Digest = app.parse().unwrap();
+    let sigstore = TestSigstore::new();
+    let key = ferry_trust::PrivateKey::generate_p256();
+    let evil = Keyless::new("https://issuer.test", "mallory@evil.test");
+    let layers = [
+        sigstore.key_signed_layer_logged(&key, &d, SIGNED_AT),
+        sigstore.keyless_layer(&evil, &d),
+    ];
+    let config_blob = reg.seed_blob("lib/app", b"{}");
+    let descriptors: Vec<Value> = layers
+        .iter()
+        .map(|l| {
+            let p = reg.seed_blob("lib/app", &l.payload);
+            json!({"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json", "digest": p, "size": l.payload.len(), "annotations": l.annotations})
+        })
+        .collect();
+    let sig = json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_blob, "size": 2},
+        "layers": descriptors});
+    let tag = format!("sha256-{}.sig", d.hex());
+    reg.seed_manifest("lib/app", &tag, OCI_MANIFEST, sig.to_string().as_bytes());
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("release.pub"), key.public_key().to_pem()).unwrap();
+    std::fs::write(dir.path().join("root.json"), sigstore.root_json()).unwrap();
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n  - host: \"{host}\"\n    insecure: true\nmappings:\n  - source: \"{host}/lib/app\"\n    targets: [\"mirror.test/app\"]\n    signatures:\n      keys: [release.pub]\n      identities: [{{issuer: \"https://issuer.test\", subject: \"release@acme.test\"}}]\n      trusted_root: root.json\n",
+            host = reg.host()
+        ),
+    )
+    .unwrap();
+    let image = format!("{}/lib/app:v1", reg.host());
+    let config = config.display().to_string();
+    let out = inspect(&[&image, "--signatures", "-c", &config]).await;
+    let shown = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let fingerprint = key.public_key().fingerprint().to_string();
+    assert!(
+        shown.contains("signatures  2 (under the mapping's"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "{tag} layer 0  key {fingerprint}  verified, logged 2024-01-01T00:00:00Z"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("{tag} layer 1  mallory@evil.test (issuer https://issuer.test)  NOT VERIFIED: identity mismatch")),
+        "{shown}"
+    );
+    let out = inspect(&[&image, "--signatures", "--json", "-c", &config]).await;
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = doc["signatures"]["found"].as_array().unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(
+        (found[0]["verified"].clone(), found[1]["verified"].clone()),
+        (json!(true), json!(false))
+    );
+    assert_eq!(found[0]["signer"], format!("key {fingerprint}"));
+
+    // Without a policy: listed, none verified.
+    let out = inspect(&[&image, "--signatures"]).await;
+    let shown = text(&out.stdout);
+    assert!(shown.contains("signatures  2 (no policy"), "{shown}");
+    assert!(!shown.contains("  verified"), "{shown}");
+}

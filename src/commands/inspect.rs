@@ -23,6 +23,7 @@ Examples:
   ferry inspect registry.local:5000/mirror/alpine@sha256:<digest> --json
   ferry inspect oci:./mirror/library/alpine:3.20 --raw > manifest.json
   ferry inspect registry.local:5000/app:v1 --config-blob --tls-verify=false
+  ferry inspect registry.local:5000/app:v1 --signatures -c mirror.yaml
 
 Exit codes:
   0  the image was shown
@@ -49,6 +50,11 @@ pub struct InspectArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Also list the image's signatures (its `.sig` layers and Sigstore bundle referrers), who
+    /// signed each and whether it verifies under the `signatures:` of the -c config's mapping
+    /// for this repository (without one, each is shown unverified).
+    #[arg(long)]
+    pub signatures: bool,
     /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
     #[arg(long, value_name = "USER:PASSWORD", value_parser = crate::cli::parse_creds)]
     pub creds: Option<Creds>,
@@ -84,7 +90,13 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
         super::apply_access(&mut config, registry, &side);
     }
     let run = Run::new(&config, RunContext::new(&config));
-    match inspect(args, &origin, &name, &run).await {
+    // The policy of the -c config's mapping whose source is this repository, if it has one.
+    let policy = config
+        .mappings
+        .iter()
+        .find(|m| m.origin == origin && m.signatures.is_some())
+        .and_then(|m| m.signatures.clone());
+    match inspect(args, &origin, &name, &run, policy.as_ref()).await {
         Ok(()) => Exit::Clean,
         Err(Failure::Registry(e)) => {
             progress.eprint(&format!("error: inspect {reference}: {e}"));
@@ -131,6 +143,7 @@ async fn inspect(
     origin: &Origin,
     name: &str,
     run: &Run,
+    policy: Option<&ferry_config::SignaturePolicy>,
 ) -> Result<(), Failure> {
     let source = run.source(origin).await?;
     let manifest = source.get_manifest(name).await?;
@@ -160,10 +173,22 @@ async fn inspect(
         Ok(_) => format!("{}@{name}", source.name()),
         Err(_) => format!("{}:{name}", source.name()),
     };
+    let signatures = match args.signatures {
+        true => Some(ferry_sync::inspect_signatures(&source, &manifest.digest, policy).await?),
+        false => None,
+    };
     if args.json {
-        println!("{:#}", shown.to_json(&image, &manifest));
+        let mut doc = shown.to_json(&image, &manifest);
+        if let Some(list) = &signatures {
+            doc["signatures"] = json!({"policy": policy.is_some(), "found": list});
+        }
+        println!("{doc:#}");
     } else {
-        print_stdout(&shown.render(&image, &manifest));
+        let mut text = shown.render(&image, &manifest);
+        if let Some(list) = &signatures {
+            text.push_str(&render_signatures(list, policy.is_some()));
+        }
+        print_stdout(&text);
     }
     Ok(())
 }
@@ -366,6 +391,25 @@ impl Shown {
         }
         out
     }
+}
+
+/// The signatures section: one line per signature, its signer and whether it verifies.
+fn render_signatures(list: &[ferry_sync::SignatureCheck], policy: bool) -> String {
+    let under = match policy {
+        true => "under the mapping's signatures: policy",
+        false => "no policy: -c with a mapping for this repository that has signatures:",
+    };
+    let mut out = format!("signatures  {} ({under})\n", list.len());
+    for s in list {
+        let signer = s.signer.as_deref().unwrap_or("signer unknown");
+        let state = match (&s.error, &s.logged_at) {
+            (None, Some(at)) => format!("verified, logged {at}"),
+            (None, None) => "verified".to_owned(),
+            (Some(e), _) => format!("NOT VERIFIED: {e}"),
+        };
+        out.push_str(&format!("  {}  {signer}  {state}\n", s.place));
+    }
+    out
 }
 
 /// `os/arch[/variant]` of an index entry's `platform` (or a config), `unknown` without one.

@@ -204,6 +204,11 @@ pub async fn run_door(
             sync: counters,
             observer: Some(display),
         },
+        // A dry run reads the records but adds none.
+        first_seen: options
+            .state_dir
+            .as_deref()
+            .map(|d| ferry_store::resume::FirstSeen::new(d, !options.dry_run)),
     };
     let mut run = Run::new(config, ctx);
     if let Some(label) = &options.copy {

@@ -19,6 +19,8 @@ pub const AFTER_HELP: &str = "\
 Examples:
   ferry verify -c mirror.yaml                  every selected tag on every target, by digest
   ferry verify -c mirror.yaml --deep           and every blob those manifests reference
+  ferry verify -c mirror.yaml --signatures     and that every image of a mapping with
+                                               signatures: carries one verifying on the target
   ferry verify -c mirror.yaml --json > audit.json
   ferry verify -c mirror.yaml --shard 0/4      one quarter of the mappings
   ferry verify --bundle weekly-49.tar -c site.yaml --since bundle-full.tar
@@ -35,7 +37,8 @@ from the target and one HEAD per unique repository and blob.
 Exit codes:
   0  complete: every selected tag is on every target with the digest a sync would leave
      (extra tags alone are reported, not counted against the mirror)
-  1  something is missing or drifted, or some answers could not be checked
+  1  something is missing or drifted, unsigned (--signatures), or some answers could not be
+     checked
   2  nothing could be checked
   3  the configuration is invalid
   4  authentication failed (every answer that could not be checked was an auth failure)
@@ -50,6 +53,11 @@ pub struct VerifyArgs {
     /// a layout's blobs are re-hashed).
     #[arg(long)]
     pub deep: bool,
+    /// Also check that every image on the targets of a mapping with `signatures:` carries a
+    /// signature that verifies under the mapping's policy (read from the target: the `.sig`
+    /// tag and bundle referrers).
+    #[arg(long)]
+    pub signatures: bool,
     /// Print every finding as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +93,12 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
     let display = Arc::new(Display::new(progress, None, None, false));
     let mut ctx = RunContext::new(&config);
     ctx.progress.observer = Some(display.clone());
-    let report = Run::new(&config, ctx).verify(args.deep).await;
+    let report = Run::new(&config, ctx)
+        .verify_with(ferry_sync::verify::VerifyOptions {
+            deep: args.deep,
+            signatures: args.signatures,
+        })
+        .await;
     display.finish().await;
     if args.json {
         match report.to_json() {

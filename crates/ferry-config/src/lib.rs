@@ -23,6 +23,7 @@ pub mod raw;
 mod resolve;
 mod schedule;
 pub mod shard;
+mod signatures;
 mod units;
 
 use std::fmt;
@@ -45,6 +46,7 @@ pub use locate::{FieldPath, Position, Segment};
 pub use narrow::{Narrow, Pick};
 use raw::RawConfig;
 pub use schedule::Schedule;
+pub use signatures::SignaturePolicy;
 pub use units::parse_duration;
 pub use units::parse_size;
 
@@ -294,6 +296,9 @@ pub struct Mapping {
     /// Such a mapping has no `targets` and no `digests` of its own; its `origin` names the
     /// registry and the prefix. `None` for every other mapping.
     pub repositories: Option<RepositoryGlob>,
+    /// `signatures:`: an image is copied only when a signature for its digest verifies under
+    /// this policy (see ferry-sync's `prepare::signatures`). `None` = no check.
+    pub signatures: Option<SignaturePolicy>,
 }
 
 /// Which referrers travel, by artifact type (`application/spdx+json`, or `cosign:sig`,

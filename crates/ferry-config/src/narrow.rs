@@ -53,6 +53,7 @@ impl Mapping {
             schedule: None,
             line: 0,
             repositories: None,
+            signatures: None,
         }
     }
 

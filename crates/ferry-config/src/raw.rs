@@ -136,6 +136,10 @@ pub struct RawDefaults {
     /// `require_referrers` for mappings without one (default: none); see the mapping's field.
     #[serde(default)]
     pub require_referrers: Option<Vec<String>>,
+    /// The signature policy of mappings without `signatures` (default: none); see the
+    /// mapping's field.
+    #[serde(default)]
+    pub signatures: Option<RawSignatures>,
 }
 
 /// Settings for one registry host.
@@ -510,6 +514,62 @@ pub struct RawMapping {
     /// Replaces `defaults.require_referrers`.
     #[serde(default)]
     pub require_referrers: Option<Vec<String>>,
+    /// Mirror an image only when a cosign signature or Sigstore bundle for its exact digest
+    /// verifies under this policy (docs/signatures.md); an image without one fails and never
+    /// reaches a target. Replaces `defaults.signatures` as a whole.
+    #[serde(default)]
+    pub signatures: Option<RawSignatures>,
+}
+
+/// `signatures:`: who may sign the images a mapping mirrors, and what proves it.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawSignatures {
+    /// PEM public keys (as `cosign generate-key-pair` writes them: ECDSA P-256, Ed25519 or
+    /// RSA), any of which may sign; paths relative to the config file.
+    #[serde(default)]
+    pub keys: Vec<PathBuf>,
+    /// Keyless signers (Fulcio certificates), any of which may sign.
+    #[serde(default)]
+    pub identities: Vec<RawIdentity>,
+    /// An offline Sigstore `trusted_root.json` (Fulcio CAs, Rekor keys) replacing the built-in
+    /// public-good root; relative to the config file.
+    #[serde(default)]
+    pub trusted_root: Option<PathBuf>,
+    /// `require` (the default): a Rekor entry (its SET) must prove each signature; `skip`:
+    /// key signatures need none (keyless ones always do).
+    #[serde(default)]
+    pub tlog: Option<RawTlog>,
+    /// Cooldown, e.g. "72h": mirror a digest only once its signature is this old (its Rekor
+    /// integrated time; with `tlog: skip`, the time ferry first saw the digest). A younger
+    /// image is held, not failed.
+    #[serde(default)]
+    pub min_age: Option<String>,
+}
+
+/// A keyless signer: the OIDC issuer and the certificate subject (`subject` or
+/// `subject_regexp`, one of the two).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawIdentity {
+    /// The OIDC issuer, matched exactly (e.g. "https://token.actions.githubusercontent.com").
+    pub issuer: String,
+    /// The certificate's SAN (URI or email), matched exactly.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// A regular expression the SAN must match; anchor it ("^https://github.com/acme/.+$").
+    #[serde(default)]
+    pub subject_regexp: Option<String>,
+}
+
+/// `tlog:`: must a transparency-log entry prove each signature?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawTlog {
+    /// A Rekor SET from a log of the trusted root must cover the signature.
+    Require,
+    /// Key signatures need no log entry (keyless signatures always do).
+    Skip,
 }
 
 /// `referrers:` as written: a switch, or a filter by artifact type (which turns copying on).

@@ -62,6 +62,12 @@ impl Checker<'_> {
             None => TagGlobs::default(),
             Some(list) => self.compile_globs(&defaults_path.key("immutable"), list),
         };
+        // The built-in trusted root is parsed once for every policy that uses it.
+        let mut public_good = None;
+        let default_signatures = defaults
+            .signatures
+            .as_ref()
+            .and_then(|s| self.signatures(&defaults_path.key("signatures"), s, &mut public_good));
 
         let mut mappings = Vec::new();
         let mut writers = Writers::new();
@@ -78,6 +84,10 @@ impl Checker<'_> {
                 .unwrap_or_else(|| default_required.clone());
             self.check_kinds(&path.key("require_referrers"), &require_referrers);
             let schedule = self.schedule(&path, &mapping.interval, &mapping.schedule);
+            let signatures = match &mapping.signatures {
+                Some(s) => self.signatures(&path.key("signatures"), s, &mut public_good),
+                None => default_signatures.clone(),
+            };
             if mapping.source.starts_with("oci:")
                 && (mapping.source.ends_with("/*") || mapping.source.ends_with("/**"))
             {
@@ -126,6 +136,7 @@ impl Checker<'_> {
                         schedule,
                         line,
                         repositories: Some(glob),
+                        signatures,
                     });
                 }
                 continue;
@@ -221,6 +232,7 @@ impl Checker<'_> {
                 schedule,
                 line,
                 repositories: None,
+                signatures,
             });
         }
         let events = raw

@@ -69,6 +69,12 @@ pub struct MappingDryRun {
     /// Listed tags whose manifest the source did not serve: a sync reports them failed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unfetched: Vec<FilteredTag>,
+    /// Images `signatures:` refuses: a sync reports them failed and copies nothing of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signature_refused: Vec<crate::plan::SignatureRefusal>,
+    /// Images held by `min_age`, with when each becomes mirrorable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub signature_held: Vec<crate::plan::HeldImage>,
     /// A whole-registry mapping's own entry: the repositories (`host/path`) its catalog
     /// matched, each shown as a mapping of its own with the same index. Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,6 +237,8 @@ impl DryRun {
                             reason: u.error.to_string(),
                         })
                         .collect();
+                    entry.signature_refused = resolved.signature_refused.clone();
+                    entry.signature_held = resolved.signature_held.clone();
                 }
             }
             out.mappings.push(entry);
@@ -445,6 +453,18 @@ impl DryRun {
                     out,
                     "  FAILED  {}  listed, but not fetched: {}",
                     u.tag, u.reason
+                );
+            }
+            for r in &m.signature_refused {
+                let _ = writeln!(out, "  FAILED  {}  {r}", r.image);
+            }
+            for h in &m.signature_held {
+                let _ = writeln!(
+                    out,
+                    "  held    {}  signed {}, mirrorable at {} (min_age)",
+                    h.image,
+                    crate::report::rfc3339(h.signed_at),
+                    crate::report::rfc3339(h.mirrorable_at)
                 );
             }
         }

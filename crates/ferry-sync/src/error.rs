@@ -40,6 +40,15 @@ pub enum SyncError {
     /// A store target (a layout or an archive) could not be written: its own failure.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// `signatures:` refused the image: no signature for its digest verified. Nothing of it was
+    /// sent to the target.
+    #[error("{refusal}")]
+    Signature {
+        /// The source, as reports name it.
+        source_name: String,
+        /// The image, its digest, and why.
+        refusal: crate::plan::SignatureRefusal,
+    },
 }
 
 impl SyncError {
@@ -59,6 +68,7 @@ impl SyncError {
             SyncError::Unplanned { destination, .. } => destination.clone(),
             SyncError::LayoutLock { path, .. } => format!("oci:{}", path.display()),
             SyncError::Store(e) => e.place(),
+            SyncError::Signature { source_name, .. } => source_name.clone(),
         }
     }
 
@@ -104,6 +114,7 @@ impl SyncError {
                 ..
             }) => format!("layout write ({what})"),
             SyncError::Store(StoreError { what, .. }) => format!("archive write ({what})"),
+            SyncError::Signature { .. } => "signature verify".to_owned(),
         }
     }
 }

@@ -71,6 +71,7 @@ pub use ferry_config::{Config, ConfigError, load};
 pub use ferry_distribution::StopSignal;
 pub use plan::Plan;
 pub use prepare::PrepareTracker;
+pub use prepare::signatures::{SignatureCheck, inspect as inspect_signatures};
 pub use progress::SyncProgress;
 pub use prune::PruneReport;
 pub use registries::Registries;

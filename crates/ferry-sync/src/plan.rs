@@ -67,7 +67,15 @@ pub struct ResolvedMapping {
     /// expanded to, each resolved as a mapping of its own under the same index. `None` for
     /// every other mapping.
     pub expanded: Option<Vec<String>>,
+    /// Images `signatures:` refused (no signature for their digest verified): failed on every
+    /// target, nothing of them copied. Empty for a mapping without a policy.
+    pub signature_refused: Vec<SignatureRefusal>,
+    /// Images whose signature verified but is younger than `min_age`: held, not copied in this
+    /// run, not failed.
+    pub signature_held: Vec<HeldImage>,
 }
+
+pub use crate::prepare::signatures::{HeldImage, RefusalReason, SignatureRefusal};
 
 /// A name a source listed that is not a valid tag (`x/../y`, `..`, a control character): it is
 /// never put into a request or a path, and the run's exit code says something was left out.

@@ -9,6 +9,13 @@ use serde::Serialize;
 
 use crate::error::SyncError;
 
+/// Unix seconds as an RFC 3339 UTC time (`2026-12-07T10:00:00Z`).
+pub fn rfc3339(unix: i64) -> String {
+    chrono::DateTime::from_timestamp(unix, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| unix.to_string())
+}
+
 /// What happened to one image on one target.
 #[derive(Debug, Clone)]
 pub enum ImageStatus {
@@ -24,6 +31,14 @@ pub enum ImageStatus {
     },
     /// Not started: the run was interrupted.
     Interrupted,
+    /// Not copied in this run: its signature verified but is younger than the mapping's
+    /// `min_age` (not a failure).
+    Held {
+        /// When it was signed (Unix seconds).
+        signed_at: i64,
+        /// When it becomes mirrorable (Unix seconds).
+        mirrorable_at: i64,
+    },
 }
 
 impl ImageStatus {
@@ -79,6 +94,7 @@ impl Serialize for ImageStatus {
             ImageStatus::UpToDate => "up_to_date",
             ImageStatus::Failed { .. } => "failed",
             ImageStatus::Interrupted => "interrupted",
+            ImageStatus::Held { .. } => "held",
         };
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("status", status)?;
@@ -89,6 +105,17 @@ impl Serialize for ImageStatus {
             m.serialize_entry("http_status", &error.status())?;
             m.serialize_entry("attempts", &error.attempts())?;
             m.serialize_entry("error", &error.to_string())?;
+            if let SyncError::Signature { refusal, .. } = error {
+                m.serialize_entry("signature", refusal)?;
+            }
+        }
+        if let ImageStatus::Held {
+            signed_at,
+            mirrorable_at,
+        } = self
+        {
+            m.serialize_entry("signed_at", &rfc3339(*signed_at))?;
+            m.serialize_entry("mirrorable_at", &rfc3339(*mirrorable_at))?;
         }
         m.end()
     }
@@ -199,6 +226,8 @@ pub struct Totals {
     pub images_failed: u64,
     /// (image, target) pairs not started because the run was interrupted.
     pub images_interrupted: u64,
+    /// (image, target) pairs held by a `min_age` cooldown (signed too recently; not failed).
+    pub images_held: u64,
     /// Mappings the prepare phase could not resolve.
     pub mappings_failed: u64,
     /// Blob copies streamed from a source, one per place written.
@@ -249,6 +278,7 @@ impl std::ops::AddAssign for Totals {
         self.images_up_to_date += o.images_up_to_date;
         self.images_failed += o.images_failed;
         self.images_interrupted += o.images_interrupted;
+        self.images_held += o.images_held;
         self.mappings_failed += o.mappings_failed;
         self.blobs_copied += o.blobs_copied;
         self.blobs_mounted += o.blobs_mounted;
@@ -647,6 +677,15 @@ impl SyncReport {
                         );
                     }
                 }
+                ImageStatus::Held { mirrorable_at, .. } => {
+                    let _ = writeln!(
+                        out,
+                        "HELD  {} -> {}: signed too recently (min_age); mirrorable at {}",
+                        image_ref(&i.source, &i.image),
+                        target_ref(&i.target, i.pushed_as.as_deref()),
+                        rfc3339(*mirrorable_at)
+                    );
+                }
                 _ => {}
             }
         }
@@ -659,7 +698,7 @@ impl SyncReport {
         let t = &self.totals;
         let _ = writeln!(
             out,
-            "{} synced, {} up to date, {} failed{}{}; blobs {} copied, {} mounted, {} skipped; {} read, {} written; {} requests, {} retries, {} throttled; {:.1}s",
+            "{} synced, {} up to date, {} failed{}{}{}; blobs {} copied, {} mounted, {} skipped; {} read, {} written; {} requests, {} retries, {} throttled; {:.1}s",
             t.images_synced,
             t.images_up_to_date,
             t.images_failed,
@@ -670,6 +709,11 @@ impl SyncReport {
             },
             if t.images_interrupted > 0 {
                 format!(", {} interrupted", t.images_interrupted)
+            } else {
+                String::new()
+            },
+            if t.images_held > 0 {
+                format!(", {} held", t.images_held)
             } else {
                 String::new()
             },
@@ -722,47 +766,5 @@ fn target_ref(target: &str, pushed_as: Option<&str>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ferry_distribution::{ErrorKind, Operation};
-
-    fn registry_failure(status: u16) -> ImageStatus {
-        let kind = ErrorKind::Status {
-            status,
-            code: None,
-            message: None,
-        };
-        ImageStatus::failed(
-            &Error::new("r.example", Some("app"), Operation::BlobGet, kind).with_attempts(3),
-        )
-    }
-
-    #[test]
-    fn a_failure_keeps_its_typed_error_and_renders_where_and_what_in_json() {
-        let failed = registry_failure(503);
-        let error = failed.error().expect("failed").to_string();
-        assert_eq!(
-            serde_json::to_value(&failed).unwrap(),
-            serde_json::json!({"status": "failed", "registry": "r.example", "repository": "app",
-                "operation": "blob GET", "http_status": 503, "attempts": 3, "error": error})
-        );
-        let io = std::io::Error::other("disk full");
-        let store = ImageStatus::failed_sync(&SyncError::Store(ferry_store::StoreError::new(
-            "/m", "blob", io,
-        )));
-        let json = serde_json::to_value(&store).unwrap();
-        assert_eq!(json["registry"], "oci:/m");
-        assert_eq!(json["operation"], "layout write (blob)");
-        assert_eq!(
-            (json["http_status"].clone(), json["attempts"].clone()),
-            (serde_json::Value::Null, 0.into())
-        );
-        assert_eq!(
-            serde_json::to_value(ImageStatus::UpToDate).unwrap(),
-            serde_json::json!({"status": "up_to_date"})
-        );
-        assert!(registry_failure(401).error().unwrap().is_auth());
-        assert!(!registry_failure(503).error().unwrap().is_auth());
-        assert_ne!(registry_failure(401), registry_failure(503));
-    }
-}
+#[path = "report_tests.rs"]
+mod tests;

@@ -87,6 +87,8 @@ pub struct RunContext {
     pub stop: StopSignal,
     /// Counters and an observer of the phases.
     pub progress: RunProgress,
+    /// The state directory's first-seen records (`signatures: {min_age, tlog: skip}`), if any.
+    pub first_seen: Option<ferry_store::resume::FirstSeen>,
 }
 
 impl RunContext {
@@ -100,6 +102,7 @@ impl RunContext {
             mode: Mode::Write,
             stop: StopSignal::default(),
             progress: RunProgress::default(),
+            first_seen: None,
         }
     }
 }
@@ -188,6 +191,15 @@ impl Run {
     /// `ferry verify`: every target audited against its source, read-only; `deep` checks every
     /// blob the manifests reference too.
     pub async fn verify(self, deep: bool) -> VerifyReport {
+        self.verify_with(VerifyOptions {
+            deep,
+            signatures: false,
+        })
+        .await
+    }
+
+    /// `ferry verify` with its options (`--deep`, `--signatures`).
+    pub async fn verify_with(self, options: VerifyOptions) -> VerifyReport {
         let prepare = self.prepare_options();
         let tracker = self.tracker();
         crate::verify::run(
@@ -195,7 +207,7 @@ impl Run {
             &self.ctx.registries,
             &prepare,
             tracker,
-            VerifyOptions { deep },
+            options,
         )
         .await
     }
@@ -273,6 +285,7 @@ impl Run {
     fn prepare_options(&self) -> PrepareOptions {
         let mut prepare = PrepareOptions::from_config(&self.config);
         prepare.stores = self.ctx.stores.clone();
+        prepare.first_seen = self.ctx.first_seen.clone();
         if self.ctx.progress.observer.is_some() {
             prepare.watch_interval = None;
         }

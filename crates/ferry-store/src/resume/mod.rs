@@ -8,6 +8,7 @@
 // others, small, well-formed, filed under the key it names, its Location on the registry's own
 // origin, not expired); anything else is ignored with a warning and removed.
 
+mod first_seen;
 mod record;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ use url::Url;
 
 use ferry_distribution::StopSignal;
 
+pub use first_seen::FirstSeen;
 pub use record::{MAX_RECORD_BYTES, Record};
 
 /// Whether `name` is a record's file name as [`StateDir::path_for`] makes it: 64 lowercase hex

@@ -4,6 +4,7 @@
 pub mod blobs;
 pub mod destination;
 pub(crate) mod feed;
+mod gated;
 pub mod graph;
 pub(crate) mod manifests;
 pub(crate) mod referrers;
@@ -341,6 +342,8 @@ async fn take_in(
             });
         }
     }
+    // `signatures:`: refused and held images, reported on every target (sent nowhere).
+    reports.extend(gated::reports(m.index, &m.source, &resolved));
     // Immutable tags every target already names: up to date, not asked about (no digest).
     for tag in &resolved.held_immutable {
         for t in &resolved.targets {
@@ -570,6 +573,7 @@ fn summarise(
             ImageStatus::UpToDate => totals.images_up_to_date += 1,
             ImageStatus::Failed { .. } => totals.images_failed += 1,
             ImageStatus::Interrupted => totals.images_interrupted += 1,
+            ImageStatus::Held { .. } => totals.images_held += 1,
         }
     }
     totals.mappings_failed = failed_mappings.len() as u64;

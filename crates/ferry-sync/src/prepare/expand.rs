@@ -254,6 +254,8 @@ fn glob_plan(m: &Mapping, outcome: Result<(Vec<String>, Vec<RejectedName>), Erro
             missing_exact: Vec::new(),
             rejected_names: RejectedName::bounded(rejected_names),
             unfetched: Vec::new(),
+            signature_refused: Vec::new(),
+            signature_held: Vec::new(),
             platforms: m.platforms.clone(),
             referrers: m.referrers,
             target_tags: Vec::new(),

@@ -10,6 +10,7 @@ use ferry_distribution::reference::Tag;
 use crate::plan::{ImagePlan, RejectedName, ResolvedMapping, TargetPlan, UnfetchedTag};
 use crate::prepare::PrepareOptions;
 use crate::prepare::referrers::{self, Listing};
+use crate::prepare::signatures;
 use crate::prepare::source::{Wanted, resolve_images};
 use crate::registries::Registries;
 use crate::source::Source;
@@ -127,6 +128,20 @@ pub(crate) async fn resolve_mapping(
         }
     }
 
+    // `signatures:`: an image is copied only when a signature for its source digest verifies
+    // (not in a verify, which reads the targets; `ferry verify --signatures` checks those).
+    let mut gated = signatures::Gated::default();
+    if let Some(policy) = mapping.signatures.as_ref().filter(|_| !options.audit) {
+        let in_listing: HashSet<&str> = tags.iter().map(Tag::as_str).collect();
+        let listing = Listing {
+            listed,
+            tags: &in_listing,
+        };
+        let now = signatures::now();
+        let seen = options.first_seen.as_ref();
+        gated = signatures::gate(policy, &source, &mut images, listing, now, seen).await?;
+    }
+
     // Signatures, SBOMs and attestations: the referrers tag schema (`sha256-<hex>`, an index of
     // the referrers), cosign's `sha256-<hex>.sig/.att/.sbom`, and the referrers API. Tags are
     // found in the listing already fetched (no probe per image); without a listing, each
@@ -176,6 +191,9 @@ pub(crate) async fn resolve_mapping(
             .map(|(_, w)| w)
             .collect();
         filtered_out.retain(|(t, _)| !extra.iter().any(|w| w.tag.as_ref() == Some(t)));
+        // A `.sig` manifest the signature check read is not read again.
+        let (extra, read) = signatures::already_fetched(extra, &gated.fetched);
+        images.extend(read);
         // Referrers keep their bytes: a platform filter never applies to them.
         let (by_tag, gone) = resolve_images(&source, extra, &[], false, options).await?;
         images.extend(by_tag);
@@ -186,6 +204,20 @@ pub(crate) async fn resolve_mapping(
                 .into_iter()
                 .filter(|r| !r.subject.as_ref().is_some_and(|s| failed.contains(s))),
         );
+    }
+
+    // The signatures that verified travel with their image even when the mapping copies no
+    // referrers (`referrers: false`).
+    if !mapping.referrers && !gated.verified.is_empty() {
+        let (mut by_tag, by_digest) =
+            signatures::carriers(std::mem::take(&mut gated.verified), &compare);
+        by_tag.retain(|w| !images.iter().any(|i| i.tag == w.tag));
+        let (by_tag, read) = signatures::already_fetched(by_tag, &gated.fetched);
+        images.extend(read);
+        let (found, gone) = resolve_images(&source, by_tag, &[], false, options).await?;
+        images.extend(found);
+        unfetched.extend(gone);
+        images.extend(by_digest);
     }
 
     // Pruning (crate::prune) reuses each target's listing instead of listing again;
@@ -225,5 +257,7 @@ pub(crate) async fn resolve_mapping(
         referrers: mapping.referrers,
         target_tags,
         expanded: None,
+        signature_refused: gated.refused,
+        signature_held: gated.held,
     })
 }

@@ -4,6 +4,7 @@
 pub(crate) mod expand;
 pub(crate) mod mapping;
 pub(crate) mod referrers;
+pub(crate) mod signatures;
 pub(crate) mod source;
 pub(crate) mod targets;
 pub mod tracker;
@@ -45,6 +46,9 @@ pub struct PrepareOptions {
     /// Each target listed once for every mapping, where mappings share targets and none
     /// prunes (`ferry import`'s one-image mappings); `None`: each mapping lists its own.
     pub(crate) shared_listings: Option<Arc<SharedListings>>,
+    /// Where `signatures: {min_age}` finds when a digest was first seen (the state directory's
+    /// records), for signatures no log entry dates; `None`: every such digest is new.
+    pub(crate) first_seen: Option<ferry_store::resume::FirstSeen>,
 }
 
 /// Target listings by target, each taken once for the run.
@@ -86,6 +90,7 @@ impl PrepareOptions {
             stores: Default::default(),
             refused: Arc::default(),
             shared_listings: None,
+            first_seen: None,
         }
     }
 }

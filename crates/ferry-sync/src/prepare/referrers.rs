@@ -183,7 +183,7 @@ fn take(out: &mut Referrers, known: &mut HashSet<Digest>, image: &ImagePlan, r: 
 }
 
 /// The entries of the tag-schema index under `tag` (none when it is not an index).
-async fn index_entries(source: &Source, tag: &str) -> Result<Vec<Referrer>, Error> {
+pub(crate) async fn index_entries(source: &Source, tag: &str) -> Result<Vec<Referrer>, Error> {
     #[derive(serde::Deserialize)]
     struct Index {
         #[serde(default)]

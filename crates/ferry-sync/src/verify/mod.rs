@@ -12,6 +12,7 @@
 pub mod bundle;
 mod content;
 pub mod report;
+mod signed;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +38,9 @@ const IMAGES_AT_ONCE: usize = 8;
 pub struct VerifyOptions {
     /// Check every blob the manifests reference too (`--deep`).
     pub deep: bool,
+    /// Check that every image on a target of a mapping with `signatures:` carries a signature
+    /// verifying under it (`--signatures`).
+    pub signatures: bool,
 }
 
 /// Verifies every mapping of `config` (already narrowed to a shard): the prepare phase with
@@ -184,7 +188,13 @@ async fn check(
                 .sort_by_key(|f| matches!(f, Finding::Extra { .. }));
         }
     }
+    let signatures_checked = match options.signatures && freshness == Freshness::FromPlan {
+        true => signed::check(plan, config, registries, &mut report).await,
+        false => 0,
+    };
+    report.signatures = options.signatures;
     report.count(checker.children_checked(), checker.blobs_checked());
+    report.totals.signatures_checked = signatures_checked;
     report
 }
 

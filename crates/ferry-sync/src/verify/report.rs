@@ -12,6 +12,8 @@ use ferry_distribution::error::Error;
 pub struct VerifyReport {
     /// Whether blobs were checked too (`--deep`).
     pub deep: bool,
+    /// Whether signatures were checked too (`--signatures`).
+    pub signatures: bool,
     /// Every mapping, in config order.
     pub mappings: Vec<MappingVerify>,
     /// Sums over the mappings.
@@ -103,6 +105,18 @@ pub enum Finding {
         /// The tag.
         tag: String,
     },
+    /// `--signatures`: an image on the target with no signature verifying under its
+    /// mapping's policy.
+    Unsigned {
+        /// The tag, or the digest of a pin.
+        name: String,
+        /// The digest the target holds.
+        digest: String,
+        /// Why, for the first signature found (or `no_signature`).
+        reason: crate::plan::RefusalReason,
+        /// Every signature tried and why it failed.
+        detail: String,
+    },
     /// An answer ferry could not check.
     Unreadable {
         /// What was being read (a tag, a listing, a blob).
@@ -158,6 +172,12 @@ impl Finding {
                 format!("extra     {tag} (the source does not list it; --prune would delete it)")
             }
             Finding::Unreadable { what, error, .. } => format!("UNREADABLE {what}: {error}"),
+            Finding::Unsigned {
+                name,
+                digest,
+                reason,
+                detail,
+            } => format!("UNSIGNED  {name} ({digest}): {}: {detail}", reason.as_str()),
         }
     }
 }
@@ -177,6 +197,10 @@ pub struct VerifyTotals {
     pub extra: u64,
     /// Answers that could not be checked.
     pub unreadable: u64,
+    /// `--signatures`: images on targets with no signature verifying.
+    pub unsigned: u64,
+    /// `--signatures`: (image, target) pairs whose signatures were read from the target.
+    pub signatures_checked: u64,
     /// Child manifests checked on targets.
     pub children_checked: u64,
     /// Unique (repository, blob) pairs checked (`--deep`).
@@ -213,6 +237,7 @@ impl VerifyReport {
                     Finding::Drifted { .. } => t.drifted += 1,
                     Finding::Extra { .. } => t.extra += 1,
                     Finding::Unreadable { .. } => t.unreadable += 1,
+                    Finding::Unsigned { .. } => t.unsigned += 1,
                 }
             }
             t.checked += m.targets.iter().map(|t| t.checked).sum::<u64>();
@@ -224,7 +249,7 @@ impl VerifyReport {
     /// Extra tags alone leave a mirror complete.
     pub fn verdict(&self) -> VerifyVerdict {
         let t = &self.totals;
-        if t.missing + t.drifted > 0 {
+        if t.missing + t.drifted + t.unsigned > 0 {
             VerifyVerdict::Incomplete
         } else if t.unreadable > 0 && t.checked == 0 {
             VerifyVerdict::Unchecked
@@ -308,8 +333,21 @@ impl VerifyReport {
         };
         let _ = writeln!(
             out,
-            "verify: {verdict}: {} checked ({} children{deep}) in {} mappings; {} missing, {} drifted, {} extra, {} unreadable",
-            t.checked, t.children_checked, t.mappings, t.missing, t.drifted, t.extra, t.unreadable
+            "verify: {verdict}: {} checked ({} children{deep}) in {} mappings; {} missing, {} drifted, {} extra, {} unreadable{}",
+            t.checked,
+            t.children_checked,
+            t.mappings,
+            t.missing,
+            t.drifted,
+            t.extra,
+            t.unreadable,
+            match self.signatures {
+                true => format!(
+                    "; signatures: {} images checked, {} unsigned",
+                    t.signatures_checked, t.unsigned
+                ),
+                false => String::new(),
+            }
         );
         out
     }

@@ -11,6 +11,7 @@ use super::*;
 fn report(findings: Vec<Finding>, checked: u64) -> VerifyReport {
     let mut r = VerifyReport {
         deep: false,
+        signatures: false,
         mappings: vec![MappingVerify {
             index: 0,
             source: "src.example/app".into(),
@@ -130,7 +131,10 @@ async fn verify(config: &Config, deep: bool) -> VerifyReport {
         &registries,
         &quiet(config),
         tracker,
-        VerifyOptions { deep },
+        VerifyOptions {
+            deep,
+            signatures: false,
+        },
     )
     .await
 }

@@ -193,6 +193,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
     let mut ctx = RunContext::new(config);
     ctx.registries = registries.clone();
     ctx.journal = Some(options.journal.unwrap_or_else(|| Arc::new(journal)));
+    ctx.first_seen = Some(ferry_store::resume::FirstSeen::new(&state_dir, true));
     ctx.stop = stop;
     ctx.progress = RunProgress {
         sync: options.progress.unwrap_or_default(),
