@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{FERRY, write_config};
+use common::write_config;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,19 +36,11 @@ struct Watch {
 impl Watch {
     /// `ferry watch args…`, under `prlimit --nofile=N` when `open_files` is given.
     fn start(args: &[&str], open_files: Option<u64>) -> Watch {
-        let mut c = match open_files {
-            Some(n) => {
-                let mut c = tokio::process::Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(FERRY);
-                // The environment scrubbed as `common::command` scrubs it.
-                c.env_remove("RUST_LOG")
-                    .env_remove("FERRY_CONFIG")
-                    .env_remove("JOB_COMPLETION_INDEX")
-                    .kill_on_drop(true);
-                c
-            }
-            None => common::command(&[]),
+        let wrapper: Vec<String> = match open_files {
+            Some(n) => vec!["prlimit".into(), format!("--nofile={n}:{n}"), "--".into()],
+            None => Vec::new(),
         };
+        let mut c = common::command_under(&wrapper, &[]);
         c.arg("watch").args(args);
         Watch::start_command(c)
     }

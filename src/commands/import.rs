@@ -111,15 +111,16 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         state_dir_named: config.state_dir.is_some(),
         every_host: Some(every_host),
     };
-    let mut key_files = config.bundle_keys.clone();
-    key_files.extend(args.verify_key.iter().cloned());
-    let keys = match ferry_sync::bundle_trust::load_public_keys(&key_files) {
-        Ok(k) => k,
-        Err(message) => {
-            progress.eprint(&format!("error: {message}"));
-            return Exit::Usage;
+    let mut keys = config.bundle_keys.clone();
+    for file in &args.verify_key {
+        match ferry_sync::bundle_trust::PublicKey::from_file(file) {
+            Ok(key) => keys.push(key),
+            Err(e) => {
+                progress.eprint(&format!("error: --verify-key {}: {e}", file.display()));
+                return Exit::Usage;
+            }
         }
-    };
+    }
     let spool = ferry_store::archive::input::SpoolPlace {
         dir: match (&args.spool_dir, &config.state_dir) {
             (Some(dir), _) => dir.clone(),

@@ -12,7 +12,19 @@ pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 /// `ferry args…`, with no `RUST_LOG`, `FERRY_CONFIG` or `JOB_COMPLETION_INDEX` inherited from
 /// the environment the tests run in, and killed if the test is dropped.
 pub fn command(args: &[&str]) -> tokio::process::Command {
-    let mut c = tokio::process::Command::new(FERRY);
+    command_under(&[], args)
+}
+
+/// [`command`] run through `wrapper` (`["prlimit", "--nofile=64:64", "--"]`), scrubbed alike.
+pub fn command_under(wrapper: &[String], args: &[&str]) -> tokio::process::Command {
+    let mut c = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(rest).arg(FERRY);
+            c
+        }
+        None => tokio::process::Command::new(FERRY),
+    };
     c.args(args)
         .env_remove("RUST_LOG")
         .env_remove("FERRY_CONFIG")

@@ -80,9 +80,9 @@ pub struct Config {
     /// `state_dir:`: where uploads in flight are recorded for the next run (`None`: the
     /// command's default, beside its lock file).
     pub state_dir: Option<std::path::PathBuf>,
-    /// `bundles.keys:`: the public key files a bundle must be signed under (empty: bundles
-    /// are checked against their own record, not authenticated).
-    pub bundle_keys: Vec<std::path::PathBuf>,
+    /// `bundles.keys:`, read (relative to the config file) when the config was loaded: the keys
+    /// a bundle must be signed under (empty: a bundle is held against its record only).
+    pub bundle_keys: Vec<ferry_trust::PublicKey>,
 }
 
 /// `listener.tls:`: PEM files, checked to be readable and of the right kind when the config is

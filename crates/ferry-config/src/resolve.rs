@@ -242,6 +242,13 @@ impl Checker<'_> {
             .listener
             .and_then(|l| l.tls)
             .and_then(|t| self.listener_tls(&root.key("listener").key("tls"), t));
+        let bundle_keys = match raw.bundles {
+            Some(b) => {
+                self.public_keys(&root.key("bundles").key("keys"), &b.keys)
+                    .0
+            }
+            None => Vec::new(),
+        };
         Some(Config {
             concurrency,
             engine,
@@ -250,7 +257,7 @@ impl Checker<'_> {
             events,
             listener_tls,
             state_dir: raw.state_dir,
-            bundle_keys: raw.bundles.map(|b| b.keys).unwrap_or_default(),
+            bundle_keys,
         })
     }
 

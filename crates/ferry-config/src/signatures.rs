@@ -11,9 +11,6 @@ use super::check::Checker;
 use super::locate::FieldPath;
 use super::raw::{RawSignatures, RawTlog};
 
-/// The largest key file read (a PEM public key is well under 4 KiB; an RSA-8192 one ~1.5 KiB).
-const MAX_KEY_BYTES: u64 = 64 * 1024;
-
 /// A mapping's signature policy: what ferry-trust verifies with, and the cooldown.
 #[derive(Debug, Clone)]
 pub struct SignaturePolicy {
@@ -60,22 +57,27 @@ fn beside(config: &Path, path: &Path) -> PathBuf {
 }
 
 fn read_key(path: &Path) -> Result<PublicKey, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut text = Vec::new();
-    file.take(MAX_KEY_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_KEY_BYTES {
-        return Err(format!(
-            "{}: larger than {MAX_KEY_BYTES} bytes, not a public key",
-            path.display()
-        ));
-    }
-    PublicKey::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
+    PublicKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 impl Checker<'_> {
+    /// The public key files at `path` (`signatures.keys`, `bundles.keys`), each relative to the
+    /// config file and read by ferry-trust's one key reader; false if any failed, at its index.
+    pub fn public_keys(&mut self, path: &FieldPath, files: &[PathBuf]) -> (Vec<PublicKey>, bool) {
+        let mut ok = true;
+        let mut keys = Vec::new();
+        for (i, key) in files.iter().enumerate() {
+            match read_key(&beside(self.file, key)) {
+                Ok(k) => keys.push(k),
+                Err(message) => {
+                    self.fail(&path.index(i), message);
+                    ok = false;
+                }
+            }
+        }
+        (keys, ok)
+    }
+
     /// Resolves `signatures:` at `path`; `public_good` caches the built-in root for the config.
     pub fn signatures(
         &mut self,
@@ -83,17 +85,7 @@ impl Checker<'_> {
         raw: &RawSignatures,
         public_good: &mut Option<Arc<TrustedRoot>>,
     ) -> Option<SignaturePolicy> {
-        let mut ok = true;
-        let mut keys = Vec::new();
-        for (i, key) in raw.keys.iter().enumerate() {
-            match read_key(&beside(self.file, key)) {
-                Ok(k) => keys.push(k),
-                Err(message) => {
-                    self.fail(&path.key("keys").index(i), message);
-                    ok = false;
-                }
-            }
-        }
+        let (keys, mut ok) = self.public_keys(&path.key("keys"), &raw.keys);
         let mut identities = Vec::new();
         for (i, id) in raw.identities.iter().enumerate() {
             let at = path.key("identities").index(i);

@@ -1,7 +1,7 @@
 //! Whether a bundle may be believed before anything of it reaches a target: its record signed
 //! under one of the site's keys, or (no key) its record held against the tar, or nothing at all.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -98,23 +98,11 @@ pub(crate) fn authenticate(
     ))
 }
 
-/// The public keys in `paths` (PEM `PUBLIC KEY` files), each error naming its file.
-pub fn load_public_keys(paths: &[PathBuf]) -> Result<Vec<PublicKey>, String> {
-    paths
-        .iter()
-        .map(|p| {
-            let text = read_key_file(p)?;
-            PublicKey::from_pem(&text).map_err(|e| format!("key {}: {e}", p.display()))
-        })
-        .collect()
-}
-
 /// The signer of `ferry export --sign-key FILE`: a PKCS#8 PEM private key (ECDSA P-256 or
 /// Ed25519), a SEC1 P-256 key, or cosign's encrypted key opened with `password`
 /// (`COSIGN_PASSWORD`); its signature text is base64, as `cosign sign-blob` prints it.
 pub fn signer_from(path: &Path, password: Option<&[u8]>) -> Result<(RecordSigner, String), String> {
-    let text = zeroize::Zeroizing::new(read_key_file(path)?);
-    let key = PrivateKey::from_pem(&text, password)
+    let key = PrivateKey::from_file(path, password)
         .map_err(|e| format!("--sign-key {}: {e}", path.display()))?;
     let public = key.public_key();
     let shown = format!("{} {}", public.kind(), public.fingerprint());
@@ -125,22 +113,4 @@ pub fn signer_from(path: &Path, password: Option<&[u8]>) -> Result<(RecordSigner
             .into_bytes()
     }));
     Ok((signer, shown))
-}
-
-/// A key file's bytes (bounded: a key is small).
-fn read_key_file(path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    const LIMIT: u64 = 64 * 1024;
-    let file = std::fs::File::open(path).map_err(|e| format!("key {}: {e}", path.display()))?;
-    let mut out = Vec::new();
-    file.take(LIMIT + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("key {}: {e}", path.display()))?;
-    if out.len() as u64 > LIMIT {
-        return Err(format!(
-            "key {}: larger than {LIMIT} bytes: not a key",
-            path.display()
-        ));
-    }
-    Ok(out)
 }

@@ -70,7 +70,38 @@ const OID_P384: &str = "1.3.132.0.34";
 const OID_ED25519: &str = "1.3.101.112";
 const OID_RSA: &str = "1.2.840.113549.1.1.1";
 
+/// The most bytes a key file may hold: a key is small, so anything larger is not one and is
+/// refused before it is read whole.
+pub const MAX_KEY_FILE: u64 = 64 * 1024;
+
+/// A key file's bytes, bounded by [`MAX_KEY_FILE`] (the caller names the file in its error).
+fn read_key_file(path: &std::path::Path, what: &'static str) -> Result<Zeroizing<Vec<u8>>> {
+    use std::io::Read as _;
+    let io = |e: std::io::Error| TrustError::Io {
+        what,
+        reason: e.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut out = Zeroizing::new(Vec::new());
+    file.take(MAX_KEY_FILE + 1)
+        .read_to_end(&mut out)
+        .map_err(io)?;
+    if out.len() as u64 > MAX_KEY_FILE {
+        return Err(TrustError::Io {
+            what,
+            reason: format!("larger than {MAX_KEY_FILE} bytes, not a key"),
+        });
+    }
+    Ok(out)
+}
+
 impl PublicKey {
+    /// A `PUBLIC KEY` PEM file (`cosign.pub`): the one way ferry reads a public key from disk,
+    /// for `signatures.keys`, `bundles.keys` and `--verify-key` alike.
+    pub fn from_file(path: &std::path::Path) -> Result<PublicKey> {
+        PublicKey::from_pem(&read_key_file(path, "public key")?)
+    }
+
     /// A `PUBLIC KEY` PEM block (SubjectPublicKeyInfo), as `cosign generate-key-pair` writes it.
     pub fn from_pem(text: &[u8]) -> Result<PublicKey> {
         let (label, der) = pem_block(text, "public key")?;
@@ -234,6 +265,14 @@ impl PrivateKey {
     /// A new random Ed25519 key.
     pub fn generate_ed25519() -> PrivateKey {
         PrivateKey::Ed25519(ed25519_dalek::SigningKey::generate(&mut rand_core::OsRng))
+    }
+
+    /// A private key PEM file (`cosign.key`, a PKCS#8 or SEC1 key), read as [`from_pem`] reads
+    /// its text.
+    ///
+    /// [`from_pem`]: PrivateKey::from_pem
+    pub fn from_file(path: &std::path::Path, password: Option<&[u8]>) -> Result<PrivateKey> {
+        PrivateKey::from_pem(&read_key_file(path, "private key")?, password)
     }
 
     /// A private key in PEM: `PRIVATE KEY` (PKCS#8), `EC PRIVATE KEY` (SEC1, P-256), or cosign's

@@ -89,12 +89,12 @@ enum Key<'a> {
 
 impl Destination {
     /// A store place as a destination.
-    pub fn store(writer: impl StoreWrite + 'static) -> Destination {
+    pub(crate) fn store(writer: impl StoreWrite + 'static) -> Destination {
         Destination::Store(Arc::new(writer))
     }
 
     /// An archive's writer as one target's destination, its images named by `reference`.
-    pub fn archive(writer: ArchiveWriter, reference: Option<String>) -> Destination {
+    pub(crate) fn archive(writer: ArchiveWriter, reference: Option<String>) -> Destination {
         Destination::store(ArchiveTarget { writer, reference })
     }
 
@@ -102,7 +102,7 @@ impl Destination {
     /// for its layout directory.
     /// In an export (`stores` write a bundle) every target is the bundle: a registry target
     /// names its images there by its `host/repository`.
-    pub async fn open(
+    pub(crate) async fn open(
         target: &Target,
         registries: &Registries,
         stores: &ferry_store::archive::Stores,
@@ -141,7 +141,7 @@ impl Destination {
     }
 
     /// `host/repository`, or `oci:<dir>`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Destination::Registry { client, repository } => {
                 format!("{}/{repository}", client.host())
@@ -162,7 +162,7 @@ impl Destination {
     }
 
     /// An error about this destination: naming the registry and repository, or the layout.
-    pub fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
+    pub(crate) fn error(&self, operation: Operation, kind: ErrorKind) -> Error {
         match self {
             Destination::Registry { client, repository } => {
                 Error::new(client.host(), Some(repository), operation, kind)
@@ -222,7 +222,11 @@ impl Destination {
 
     /// Mounts `digest` from `from` (a repository of the same registry, see
     /// [`Destination::mounts_from`]); a refused mount hands over an upload session.
-    pub async fn mount(&self, digest: &Digest, from: &Destination) -> Result<MountOutcome, Error> {
+    pub(crate) async fn mount(
+        &self,
+        digest: &Digest,
+        from: &Destination,
+    ) -> Result<MountOutcome, Error> {
         match (self, from) {
             (
                 Destination::Registry { client, repository },

@@ -54,7 +54,7 @@ pub enum RefusalReason {
 
 impl RefusalReason {
     /// The reason as reports print it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RefusalReason::NoSignature => "no signature",
             RefusalReason::WrongKey => "wrong key",
@@ -153,7 +153,7 @@ pub enum Decision {
 }
 
 /// Every signature for `digest` on `source` (`.sig` layers, then bundles), each verified.
-pub async fn find_and_verify(
+pub(crate) async fn find_and_verify(
     policy: &SignaturePolicy,
     source: &Source,
     digest: &Digest,
@@ -253,7 +253,7 @@ pub(crate) async fn find_and_verify_with(
 
 /// What the policy makes of the signatures found, at `now` (Unix seconds); `seen` is when the
 /// digest was first seen, the age of a signature no log entry dates (`tlog: skip`).
-pub fn decide(
+pub(crate) fn decide(
     policy: &SignaturePolicy,
     checked: &[Checked],
     now: i64,
