@@ -34,20 +34,25 @@ pub fn against_tar(
     let held: BTreeSet<&str> = carried.keys().map(String::as_str).collect();
     for d in held.difference(&listed) {
         wrong.push(format!(
-            "the tar carries {d}, which the record does not list"
+            "the tar carries {}, which the record does not list",
+            crate::quoted(d)
         ));
     }
     for d in listed.difference(&held) {
         wrong.push(format!(
-            "the record lists {d}, which the tar does not carry"
+            "the record lists {}, which the tar does not carry",
+            crate::quoted(d)
         ));
     }
     if !record.sizes.is_empty() {
         for (d, size) in carried {
             match record.sizes.get(d) {
                 Some(s) if s == size => {}
-                Some(s) => wrong.push(format!("{d} is {size} bytes, the record says {s}")),
-                None => wrong.push(format!("the record gives no size for {d}")),
+                Some(s) => wrong.push(format!(
+                    "{} is {size} bytes, the record says {s}",
+                    crate::quoted(d)
+                )),
+                None => wrong.push(format!("the record gives no size for {}", crate::quoted(d))),
             }
         }
     }
@@ -57,7 +62,10 @@ pub fn against_tar(
             .insert(image.reference.as_str(), image.digest.as_str())
             .is_some()
         {
-            wrong.push(format!("the record lists {:?} twice", image.reference));
+            wrong.push(format!(
+                "the record lists {} twice",
+                crate::quoted(&image.reference)
+            ));
         }
         // A record written before bundles were signed (no `index`) named a whole-registry
         // mapping without targets: its images are held against index.json only.
@@ -66,8 +74,8 @@ pub fn against_tar(
         }
         match record.mappings.get(image.mapping) {
             None => wrong.push(format!(
-                "image {:?} names mapping {}, the record has {}",
-                image.reference,
+                "image {} names mapping {}, the record has {}",
+                crate::quoted(&image.reference),
                 image.mapping,
                 record.mappings.len()
             )),
@@ -78,9 +86,9 @@ pub fn against_tar(
                     .any(|t| under(&image.reference, t) || layout_tag(&image.reference, t)) =>
             {
                 wrong.push(format!(
-                    "image {:?} is not under a target of its mapping ({})",
-                    image.reference,
-                    m.targets.join(", ")
+                    "image {} is not under a target of its mapping ({})",
+                    crate::quoted(&image.reference),
+                    crate::quoted(&m.targets.join(", "))
                 ))
             }
             Some(_) => {}
@@ -96,19 +104,24 @@ pub fn against_tar(
         in_index.insert(name);
         match images.get(name) {
             None => wrong.push(format!(
-                "index.json names {name:?}, which the record does not list"
+                "index.json names {}, which the record does not list",
+                crate::quoted(name)
             )),
             Some(d) if *d != digest => wrong.push(format!(
-                "index.json names {name:?} as {digest}, the record as {d}"
+                "index.json names {} as {digest}, the record as {}",
+                crate::quoted(name),
+                crate::quoted(d)
             )),
             Some(_) => {}
         }
         match (carried.get(&digest), entry.size) {
             (None, _) => wrong.push(format!(
-                "index.json entry {name:?} is {digest}, which the tar does not carry"
+                "index.json entry {} is {digest}, which the tar does not carry",
+                crate::quoted(name)
             )),
             (Some(held), Some(size)) if *held != size => wrong.push(format!(
-                "index.json gives {name:?} {size} bytes, the tar holds {held}"
+                "index.json gives {} {size} bytes, the tar holds {held}",
+                crate::quoted(name)
             )),
             _ => {}
         }
@@ -116,7 +129,9 @@ pub fn against_tar(
     for (name, digest) in &images {
         if carried.contains_key(*digest) && !in_index.contains(name) {
             wrong.push(format!(
-                "the record lists {name:?} ({digest}), which index.json does not name"
+                "the record lists {} ({}), which index.json does not name",
+                crate::quoted(name),
+                crate::quoted(digest)
             ));
         }
     }
@@ -278,5 +293,41 @@ mod tests {
                 .unwrap_err()
                 .contains("which the tar does not carry")
         );
+    }
+
+    proptest::proptest! {
+        /// A record with hostile fields (any text as names, targets and digests, any mapping
+        /// index, any size) is checked, never a panic, and its refusal stays one bounded line.
+        #[test]
+        fn a_hostile_record_is_refused_in_one_bounded_line(
+            reference in "\\PC{0,40}|[/.%a-z0-9\n\r\x1b]{0,40}",
+            target in "\\PC{0,20}",
+            mapping in proptest::prop_oneof![0usize..2, proptest::num::usize::ANY],
+            size in proptest::num::u64::ANY,
+            long in 0usize..70_000,
+        ) {
+            let (mut r, i, j, mut c) = good();
+            r.images[0].reference = format!("{reference}{}", "x".repeat(long));
+            r.images[0].mapping = mapping;
+            r.mappings[0].targets = vec![target];
+            c.insert(A.to_owned(), size);
+            if let Err(message) = against_tar(&r, &i, &j, &c) {
+                proptest::prop_assert!(!message.contains('\n'), "{message:.200}");
+                proptest::prop_assert!(message.len() < 4_000, "{} bytes", message.len());
+            }
+            if mapping != 0 {
+                proptest::prop_assert!(against_tar(&r, &i, &j, &c).is_err());
+            }
+        }
+
+        /// Any bytes as `ferry-bundle.json`: parsed or refused, and a parsed one checked, never
+        /// a panic.
+        #[test]
+        fn any_bytes_as_a_record_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            if let Ok(record) = serde_json::from_slice::<BundleRecord>(&bytes) {
+                let (_, i, j, c) = good();
+                let _ = against_tar(&record, &i, &j, &c);
+            }
+        }
     }
 }
