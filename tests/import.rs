@@ -221,7 +221,8 @@ fn record_images(index: &[u8]) -> (Vec<serde_json::Value>, Vec<serde_json::Value
         let name = m["annotations"]["org.opencontainers.image.ref.name"]
             .as_str()
             .unwrap();
-        let repo = name.rsplit_once(':').unwrap().0.to_owned();
+        // A hostile name may have no tag: its repository is then the whole name.
+        let repo = name.rsplit_once(':').map_or(name, |(r, _)| r).to_owned();
         let n = match targets.iter().position(|t| *t == repo) {
             Some(n) => n,
             None => {
