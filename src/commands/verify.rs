@@ -100,18 +100,7 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
         })
         .await;
     display.finish().await;
-    if args.json {
-        match report.to_json() {
-            Ok(json) => println!("{json}"),
-            Err(e) => {
-                progress.eprint(&format!("error: cannot encode the report as JSON: {e}"));
-                print_stdout(&report.render_text());
-            }
-        }
-    } else {
-        print_stdout(&report.render_text());
-    }
-    exit_for(&report)
+    render(&report, args.json, progress)
 }
 
 /// `ferry verify --bundle`: the bundle's images (and its bases') on the site.
@@ -147,7 +136,12 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
             return Exit::Failed;
         }
     };
-    if args.json {
+    render(&report, args.json, progress)
+}
+
+/// Prints `report` (JSON on stdout with `--json`, else text) and returns its exit code.
+fn render(report: &VerifyReport, json: bool, progress: &Progress) -> Exit {
+    if json {
         match report.to_json() {
             Ok(json) => println!("{json}"),
             Err(e) => {
@@ -158,7 +152,7 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
     } else {
         print_stdout(&report.render_text());
     }
-    exit_for(&report)
+    exit_for(report)
 }
 
 /// The exit code of a verify: 0 complete, 1 incomplete, 2 nothing checked, 4 when what could

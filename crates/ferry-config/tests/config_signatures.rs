@@ -155,7 +155,7 @@ mappings:
     let shown = all.join("\n");
     let expect = [
         "6:14: mappings[0] (source registry.test/app): signatures.keys[0]: ",
-        "missing.pub: No such file",
+        "missing.pub: reading public key: No such file",
         "6:32: mappings[0] (source registry.test/app): signatures.keys[1]: ",
         "not-a-key.pub: public key: not PEM",
         "signatures.identities[0]: set either subject or subject_regexp, not both",

@@ -10,42 +10,36 @@ pub(super) fn reports(
     source: &str,
     resolved: &ResolvedMapping,
 ) -> Vec<ImageReport> {
+    let rows = |image: &str, digest: &str, status: ImageStatus| {
+        resolved
+            .targets
+            .iter()
+            .map(|t| ImageReport {
+                mapping,
+                source: source.to_owned(),
+                image: image.to_owned(),
+                digest: digest.to_owned(),
+                target: t.to_string(),
+                status: status.clone(),
+                pushed_as: None,
+                kept_digest_refused: None,
+            })
+            .collect::<Vec<_>>()
+    };
     let mut reports = Vec::new();
     for r in &resolved.signature_refused {
-        for t in &resolved.targets {
-            reports.push(ImageReport {
-                mapping,
-                source: source.to_owned(),
-                image: r.image.clone(),
-                digest: r.digest.clone(),
-                target: t.to_string(),
-                status: ImageStatus::Failed {
-                    error: crate::error::SyncError::Signature {
-                        source_name: resolved.origin.to_string(),
-                        refusal: r.clone(),
-                    },
-                },
-                pushed_as: None,
-                kept_digest_refused: None,
-            });
-        }
+        let error = crate::error::SyncError::Signature {
+            source_name: resolved.origin.to_string(),
+            refusal: r.clone(),
+        };
+        reports.extend(rows(&r.image, &r.digest, ImageStatus::Failed { error }));
     }
     for h in &resolved.signature_held {
-        for t in &resolved.targets {
-            reports.push(ImageReport {
-                mapping,
-                source: source.to_owned(),
-                image: h.image.clone(),
-                digest: h.digest.clone(),
-                target: t.to_string(),
-                status: ImageStatus::Held {
-                    signed_at: h.signed_at,
-                    mirrorable_at: h.mirrorable_at,
-                },
-                pushed_as: None,
-                kept_digest_refused: None,
-            });
-        }
+        let held = ImageStatus::Held {
+            signed_at: h.signed_at,
+            mirrorable_at: h.mirrorable_at,
+        };
+        reports.extend(rows(&h.image, &h.digest, held));
     }
     reports
 }
