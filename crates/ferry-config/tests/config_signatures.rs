@@ -194,3 +194,41 @@ fn an_absolute_key_path_is_taken_as_is() {
         1
     );
 }
+
+/// docs/signatures.md's first YAML block, as written there (with the `version: 1` every config
+/// starts with), beside the key and trusted-root files it names: the docs' sample is a config.
+#[test]
+fn the_sample_in_docs_signatures_md_is_a_config() {
+    let d = dir();
+    let conf = d.config.parent().unwrap();
+    std::fs::copy(
+        conf.join("trust/root.json"),
+        conf.join("trust/trusted_root.json"),
+    )
+    .unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/signatures.md"),
+    )
+    .unwrap();
+    let block = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a yaml block in docs/signatures.md");
+    let config = load(&d, &format!("version: 1\n{block}")).expect("the docs' sample loads");
+    let policy = config.mappings[0]
+        .signatures
+        .as_ref()
+        .expect("the mapping's policy");
+    assert_eq!(policy.policy.keys.len(), 1);
+    assert_eq!(policy.policy.identities.len(), 1);
+    assert_eq!(policy.policy.tlog, TlogPolicy::Require);
+    assert_eq!(policy.min_age, Some(Duration::from_secs(72 * 3600)));
+    assert!(
+        policy
+            .trusted_root
+            .as_ref()
+            .unwrap()
+            .ends_with("trust/trusted_root.json")
+    );
+}
