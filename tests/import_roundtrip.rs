@@ -115,6 +115,24 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
     assert_eq!(tags(&dst, "mirror/one").await.len(), 3);
 
+    // A week with nothing new: the bundle carries no image and its record lists every one as
+    // its bases'. Imported where the bases went, each is accounted for and nothing fails.
+    let quiet = dir.path().join("quiet.tar");
+    let out = run(&[
+        "export",
+        "-c",
+        s(&config),
+        "-o",
+        s(&quiet),
+        "--since",
+        s(&weekly),
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let out = run(&["import", s(&quiet), "-c", s(&config)]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
+
     // What export -> file -> import left is what a direct sync leaves: a deep verify of the
     // config (every tag, manifest and blob on the target, read and checked) finds nothing, and a
     // direct sync of the same mapping into another registry holds the same tags and digests.

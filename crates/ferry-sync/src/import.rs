@@ -226,7 +226,12 @@ pub(crate) fn images(
             continue;
         }
         let placed = Digest::parse(&image.digest)
-            .map_err(|e| format!("digest {:?}: {e}", image.digest))
+            .map_err(|e| {
+                format!(
+                    "digest \"{}\": {e}",
+                    ferry_distribution::text::for_error(&image.digest)
+                )
+            })
             .and_then(|d| place(&image.reference, &d, prefix.as_ref()));
         match placed {
             Ok(mut placed) => {
