@@ -101,11 +101,12 @@ impl Site {
         out_path
     }
 
-    /// Imports `bundle` with `extra` arguments; asserts it was refused with exit 2 before any
-    /// request reached the target, its message holding `says`.
-    async fn refused(&self, bundle: &Path, extra: &[&str], says: &str) {
+    /// Runs `verb BUNDLE -c site.yaml extra…` (`import`, or `verify --bundle`); asserts it was
+    /// refused with exit 2 before any request reached the target, its message holding `says`.
+    async fn refused(&self, verb: &[&str], bundle: &Path, extra: &[&str], says: &str) {
         let before = self.target.access_log().await.unwrap().len();
-        let mut args = vec!["import", s(bundle), "-c", s(&self.config)];
+        let mut args = verb.to_vec();
+        args.extend_from_slice(&[s(bundle), "-c", s(&self.config)]);
         args.extend_from_slice(extra);
         let out = run(&args).await;
         let stderr = text(&out.stderr);
@@ -200,7 +201,8 @@ async fn without_a_key_a_record_that_disagrees_with_index_json_is_refused_before
     let critical = format!("{}/prod/critical:latest", site.target.host());
     let attacked = site.path("attacked.tar");
     retarget(&bundle, &attacked, &critical, false);
-    site.refused(&attacked, &[], "record does not list").await;
+    site.refused(&["import"], &attacked, &[], "record does not list")
+        .await;
 
     // An archive with no record at all is imported as today, said to be unauthenticated.
     let bare = site.path("bare.tar");
@@ -235,17 +237,20 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
     let key = ["--verify-key", s(&site.public)];
 
     // Unsigned, or its record removed: refused under a key.
-    site.refused(&unsigned, &key, "not signed").await;
+    site.refused(&["import"], &unsigned, &key, "not signed")
+        .await;
     let bare = site.path("bare.tar");
     rewrite(&signed, &bare, |name, b| {
         (!name.starts_with("ferry-bundle.json")).then_some(b)
     });
-    site.refused(&bare, &key, "has no ferry-bundle.json").await;
+    site.refused(&["import"], &bare, &key, "has no ferry-bundle.json")
+        .await;
     // The retarget with the record made to agree: its signature no longer verifies.
     let critical = format!("{}/prod/critical:latest", site.target.host());
     let attacked = site.path("attacked.tar");
     retarget(&signed, &attacked, &critical, true);
-    site.refused(&attacked, &key, "does not verify").await;
+    site.refused(&["import"], &attacked, &key, "does not verify")
+        .await;
     // The signature itself altered.
     let tampered = site.path("tampered.tar");
     rewrite(&signed, &tampered, |name, mut b| {
@@ -254,11 +259,22 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
         }
         Some(b)
     });
-    site.refused(&tampered, &key, "does not verify").await;
+    site.refused(&["import"], &tampered, &key, "does not verify")
+        .await;
     // Another key.
     let other = site.path("other.pub");
     std::fs::write(&other, PrivateKey::generate_p256().public_key().to_pem()).unwrap();
-    site.refused(&signed, &["--verify-key", s(&other)], "does not verify")
+    site.refused(
+        &["import"],
+        &signed,
+        &["--verify-key", s(&other)],
+        "does not verify",
+    )
+    .await;
+    // verify --bundle holds a bundle to the same keys before it asks the site anything.
+    let verify = ["verify", "--bundle"];
+    site.refused(&verify, &unsigned, &key, "not signed").await;
+    site.refused(&verify, &attacked, &key, "does not verify")
         .await;
 
     // Signed and whole: imported, said to be signed by the key.
@@ -276,6 +292,17 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
     assert!(stderr.contains("signed by ECDSA P-256 sha256:"), "{stderr}");
     let m = site.dst.head_manifest("mirror/one", "1.0").await.unwrap();
     assert!(m.is_some(), "the signed bundle's image is on the target");
+    let out = run(&[
+        "verify",
+        "--bundle",
+        s(&signed),
+        "-c",
+        s(&site.config),
+        "--verify-key",
+        s(&site.public),
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     site.untouched().await;
     site.stop().await;
 }

@@ -75,6 +75,10 @@ pub struct VerifyArgs {
     /// Where the bundle's images were imported, as `ferry import --target-prefix` (with --bundle).
     #[arg(long, value_name = "HOST/PATH", requires = "bundle")]
     pub target_prefix: Option<String>,
+    /// A public key the bundle must be signed under, as for `ferry import --verify-key`
+    /// (repeatable, with --bundle; adds to the config's bundles.keys).
+    #[arg(long, value_name = "FILE", requires = "bundle")]
+    pub verify_key: Vec<std::path::PathBuf>,
 }
 
 pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
@@ -118,7 +122,18 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
         },
         if args.deep { ", deep (every blob)" } else { "" }
     ));
+    let mut keys = config.bundle_keys.clone();
+    for file in &args.verify_key {
+        match ferry_sync::bundle_trust::PublicKey::from_file(file) {
+            Ok(key) => keys.push(key),
+            Err(e) => {
+                progress.eprint(&format!("error: --verify-key {}: {e}", file.display()));
+                return Exit::Usage;
+            }
+        }
+    }
     let spec = ferry_sync::verify::bundle::BundleVerify {
+        keys,
         bundle: bundle.to_path_buf(),
         since: args.since.clone(),
         prefix: args.target_prefix.clone(),

@@ -25,6 +25,8 @@ pub struct BundleVerify {
     pub prefix: Option<String>,
     /// Check every blob too.
     pub deep: bool,
+    /// Keys the bundle must be signed under, as for `ferry import` (none: not required).
+    pub keys: Vec<crate::bundle_trust::PublicKey>,
 }
 
 /// Every image of `spec`'s bundle and bases checked on the registries their names (or the
@@ -42,6 +44,8 @@ pub(crate) async fn run(
         reference: None,
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
+    // Before any request: a bundle the keys refuse is not a description of anything.
+    crate::bundle_trust::authenticate(&reader, &spec.keys).map_err(ImportError::Untrusted)?;
     let (own, _unplaced) = images(&reader, spec.prefix.as_deref()).map_err(ImportError::Prefix)?;
     let prefix = match &spec.prefix {
         Some(p) => Some(split_prefix(p).map_err(ImportError::Prefix)?),
