@@ -271,6 +271,22 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
         "does not verify",
     )
     .await;
+    // A key file that is not there is a usage error for both commands, before anything is read.
+    let missing = site.path("missing.pub");
+    for verb in [&["import"][..], &["verify", "--bundle"][..]] {
+        let mut args = verb.to_vec();
+        args.extend_from_slice(&[
+            s(&signed),
+            "-c",
+            s(&site.config),
+            "--verify-key",
+            s(&missing),
+        ]);
+        let out = run(&args).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 64, "{verb:?}: {stderr}");
+        assert!(stderr.contains("--verify-key"), "{stderr}");
+    }
     // verify --bundle holds a bundle to the same keys before it asks the site anything.
     let verify = ["verify", "--bundle"];
     site.refused(&verify, &unsigned, &key, "not signed").await;

@@ -111,16 +111,10 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         state_dir_named: config.state_dir.is_some(),
         every_host: Some(every_host),
     };
-    let mut keys = config.bundle_keys.clone();
-    for file in &args.verify_key {
-        match ferry_sync::bundle_trust::PublicKey::from_file(file) {
-            Ok(key) => keys.push(key),
-            Err(e) => {
-                progress.eprint(&format!("error: --verify-key {}: {e}", file.display()));
-                return Exit::Usage;
-            }
-        }
-    }
+    let keys = match super::bundle_keys(&config, &args.verify_key, progress) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let spool = ferry_store::archive::input::SpoolPlace {
         dir: match (&args.spool_dir, &config.state_dir) {
             (Some(dir), _) => dir.clone(),

@@ -32,6 +32,26 @@ pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, Exit> {
 /// Loads a config that may hold only `registries:` (a site config: import, copy, tags, inspect,
 /// doctor, auth check, `validate --registries-only`); on failure
 /// prints every problem and returns exit code 3.
+/// The keys a bundle must be signed under: the config's `bundles.keys` and each `--verify-key`
+/// file (one reader for `ferry import` and `ferry verify --bundle`); a bad file is a usage error.
+pub fn bundle_keys(
+    config: &Config,
+    files: &[std::path::PathBuf],
+    progress: &Progress,
+) -> Result<Vec<ferry_sync::bundle_trust::PublicKey>, Exit> {
+    let mut keys = config.bundle_keys.clone();
+    for file in files {
+        match ferry_sync::bundle_trust::PublicKey::from_file(file) {
+            Ok(key) => keys.push(key),
+            Err(e) => {
+                progress.eprint(&format!("error: --verify-key {}: {e}", file.display()));
+                return Err(Exit::Usage);
+            }
+        }
+    }
+    Ok(keys)
+}
+
 pub fn load_registries(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     config::load_registries(path).map_err(|e| {
         print_config_error(&e, progress);

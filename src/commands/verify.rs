@@ -122,16 +122,10 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
         },
         if args.deep { ", deep (every blob)" } else { "" }
     ));
-    let mut keys = config.bundle_keys.clone();
-    for file in &args.verify_key {
-        match ferry_sync::bundle_trust::PublicKey::from_file(file) {
-            Ok(key) => keys.push(key),
-            Err(e) => {
-                progress.eprint(&format!("error: --verify-key {}: {e}", file.display()));
-                return Exit::Usage;
-            }
-        }
-    }
+    let keys = match super::bundle_keys(&config, &args.verify_key, progress) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let spec = ferry_sync::verify::bundle::BundleVerify {
         keys,
         bundle: bundle.to_path_buf(),
