@@ -139,6 +139,13 @@ impl Site {
     }
 }
 
+/// The JSON report's `authenticity` of a `--json` run (its stdout).
+fn authenticity(out: &std::process::Output) -> serde_json::Value {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)));
+    report["authenticity"].clone()
+}
+
 /// Copies the tar at `from` to `to`, each entry's bytes passed through `edit` (`None` drops it).
 fn rewrite(from: &Path, to: &Path, mut edit: impl FnMut(&str, Vec<u8>) -> Option<Vec<u8>>) {
     use std::io::Read as _;
@@ -209,15 +216,28 @@ async fn without_a_key_a_record_that_disagrees_with_index_json_is_refused_before
     rewrite(&bundle, &bare, |name, b| {
         (name != "ferry-bundle.json").then_some(b)
     });
-    let out = run(&["import", s(&bare), "-c", s(&site.config)]).await;
+    let out = run(&["import", s(&bare), "-c", s(&site.config), "--json"]).await;
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");
     assert!(stderr.contains("it is not authenticated"), "{stderr}");
-    // The untouched bundle imports, its record checked but not authenticated.
-    let out = run(&["import", s(&bundle), "-c", s(&site.config)]).await;
-    let stderr = text(&out.stderr);
-    assert_eq!(code(&out), 0, "{stderr}");
-    assert!(stderr.contains("no key was given"), "{stderr}");
+    let status = serde_json::json!({"status": "not_authenticated"});
+    assert_eq!(authenticity(&out), status);
+    // The untouched bundle imports, its record checked but not authenticated; its dry run and
+    // verify --bundle say so in their JSON too.
+    let recorded = serde_json::json!({"status": "recorded"});
+    for verb in [
+        &["import", "--dry-run"][..],
+        &["import"],
+        &["verify", "--bundle"],
+    ] {
+        let mut args = verb.to_vec();
+        args.extend_from_slice(&[s(&bundle), "-c", s(&site.config), "--json"]);
+        let out = run(&args).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 0, "{verb:?}: {stderr}");
+        assert!(stderr.contains("no key was given"), "{verb:?}: {stderr}");
+        assert_eq!(authenticity(&out), recorded, "{verb:?}");
+    }
     site.untouched().await;
     site.stop().await;
 }
@@ -293,7 +313,7 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
     site.refused(&verify, &attacked, &key, "does not verify")
         .await;
 
-    // Signed and whole: imported, said to be signed by the key.
+    // Signed and whole: imported, said to be signed by the key (on stderr and in the JSON).
     let out = run(&[
         "import",
         s(&signed),
@@ -301,11 +321,17 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
         s(&site.config),
         "--verify-key",
         s(&site.public),
+        "--json",
     ])
     .await;
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");
     assert!(stderr.contains("signed by ECDSA P-256 sha256:"), "{stderr}");
+    let signed_by = authenticity(&out);
+    assert_eq!(signed_by["status"], "signed", "{signed_by}");
+    let key_shown = signed_by["key"].as_str().unwrap_or_default().to_owned();
+    assert!(key_shown.starts_with("ECDSA P-256 sha256:"), "{signed_by}");
+    assert!(stderr.contains(&key_shown), "{stderr}");
     let m = site.dst.head_manifest("mirror/one", "1.0").await.unwrap();
     assert!(m.is_some(), "the signed bundle's image is on the target");
     let out = run(&[
@@ -316,9 +342,11 @@ async fn a_signed_bundle_imports_under_its_key_and_every_altered_or_unsigned_one
         s(&site.config),
         "--verify-key",
         s(&site.public),
+        "--json",
     ])
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(authenticity(&out), signed_by);
     site.untouched().await;
     site.stop().await;
 }

@@ -145,6 +145,9 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
             return Exit::Failed;
         }
     };
+    if let Some(authenticity) = &report.authenticity {
+        progress.eprint(&format!("verify {}: {authenticity}", bundle.display()));
+    }
     render(&report, args.json, progress)
 }
 

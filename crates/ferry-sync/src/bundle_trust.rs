@@ -10,8 +10,11 @@ use ferry_store::bundle::{BUNDLE_ENTRY, RecordSigner, SIGNATURE_ENTRY};
 use ferry_trust::PrivateKey;
 pub use ferry_trust::PublicKey;
 
-/// What a bundle was found to be, said in the import's output.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a bundle was found to be, said in the import's output and, as the JSON report's
+/// `authenticity` (`{"status": "signed", "key": "ECDSA P-256 sha256:…"}`, `{"status":
+/// "recorded"}`, `{"status": "not_authenticated"}`), in `import --json` and `verify --bundle --json`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
 pub enum Authenticity {
     /// Its record is signed by this key (kind and fingerprint), and the tar agrees with it.
     Signed {

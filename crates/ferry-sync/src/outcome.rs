@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::bundle_trust::Authenticity;
 use crate::dryrun::DryRun;
 use crate::plan::Plan;
 use crate::prune::PruneReport;
@@ -31,6 +32,8 @@ pub struct RunOutcome {
     pub prune: Option<PruneReport>,
     /// The shallow verify that followed ([`Mode::WriteThenVerify`], not after a stop).
     pub verify: Option<VerifyReport>,
+    /// An import's bundle: signed, only recorded, or not authenticated (`None` for any other run).
+    pub authenticity: Option<Authenticity>,
 }
 
 /// A dry run's outcome: the plan, what a sync would copy and what pruning would delete.
@@ -42,11 +45,16 @@ pub struct DryRunOutcome {
     pub dry: DryRun,
     /// What pruning would delete, when some mapping prunes (`None` otherwise).
     pub prune: Option<PruneReport>,
+    /// An import's bundle: signed, only recorded, or not authenticated (`None` for any other run).
+    pub authenticity: Option<Authenticity>,
 }
 
-/// The JSON of a report with the prune report as its last member (absent when none ran).
+/// The JSON of a report with an import's `authenticity` first and the prune report as its last
+/// member (each absent when there is none).
 #[derive(Serialize)]
 struct WithPrune<'a, T: Serialize> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    authenticity: Option<&'a Authenticity>,
     #[serde(flatten)]
     report: &'a T,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,9 +95,11 @@ impl RunOutcome {
             .map(|r| (r.registry.as_str(), &r.capabilities))
     }
 
-    /// The JSON report: the sync report's members, then `prune` when pruning ran.
+    /// The JSON report: an import's `authenticity`, the sync report's members, then `prune`
+    /// when pruning ran.
     pub fn to_json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(&WithPrune {
+            authenticity: self.authenticity.as_ref(),
             report: &self.report,
             prune: self.prune.as_ref(),
         })
@@ -110,9 +120,11 @@ impl RunOutcome {
 }
 
 impl DryRunOutcome {
-    /// The JSON report: the dry run's members, then `prune` when some mapping prunes.
+    /// The JSON report: an import's `authenticity`, the dry run's members, then `prune` when
+    /// some mapping prunes.
     pub fn to_json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(&WithPrune {
+            authenticity: self.authenticity.as_ref(),
             report: &self.dry,
             prune: self.prune.as_ref(),
         })

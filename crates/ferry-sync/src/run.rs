@@ -272,7 +272,11 @@ impl Run {
         prepare.refused = Arc::new(planned.refused);
         // One-image mappings share their targets: each target is listed once for the run.
         prepare.shared_listings = Some(Arc::default());
-        let outcome = self.go(prepare).await;
+        let mut outcome = self.go(prepare).await;
+        match &mut outcome {
+            Outcome::Synced(o) => o.authenticity = Some(planned.authenticity.clone()),
+            Outcome::DryRun(o) => o.authenticity = Some(planned.authenticity.clone()),
+        }
         Ok(Imported {
             unplaced: planned.unplaced,
             mounted: planned.mounted,
@@ -358,6 +362,7 @@ impl Run {
             report,
             prune,
             verify,
+            authenticity: None,
         }
     }
 
@@ -374,7 +379,12 @@ impl Run {
             report.add_skipped(decision.skipped);
             report
         });
-        DryRunOutcome { plan, dry, prune }
+        DryRunOutcome {
+            plan,
+            dry,
+            prune,
+            authenticity: None,
+        }
     }
 }
 

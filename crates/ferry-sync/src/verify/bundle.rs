@@ -45,7 +45,8 @@ pub(crate) async fn run(
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
     // Before any request: a bundle the keys refuse is not a description of anything.
-    crate::bundle_trust::authenticate(&reader, &spec.keys).map_err(ImportError::Untrusted)?;
+    let authenticity =
+        crate::bundle_trust::authenticate(&reader, &spec.keys).map_err(ImportError::Untrusted)?;
     let (own, _unplaced) = images(&reader, spec.prefix.as_deref()).map_err(ImportError::Prefix)?;
     let prefix = match &spec.prefix {
         Some(p) => Some(split_prefix(p).map_err(ImportError::Prefix)?),
@@ -72,6 +73,7 @@ pub(crate) async fn run(
     let checker = ContentChecker::new(registries, spec.deep);
     let mut seen = BTreeSet::new();
     let mut report = VerifyReport {
+        authenticity: Some(authenticity),
         deep: spec.deep,
         ..VerifyReport::default()
     };

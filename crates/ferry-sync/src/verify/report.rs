@@ -10,6 +10,10 @@ use ferry_distribution::error::Error;
 /// Everything a verify found, in config order, with the sums.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
+    /// `verify --bundle`: whether the bundle is signed, only recorded, or not authenticated
+    /// (absent for any other verify).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authenticity: Option<crate::bundle_trust::Authenticity>,
     /// Whether blobs were checked too (`--deep`).
     pub deep: bool,
     /// Whether signatures were checked too (`--signatures`).

@@ -10,6 +10,7 @@ use super::*;
 
 fn report(findings: Vec<Finding>, checked: u64) -> VerifyReport {
     let mut r = VerifyReport {
+        authenticity: None,
         deep: false,
         signatures: false,
         mappings: vec![MappingVerify {

@@ -214,6 +214,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
         report,
         prune: pruned,
         verify: _,
+        authenticity: _,
     } = outcome;
     Run {
         plan,
