@@ -207,3 +207,129 @@ async fn garbage_and_a_spool_past_its_bound_are_refused_before_any_request_leavi
     assert_eq!(log.count("POST", "/v2/streams"), 0, "{log:?}");
     registry.stop().await.unwrap();
 }
+
+/// The names of the spool files in `dir` (`ferry-spool-…`).
+fn spools_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ferry-spool-"))
+        })
+        .collect()
+}
+
+/// `ferry import -` spooling into `spool`, given the first `head` bytes of `tar` and its
+/// standard input kept open, once its spool file is there (waited for on the directory,
+/// bounded): the child, its open pipe, and the spool file it holds.
+async fn stalled_import(
+    spool: &Path,
+    head: &[u8],
+    prefix: &str,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    std::path::PathBuf,
+) {
+    let before = spools_in(spool);
+    let mut child = command(&[
+        "--progress",
+        "none",
+        "import",
+        "--insecure",
+        "-",
+        "--spool-dir",
+        spool.to_str().unwrap(),
+        "--target-prefix",
+        prefix,
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("ferry runs");
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(head).await.unwrap();
+    pipe.flush().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(new) = spools_in(spool).into_iter().find(|p| !before.contains(p)) {
+            return (child, pipe, new);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no spool file appeared"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import ended before its spool was there"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A spool file a SIGKILLed import left is removed by the next import spooling into the same
+/// directory; a live import's spool there is left alone, and that import then completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_imports_spool_is_swept_by_the_next_and_a_live_ones_is_kept() {
+    let Some(registry) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (tar, digest) = bundle(&registry.host(), dir.path());
+    let spool = dir.path().join("spool");
+    let host = registry.host();
+
+    // Killed part way: its spool file stays (no destructor runs on SIGKILL).
+    let (mut killed, _pipe, left) =
+        stalled_import(&spool, &tar[..100_000], &format!("{host}/killed")).await;
+    killed.start_kill().unwrap();
+    let status = killed.wait().await.unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "killed by SIGKILL"
+    );
+    assert!(left.exists(), "the killed import left its spool file");
+
+    // A live import, stalled on its input with its spool open.
+    let (mut live, mut live_pipe, held) =
+        stalled_import(&spool, &tar[..100_000], &format!("{host}/live")).await;
+
+    // The next import sweeps the killed one's spool, not the live one's.
+    let out = import(
+        &[
+            "-",
+            "--spool-dir",
+            spool.to_str().unwrap(),
+            "--target-prefix",
+            &format!("{host}/next"),
+        ],
+        &tar,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(!left.exists(), "the killed import's spool is swept");
+    assert!(held.exists(), "a live import's spool is kept");
+    assert_eq!(spools_in(&spool), std::slice::from_ref(&held));
+
+    // The live import gets the rest of its bundle and completes from its spool.
+    live_pipe.write_all(&tar[100_000..]).await.unwrap();
+    drop(live_pipe);
+    let status = tokio::time::timeout(Duration::from_secs(120), live.wait())
+        .await
+        .expect("the live import finished")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    for repo in ["next/streams/app", "live/streams/app"] {
+        let m = client.get_manifest(repo, "v1").await.unwrap();
+        assert_eq!(m.digest, digest, "{repo}");
+    }
+    assert!(spools_in(&spool).is_empty());
+    registry.stop().await.unwrap();
+}

@@ -38,7 +38,8 @@ tar; anything else that is not a tar is refused naming the bytes it starts with.
 compressed bundle, or one read from standard input (BUNDLE `-`), is first written as a
 plain tar to a spool file (under --spool-dir; the site config's state_dir/spool, or the
 system's temporary directory), in one pass and never past --spool-limit (default 64GiB),
-and removed when the import ends: a tar file on disk is read in place.";
+and removed when the import ends (one a killed import left is removed by the next import
+spooling there): a tar file on disk is read in place.";
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

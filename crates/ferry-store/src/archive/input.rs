@@ -5,7 +5,9 @@
 //! the reader serves every blob by seeking to it (once per target, again after a broken read):
 //! so such an input is decompressed (or copied) once, in one pass, into a spool file under the
 //! run's spool directory, never past its bound, and the file is removed with the last reader.
-//! A plain tar file is read in place.
+//! A plain tar file is read in place. A spool file is `flock`ed by its process for its whole
+//! life, so one a killed process left (SIGKILL runs no destructor) is told from a live one's
+//! and removed by the next spool into the same directory (`sweep`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -64,13 +66,39 @@ pub struct Spooled {
     pub stdin: bool,
 }
 
+/// The names of ferry's spool files start so; nothing else in a spool directory is swept.
+pub const SPOOL_PREFIX: &str = "ferry-spool-";
+
+/// A spool file: removed when dropped, and `flock`ed (exclusive) by this process until then,
+/// so a sweep never takes it for a killed process's.
+#[derive(Debug)]
+pub struct SpoolFile {
+    // Dropped in this order: the name removed first, then the lock let go, so no sweep ever
+    // sees this file unlocked under its name.
+    path: tempfile::TempPath,
+    _held: std::fs::File,
+}
+
+impl std::ops::Deref for SpoolFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for SpoolFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A tar to index: the file itself, or a spool file (removed when this is dropped).
 #[derive(Debug)]
 pub struct Prepared {
     /// The plain tar to seek in.
     pub path: PathBuf,
     /// The spool file, kept as long as the archive is read; `None` for a tar read in place.
-    pub spool: Option<(tempfile::TempPath, Spooled)>,
+    pub spool: Option<(SpoolFile, Spooled)>,
 }
 
 /// Signatures of formats ferry does not read, to name them when refusing one.
@@ -164,17 +192,15 @@ pub fn spool(
     packing: Packing,
     place: &SpoolPlace,
     stdin: bool,
-) -> Result<(tempfile::TempPath, Spooled), String> {
+) -> Result<(SpoolFile, Spooled), String> {
     let dir = &place.dir;
     let shown = dir.display();
     make_dir(dir).map_err(|e| format!("the spool directory {shown}: {e}"))?;
-    let file = tempfile::Builder::new()
-        .prefix("ferry-spool-")
-        .suffix(".tar")
-        .tempfile_in(dir)
-        .map_err(|e| format!("creating a spool file in {shown}: {e}"))?;
+    let (file, held) =
+        create_swept(dir).map_err(|e| format!("creating a spool file in {shown}: {e}"))?;
     let (file, path) = file.into_parts();
     // From here the spool file is removed when `path` is dropped, on every error below.
+    let path = SpoolFile { path, _held: held };
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut input = BufReader::with_capacity(1 << 20, head.chain(input));
     let from = if stdin { "standard input" } else { "the file" };
@@ -212,6 +238,60 @@ pub fn spool(
             stdin,
         },
     ))
+}
+
+/// A new spool file in `dir`, locked, and a second handle on its lock; first, every spool file
+/// of `dir` no process holds (a killed import's) is removed. The directory itself is `flock`ed
+/// while this runs, so a sweep never sees a file created but not yet locked.
+fn create_swept(dir: &Path) -> std::io::Result<(tempfile::NamedTempFile, std::fs::File)> {
+    let guard = std::fs::File::open(dir)?;
+    guard.lock()?;
+    sweep(dir);
+    let file = tempfile::Builder::new()
+        .prefix(SPOOL_PREFIX)
+        .suffix(".tar")
+        .tempfile_in(dir)?;
+    let held = file.as_file().try_clone()?;
+    // New and named under the directory's lock: no other handle can hold it.
+    held.try_lock().map_err(std::io::Error::other)?;
+    drop(guard);
+    Ok((file, held))
+}
+
+/// Removes each spool file of `dir` (a regular file named `ferry-spool-…`) whose lock can be
+/// taken: no live process holds it. Errors only skip a file: a sweep never fails a spool.
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_spool = name.to_str().is_some_and(|n| n.starts_with(SPOOL_PREFIX));
+        if !is_spool || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(
+            &mut options,
+            libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        );
+        let Ok(file) = options.open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "removed a spool file a killed import left")
+                }
+                Err(e) => {
+                    tracing::debug!(file = %path.display(), error = %e, "a left spool file could not be removed")
+                }
+            }
+        }
+    }
 }
 
 /// The spool directory, made (0700, as the state directory) when missing.
@@ -465,5 +545,43 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("not valid gzip"), "{e}");
         assert_eq!(std::fs::read_dir(&spool_dir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_spool_removes_only_ferrys_spool_files_no_process_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = place(dir.path(), 1 << 30);
+        std::fs::create_dir_all(&place.dir).unwrap();
+        // A killed import's spool: named so, held by nobody.
+        let left = place.dir.join("ferry-spool-left.tar");
+        std::fs::write(&left, b"half a tar").unwrap();
+        // A live one's: held (the lock is per open file, so this handle stands for another
+        // process), and a file that is not ferry's.
+        let live = place.dir.join("ferry-spool-live.tar");
+        std::fs::write(&live, b"being written").unwrap();
+        let holder = std::fs::File::open(&live).unwrap();
+        holder.try_lock().unwrap();
+        let other = place.dir.join("notes.tar");
+        std::fs::write(&other, b"mine").unwrap();
+        let tar = tar_of(b"{}");
+        let (spool_file, _) = spool(&[], &tar[..], Packing::Tar, &place, true).unwrap();
+        assert!(!left.exists(), "the killed import's spool is swept");
+        assert!(
+            live.exists() && other.exists(),
+            "a held spool and another file stay"
+        );
+        // This spool is held while it lives: a second spool leaves it.
+        let (second, _) = spool(&[], &tar[..], Packing::Tar, &place, true).unwrap();
+        assert!(spool_file.exists() && second.exists());
+        drop(holder);
+        drop((spool_file, second));
+        let (third, _) = spool(&[], &tar[..], Packing::Tar, &place, true).unwrap();
+        assert!(!live.exists(), "let go, it is swept");
+        drop(third);
+        let names: Vec<_> = std::fs::read_dir(&place.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["notes.tar"]);
     }
 }

@@ -68,7 +68,7 @@ pub struct Indexed {
     /// named them.
     admitted: Mutex<Vec<IndexEntry>>,
     /// The spool file the tar was decompressed or copied into (removed with the last reader).
-    spool: Option<(tempfile::TempPath, Spooled)>,
+    spool: Option<(input::SpoolFile, Spooled)>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
