@@ -44,6 +44,7 @@ pub mod cert;
 pub mod cosign_key;
 mod error;
 mod inclusion;
+pub mod jwt;
 pub mod keys;
 pub mod policy;
 pub mod rekor;
@@ -52,6 +53,7 @@ pub mod tag;
 
 pub use cert::{Cert, CertIdentity};
 pub use error::{Result, TrustError};
+pub use jwt::{JwkSet, TokenExpectations};
 pub use keys::{Fingerprint, HashAlg, PrivateKey, PublicKey};
 pub use policy::{Identity, Policy, Signer, SubjectMatch, TlogPolicy, Verified};
 pub use root::TrustedRoot;

@@ -97,10 +97,15 @@ impl Intake {
         *lock(&self.config) = Some(Arc::new(config.clone()));
     }
 
-    /// The token events must carry, from the config's `events:`; `None`: events are off.
-    pub fn token(&self) -> Option<ferry_distribution::Secret> {
+    /// Who may post events, from the config's `events:`; `None`: events are off.
+    pub fn events(&self) -> Option<ferry_config::EventsSettings> {
         let config = lock(&self.config).clone()?;
-        config.events.as_ref().map(|e| e.token.clone())
+        config.events.clone()
+    }
+
+    /// The keys fetched for the config's `events.oidc[index]` `jwks_url`, when there are any.
+    pub fn fetched_keys(&self, _index: usize) -> Option<ferry_trust::JwkSet> {
+        None
     }
 
     /// The lock every sync of mapping `index` holds.
