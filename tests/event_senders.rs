@@ -219,6 +219,7 @@ impl Watch {
 async fn setup(
     dir: &std::path::Path,
     key: &PrivateKey,
+    keys: &str,
 ) -> (TestRegistry, TestRegistry, Watch, String) {
     let source = TestRegistry::builder().start().await.unwrap();
     let target = TestRegistry::builder().start().await.unwrap();
@@ -254,7 +255,7 @@ async fn setup(
     - issuer: "{GOOGLE}"
       audience: "{AUDIENCE}"
       subject: "{PUSHER}"
-      jwks_file: jwks.json
+      {keys}
     - issuer: "{CHAINGUARD}"
       audience: "{AUDIENCE}"
       subject: "{CG_SUBJECT}"
@@ -341,7 +342,7 @@ fn path_of(d: &Delivery) -> String {
 async fn every_sender_s_push_reaches_the_target_through_its_own_payload_and_authentication() {
     let dir = tempfile::tempdir().unwrap();
     let key = PrivateKey::generate_p256();
-    let (source, target, mut watch, addr) = setup(dir.path(), &key).await;
+    let (source, target, mut watch, addr) = setup(dir.path(), &key, "jwks_file: jwks.json").await;
     // (sender, the host its payload names, the mapping that covers it, the target repository)
     let senders = [
         ("distribution", source.host(), 0, "dst/app"),
@@ -410,7 +411,7 @@ async fn forged_deliveries_are_refused_and_sync_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let key = PrivateKey::generate_p256();
     let other = PrivateKey::generate_p256();
-    let (source, target, mut watch, addr) = setup(dir.path(), &key).await;
+    let (source, target, mut watch, addr) = setup(dir.path(), &key, "jwks_file: jwks.json").await;
     let host = source.host();
     source.seed_image("src/app", "forged", &[b"forged"]);
     let body = |sample: &str| payload(sample, &host, "forged");
@@ -515,6 +516,87 @@ async fn forged_deliveries_are_refused_and_sync_nothing() {
     let tags = target.tags("dst/app");
     assert!(
         tags.contains(&"real".to_owned()) && !tags.contains(&"forged".to_owned()),
+        "{tags:?}"
+    );
+}
+
+/// Serves `body` as JSON to every GET, counting them.
+async fn serve_keys(body: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/keys", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&count);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let (body, counted) = (body.clone(), std::sync::Arc::clone(&counted));
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && s.read_exact(&mut byte).await.is_ok() {
+                    head.push(byte[0]);
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, count)
+}
+
+/// A `jwks_url` sender: its keys fetched once when first needed and kept, not fetched again for
+/// every token (nor for a token that does not verify, within a minute of the last fetch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_a_jwks_url_are_fetched_once_and_kept() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let key = PrivateKey::generate_p256();
+    let (url, fetches) = serve_keys(jwks(&key)).await;
+    let keys = format!("jwks_url: \"{url}\"");
+    let (source, target, mut watch, addr) = setup(dir.path(), &key, &keys).await;
+    assert_eq!(
+        fetches.load(Ordering::SeqCst),
+        0,
+        "not fetched before a token needs them"
+    );
+    for tag in ["u1", "u2"] {
+        source.seed_image("src/app", tag, &[tag.as_bytes()]);
+        let (d, body) = delivery("gar", &source.host(), tag, &key);
+        let (code, answer) = post(&addr, &path_of(&d), &d.headers, &body).await;
+        assert_eq!(code, 202, "{answer}");
+        watch
+            .until(|l| {
+                l.starts_with(&format!(
+                    "watch: event sync of mapping 0 (tag {tag}) finished with exit code 0"
+                ))
+            })
+            .await;
+    }
+    let other = PrivateKey::generate_p256();
+    let forged = format!(
+        "Authorization: Bearer {}\r\n",
+        jwt(&other, GOOGLE, AUDIENCE, PUSHER, now() + 600)
+    );
+    let (code, _) = post(
+        &addr,
+        "/v1/events",
+        &forged,
+        &payload("gar_pubsub", &source.host(), "u3"),
+    )
+    .await;
+    assert_eq!(code, 401);
+    assert_eq!(
+        fetches.load(Ordering::SeqCst),
+        1,
+        "one fetch for all three tokens"
+    );
+    let tags = target.tags("dst/app");
+    assert!(
+        tags.contains(&"u1".to_owned()) && tags.contains(&"u2".to_owned()),
         "{tags:?}"
     );
 }

@@ -80,7 +80,26 @@ pub async fn answer(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    match auth::judge(&settings, &presented, &|i| intake.fetched_keys(i), now) {
+    let fetched = |i: usize| match &settings.oidc.get(i)?.keys {
+        ferry_config::OidcKeys::Url(url) => intake.jwks().keys(url),
+        ferry_config::OidcKeys::File { .. } => None,
+    };
+    let mut verdict = Verdict::Unauthorized;
+    // Keys from a `jwks_url` are fetched when first needed, and again (at most once a minute)
+    // when a token does not verify under the ones held: the sender may have rotated its keys.
+    for stale in [false, true] {
+        intake.jwks().refresh(&settings, stale).await;
+        verdict = auth::judge(&settings, &presented, &fetched, now);
+        if verdict != Verdict::Unauthorized
+            || !settings
+                .oidc
+                .iter()
+                .any(|o| matches!(o.keys, ferry_config::OidcKeys::Url(_)))
+        {
+            break;
+        }
+    }
+    match verdict {
         Verdict::Allowed(scheme) => tracing::debug!("watch: an event let in by {scheme:?}"),
         Verdict::NotFound => {
             metrics.event("rejected_unauthorized", 1);

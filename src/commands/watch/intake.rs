@@ -72,6 +72,8 @@ pub struct Intake {
     /// Mappings whose event syncs ended unclean past [`LATE_TAG_REQUEUES`]: when the oldest such
     /// event arrived, until a periodic run of the mapping ends clean.
     stranded: Mutex<HashMap<usize, Instant>>,
+    /// Keys of `events.oidc` senders fetched from their `jwks_url`.
+    jwks: super::jwks::JwksCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,6 +90,7 @@ impl Intake {
             tx,
             locks: Mutex::new(HashMap::new()),
             stranded: Mutex::new(HashMap::new()),
+            jwks: Default::default(),
         };
         (Arc::new(intake), rx)
     }
@@ -103,9 +106,9 @@ impl Intake {
         config.events.clone()
     }
 
-    /// The keys fetched for the config's `events.oidc[index]` `jwks_url`, when there are any.
-    pub fn fetched_keys(&self, _index: usize) -> Option<ferry_trust::JwkSet> {
-        None
+    /// The keys fetched from `jwks_url`s of the config's `events.oidc`.
+    pub fn jwks(&self) -> &super::jwks::JwksCache {
+        &self.jwks
     }
 
     /// The lock every sync of mapping `index` holds.
