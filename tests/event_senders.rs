@@ -600,3 +600,51 @@ async fn keys_from_a_jwks_url_are_fetched_once_and_kept() {
         "{tags:?}"
     );
 }
+
+/// The issue's `events:` sample, as written there (its key file given a real path here).
+const ISSUE_SAMPLE: &str = r#"events:
+  token: "${FERRY_EVENTS_TOKEN}"          # Authorization: Bearer (distribution, Harbor, ACR, zot, EventBridge API destinations, JFrog custom headers)
+  path_secret: "${FERRY_EVENTS_PATH}"     # for senders that cannot set a header (Docker Hub, Quay): POST /v1/events/<path_secret>
+  hmac:
+    github: "${FERRY_GITHUB_SECRET}"      # X-Hub-Signature-256
+    jfrog: "${FERRY_JFROG_SECRET}"        # X-JFrog-Event-Auth (HMAC-SHA256 of the body)
+    nexus: "${FERRY_NEXUS_SECRET}"        # X-Nexus-Webhook-Signature (HMAC-SHA1 of the body)
+  oidc:                                   # GAR Pub/Sub push, Chainguard: a signed JWT in Authorization: Bearer
+    - issuer: "https://accounts.google.com"
+      audience: "https://ferry.example/v1/events"
+      subject: "pubsub-push@project.iam.gserviceaccount.com"   # matched against `email` or `sub`
+      jwks_file: /etc/ferry/google-jwks.json                   # keys from a file (offline); jwks_url to fetch and cache them
+"#;
+
+/// `ferry validate` takes the issue's sample; a secret too short is exit 3 at its field and
+/// the secret is not printed.
+#[tokio::test]
+async fn ferry_validate_takes_the_issue_s_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks_path = dir.path().join("google-jwks.json");
+    std::fs::write(&jwks_path, jwks(&PrivateKey::generate_p256())).unwrap();
+    let events = ISSUE_SAMPLE.replace("/etc/ferry/google-jwks.json", jwks_path.to_str().unwrap());
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!("version: 1\nmappings:\n  - source: registry.test/app\n    targets: [mirror.test/app]\n{events}"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let env = [
+        ("FERRY_EVENTS_TOKEN", TOKEN),
+        ("FERRY_EVENTS_PATH", PATH),
+        ("FERRY_GITHUB_SECRET", GITHUB),
+        ("FERRY_JFROG_SECRET", JFROG),
+        ("FERRY_NEXUS_SECRET", NEXUS),
+    ];
+    let out = common::ferry_env(&["validate", "-c", config], &env).await;
+    assert_eq!(common::code(&out), 0, "{}", common::text(&out.stderr));
+    let mut short = env;
+    short[4] = ("FERRY_NEXUS_SECRET", "tiny-secret");
+    let out = common::ferry_env(&["validate", "-c", config], &short).await;
+    let stderr = common::text(&out.stderr) + &common::text(&out.stdout);
+    assert_eq!(common::code(&out), 3, "{stderr}");
+    assert!(stderr.contains("events.hmac.nexus"), "{stderr}");
+    assert!(!stderr.contains("tiny-secret"), "{stderr}");
+}
