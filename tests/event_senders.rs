@@ -224,22 +224,37 @@ async fn setup(
     let source = TestRegistry::builder().start().await.unwrap();
     let target = TestRegistry::builder().start().await.unwrap();
     source.seed_image("src/app", "base", &[b"base"]);
+    let from = (source.host(), source.url());
+    let to = (target.host(), target.url());
+    let (watch, addr) = start_watch(dir, key, keys, &from, &to).await;
+    (source, target, watch, addr)
+}
+
+/// `ferry watch` on a config naming every sender's scheme, mapping `source`'s `src/app` (and
+/// the same under docker.io, ghcr.io and cgr.dev, all served by `source`) to `target`, past its
+/// first run.
+async fn start_watch(
+    dir: &std::path::Path,
+    key: &PrivateKey,
+    keys: &str,
+    (source_host, source_url): &(String, String),
+    (target_host, target_url): &(String, String),
+) -> (Watch, String) {
     std::fs::write(dir.join("jwks.json"), jwks(key)).unwrap();
     let entry = |host: &str, url: &str| {
         format!("  - host: \"{host}\"\n    url: \"{url}\"\n    insecure: true\n")
     };
-    let registries = [source.host().as_str(), "docker.io", "ghcr.io", "cgr.dev"]
+    let mut registries = [source_host.as_str(), "docker.io", "ghcr.io", "cgr.dev"]
         .iter()
-        .map(|h| entry(h, &source.url()))
-        .collect::<String>()
-        + &entry(&target.host(), &target.url());
+        .map(|h| entry(h, source_url))
+        .collect::<String>();
+    if target_host != source_host {
+        registries += &entry(target_host, target_url);
+    }
     let mapping = |from: &str, to: &str| {
-        format!(
-            "  - source: \"{from}/src/app\"\n    targets: [\"{}/{to}/app\"]\n",
-            target.host()
-        )
+        format!("  - source: \"{from}/src/app\"\n    targets: [\"{target_host}/{to}/app\"]\n")
     };
-    let mappings = mapping(&source.host(), "dst")
+    let mappings = mapping(source_host, "dst")
         + &mapping("docker.io", "hub")
         + &mapping("ghcr.io", "ghcr")
         + &mapping("cgr.dev", "cgr")
@@ -268,7 +283,7 @@ async fn setup(
     watch
         .until(|l| l.starts_with("watch: run finished with exit code 0"))
         .await;
-    (source, target, watch, addr)
+    (watch, addr)
 }
 
 /// One sender's delivery: its sample, the path it posts to, the headers it sets.
@@ -647,4 +662,49 @@ async fn ferry_validate_takes_the_issue_s_sample() {
     assert_eq!(common::code(&out), 3, "{stderr}");
     assert!(stderr.contains("events.hmac.nexus"), "{stderr}");
     assert!(!stderr.contains("tiny-secret"), "{stderr}");
+}
+
+/// The same deliveries with the real distribution registry (`docker-registry`) as source and
+/// target: each sender's payload and authentication bring its tag across.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sender_s_push_reaches_a_real_distribution_target() {
+    use ferry_distribution::{RegistryClient, RegistryOptions};
+    use ferry_testkit::distribution::RealRegistry;
+    let Some(real) = RealRegistry::start_for_test().await.expect("registry") else {
+        return;
+    };
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&real.url())).unwrap();
+    let push = async |tag: &str| {
+        let config = format!(r#"{{"architecture":"amd64","os":"linux","tag":"{tag}"}}"#);
+        common::push_one_layer(&client, "src/app", tag, &config, tag.as_bytes()).await;
+    };
+    push("base").await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = PrivateKey::generate_p256();
+    let at = (real.host(), real.url());
+    let (mut watch, addr) = start_watch(dir.path(), &key, "jwks_file: jwks.json", &at, &at).await;
+    let senders = [
+        ("distribution", real.host(), 0, "dst/app"),
+        ("harbor_cloudevent", real.host(), 0, "dst/app"),
+        ("event_grid", real.host(), 0, "dst/app"),
+        ("quay", real.host(), 0, "dst/app"),
+        ("jfrog", real.host(), 0, "dst/app"),
+        ("zot", real.host(), 0, "dst/app"),
+        ("gar", real.host(), 0, "dst/app"),
+        ("docker_hub", "docker.io".into(), 1, "hub/app"),
+        ("github_package", "ghcr.io".into(), 2, "ghcr/app"),
+        ("chainguard", "cgr.dev".into(), 3, "cgr/app"),
+    ];
+    for (i, (sender, host, mapping, repo)) in senders.iter().enumerate() {
+        let tag = format!("r{i}");
+        push(&tag).await;
+        let (d, body) = delivery(sender, host, &tag, &key);
+        let (code, answer) = post(&addr, &path_of(&d), &d.headers, &body).await;
+        assert_eq!(code, 202, "{sender}: {answer}");
+        let done =
+            format!("watch: event sync of mapping {mapping} (tag {tag}) finished with exit code 0");
+        watch.until(|l| l.starts_with(&done)).await;
+        let tags = client.list_tags(repo).await.unwrap();
+        assert!(tags.contains(&tag), "{sender}: {tag} in {repo}: {tags:?}");
+    }
 }
