@@ -515,6 +515,14 @@ async fn forged_deliveries_are_refused_and_sync_nothing() {
         let (code, answer) = post(&addr, path, headers, body).await;
         assert_eq!(code, *want, "{what}: {answer}");
     }
+    // Authenticated but naming a path out of the repository: dropped, counted as ignored.
+    let traversal = body("quay").replace("\"src/app\"", "\"../etc\"");
+    let (code, answer) = post(&addr, &format!("/v1/events/{PATH}"), "", &traversal).await;
+    assert_eq!(code, 202, "{answer}");
+    assert!(
+        answer.contains(r#""queued":0,"coalesced":0,"ignored":2"#),
+        "{answer}"
+    );
     // A genuine delivery after them: its tag comes, the forged one never did.
     source.seed_image("src/app", "real", &[b"real"]);
     let (d, real) = delivery("distribution", &host, "real", &key);

@@ -128,8 +128,8 @@ pub async fn answer(
         kind: text_header("ce-type"),
         source: text_header("ce-source"),
     };
-    let notices = match events::parse(&body, ce) {
-        Ok(Parsed::Notices(n)) => n,
+    let (notices, dropped) = match events::parse(&body, ce) {
+        Ok(Parsed::Notices(n, dropped)) => (n, dropped),
         Ok(Parsed::Validation(code)) => {
             // Event Grid's handshake: echo its code, queue nothing.
             let answer = serde_json::json!({ "validationResponse": code }).to_string();
@@ -140,15 +140,17 @@ pub async fn answer(
             return text(StatusCode::BAD_REQUEST, &reason);
         }
     };
-    metrics.event("received", notices.len());
+    metrics.event("received", notices.len() + dropped);
     let offered = intake.offer(&notices, tokio::time::Instant::now());
     metrics.event("queued", offered.queued);
     metrics.event("coalesced", offered.coalesced);
-    metrics.event("ignored", offered.ignored);
+    // Notices dropped for invalid names count as ignored.
+    let ignored = offered.ignored + dropped;
+    metrics.event("ignored", ignored);
     metrics.event("refused", offered.refused);
     let summary = format!(
         "{{\"queued\":{},\"coalesced\":{},\"ignored\":{},\"refused\":{}}}\n",
-        offered.queued, offered.coalesced, offered.ignored, offered.refused
+        offered.queued, offered.coalesced, ignored, offered.refused
     );
     if offered.refused > 0 && offered.queued + offered.coalesced == 0 {
         let mut response = with_body(StatusCode::SERVICE_UNAVAILABLE, "application/json", summary);

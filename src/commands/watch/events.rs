@@ -55,8 +55,9 @@ pub struct CloudHeaders<'a> {
 /// What a request body says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parsed {
-    /// Pushes and deletes, to be offered to the intake.
-    Notices(Vec<Notice>),
+    /// Pushes and deletes, to be offered to the intake, and how many notices were dropped for
+    /// naming an invalid host, repository, tag or digest.
+    Notices(Vec<Notice>, usize),
     /// Azure Event Grid's subscription handshake: answered with this code, nothing queued.
     Validation(String),
 }
@@ -70,7 +71,7 @@ pub fn parse(body: &[u8], ce: CloudHeaders<'_>) -> Result<Parsed, String> {
         Some(kind) => binary(kind, ce.source, &value)?,
         None => dialect(&value)?,
     };
-    let Parsed::Notices(notices) = parsed else {
+    let Parsed::Notices(notices, _) = parsed else {
         return Ok(parsed);
     };
     if notices.len() > MAX_NOTICES {
@@ -79,9 +80,10 @@ pub fn parse(body: &[u8], ce: CloudHeaders<'_>) -> Result<Parsed, String> {
             notices.len()
         ));
     }
-    Ok(Parsed::Notices(
-        notices.into_iter().filter_map(checked).collect(),
-    ))
+    let read = notices.len();
+    let notices: Vec<Notice> = notices.into_iter().filter_map(checked).collect();
+    let dropped = read - notices.len();
+    Ok(Parsed::Notices(notices, dropped))
 }
 
 /// A binary-mode CloudEvent: the type from the header, the body its data.
@@ -100,7 +102,7 @@ fn binary(kind: &str, source: Option<&str>, data: &Value) -> Result<Parsed, Stri
     } else {
         return dialect(data);
     };
-    Ok(Parsed::Notices(notices))
+    Ok(Parsed::Notices(notices, 0))
 }
 
 /// A body in one of the JSON dialects, told apart by the fields each one alone has.
@@ -139,7 +141,7 @@ fn dialect(value: &Value) -> Result<Parsed, String> {
     } else {
         return Err("not an event ferry knows (distribution, Harbor, Docker Hub, GitHub, Quay, JFrog, Nexus, ACR, zot, GAR, Chainguard, ECR)".into());
     };
-    Ok(Parsed::Notices(notices))
+    Ok(Parsed::Notices(notices, 0))
 }
 
 /// The notice if every name in it is valid, else `None` (logged at debug, without the names).

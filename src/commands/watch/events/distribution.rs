@@ -75,5 +75,5 @@ pub fn event_grid(items: &[Value]) -> Result<Parsed, String> {
             _ => {}
         }
     }
-    Ok(Parsed::Notices(notices))
+    Ok(Parsed::Notices(notices, 0))
 }

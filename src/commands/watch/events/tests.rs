@@ -24,7 +24,7 @@ fn notice(host: Option<&str>, repository: &str, tag: Option<&str>, digest: Optio
 
 fn notices(body: &[u8], ce: CloudHeaders<'_>) -> Vec<Notice> {
     match parse(body, ce).unwrap() {
-        Parsed::Notices(n) => n,
+        Parsed::Notices(n, _) => n,
         other => panic!("{other:?}"),
     }
 }
@@ -192,7 +192,11 @@ fn hostile_bodies_are_refused_or_read_as_nothing() {
         r#"{"name":"a","repository":"a/b","docker_url":"q io/x","updated_tags":["v1"]}"#,
     ];
     for body in hostile {
-        assert_eq!(plain(body.as_bytes()), [], "{body}");
+        assert_eq!(
+            parse(body.as_bytes(), none).unwrap(),
+            Parsed::Notices(Vec::new(), 1),
+            "dropped and counted: {body}"
+        );
     }
     let bad_digest = String::from_utf8_lossy(sample!("acr")).replace(D, "sha256:zz");
     assert_eq!(
