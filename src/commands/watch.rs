@@ -13,6 +13,7 @@ mod endpoint;
 mod events;
 mod health;
 mod intake;
+mod jwks;
 mod listener;
 mod schedule;
 mod tls;

@@ -135,27 +135,6 @@ impl Checker<'_> {
         }
     }
 
-    /// `events:`: a token long enough not to be guessed, and a queue of at least one.
-    pub fn resolve_events(
-        &mut self,
-        path: &FieldPath,
-        raw: super::raw::RawEvents,
-    ) -> Option<super::EventsSettings> {
-        let token = raw.token.trim();
-        if token.chars().count() < 16 {
-            self.fail(
-                &path.key("token"),
-                "the events token must be at least 16 characters (write it as \"${FERRY_EVENTS_TOKEN}\" and set a long random value there)",
-            );
-            return None;
-        }
-        let queue = self.at_least_one(&path.key("queue"), raw.queue, super::DEFAULT_EVENTS_QUEUE);
-        Some(super::EventsSettings {
-            token: super::Secret::new(token),
-            queue,
-        })
-    }
-
     /// `listener.tls`: each file readable and holding a PEM section of its kind (a certificate;
     /// a private key), reported at the field whose file is at fault, never with its contents.
     pub fn listener_tls(

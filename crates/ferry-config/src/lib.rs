@@ -10,6 +10,7 @@
 mod check;
 mod covers;
 mod ecr_host;
+mod events;
 pub mod filter;
 pub mod glob;
 mod interpolate;
@@ -40,6 +41,7 @@ use crate::platform::Platform;
 use check::Checker;
 pub use covers::Coverage;
 pub use ecr_host::EcrHost;
+pub use events::{EventsSettings, OidcKeys, OidcSender};
 pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
@@ -93,15 +95,6 @@ pub struct ListenerTls {
     pub certificate: PathBuf,
     /// Its private key.
     pub key: PathBuf,
-}
-
-/// `events:`: the token push notifications carry, and how many may wait.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventsSettings {
-    /// The bearer token every event must carry.
-    pub token: Secret,
-    /// Events waiting to be synced at most.
-    pub queue: usize,
 }
 
 /// Events waiting at most when `events.queue` is not set.
@@ -625,7 +618,14 @@ fn parse_as(
         .into_iter()
         .chain(
             locator
-                .scalars_named(&["password", "token"])
+                .scalars_named(&[
+                    "password",
+                    "token",
+                    "path_secret",
+                    "github",
+                    "jfrog",
+                    "nexus",
+                ])
                 .into_iter()
                 .map(str::to_string),
         )

@@ -82,17 +82,30 @@ pub struct RawListenerTls {
     pub key: PathBuf,
 }
 
-/// `events:`: how `ferry watch` authenticates push notifications.
+/// `events:`: how `ferry watch` authenticates push notifications (at least one way in; each
+/// secret at least 16 characters, written as "${VAR}" so it comes from the environment).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawEvents {
-    /// The bearer token (`Authorization: Bearer …`) every event must carry; write it as
-    /// "${FERRY_EVENTS_TOKEN}" so it comes from the environment. At least 16 characters.
-    pub token: String,
+    /// The bearer token (`Authorization: Bearer …`): distribution, Harbor, ACR, zot,
+    /// EventBridge API destinations, JFrog custom headers.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// For senders that cannot set a header (Docker Hub, Quay): `POST /v1/events/<path_secret>`.
+    #[serde(default)]
+    pub path_secret: Option<String>,
+    /// Per-sender HMAC keys: `github`, `jfrog`, `nexus`.
+    #[serde(default)]
+    pub hmac: Option<RawEventsHmac>,
+    /// Senders presenting a signed JWT (GAR Pub/Sub push, Chainguard).
+    #[serde(default)]
+    pub oidc: Vec<RawOidc>,
     /// Events waiting to be synced at most (default 1024); a full queue answers 503.
     #[serde(default)]
     pub queue: Option<usize>,
 }
+
+pub use crate::events::{RawEventsHmac, RawOidc};
 
 /// Copy engine limits.
 #[derive(Debug, Default, Deserialize, JsonSchema)]

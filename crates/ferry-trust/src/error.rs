@@ -55,6 +55,10 @@ pub enum TrustError {
     /// Input larger than the bound set for it, refused before it was read whole.
     #[error("{what} larger than {limit} bytes")]
     TooLarge { what: &'static str, limit: u64 },
+    /// A JSON Web Token whose claims the caller's expectations refuse (issuer, audience,
+    /// subject, expiry), or whose form is not a signed compact JWS.
+    #[error("token refused: {0}")]
+    Token(String),
     /// An I/O error while reading bounded input.
     #[error("reading {what}: {reason}")]
     Io { what: &'static str, reason: String },

@@ -12,6 +12,8 @@
 //!   manifest digest, or a DSSE in-toto statement whose subject is the digest), same rules.
 //! - [`PublicKey`] and [`PrivateKey`]: cosign's PEM keys, PKCS#8, and cosign's encrypted private
 //!   key, for signing and verifying bytes (ferry's signed bundles, issue 37).
+//! - [`JwkSet`]: a JSON Web Token (RS256 or ES256) verified against a JWK Set, and its claims
+//!   held to an issuer, audience, subject and time (`ferry watch`'s OIDC senders, issue 39).
 //!
 //! A bundle's inclusion proof, when present, must hold: the RFC 6962 path from the entry to the
 //! proof's root and the checkpoint naming that root, signed by the log (ECDSA logs).
@@ -44,6 +46,7 @@ pub mod cert;
 pub mod cosign_key;
 mod error;
 mod inclusion;
+pub mod jwt;
 pub mod keys;
 pub mod policy;
 pub mod rekor;
@@ -52,6 +55,7 @@ pub mod tag;
 
 pub use cert::{Cert, CertIdentity};
 pub use error::{Result, TrustError};
+pub use jwt::{JwkSet, TokenExpectations};
 pub use keys::{Fingerprint, HashAlg, PrivateKey, PublicKey};
 pub use policy::{Identity, Policy, Signer, SubjectMatch, TlogPolicy, Verified};
 pub use root::TrustedRoot;

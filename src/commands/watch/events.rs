@@ -1,16 +1,27 @@
-//! Push notifications on `POST /v1/events`: each registry's format read into notices (registry,
-//! repository, tag or digest, push or delete), and the check that a request carries the secret.
+//! Push notifications on `POST /v1/events`: each registry's format (its dialect, one file each
+//! under `events/`) read into notices (registry, repository, tag or digest, push or delete).
 //!
-//! Formats: distribution's envelope (`notifications.endpoints`), Harbor's `PUSH_ARTIFACT` /
-//! `DELETE_ARTIFACT`, Quay's `repo_push`, GitHub's `registry_package` (GHCR), ECR's EventBridge
-//! `ECR Image Action` (as an API destination posts it), and any of them inside a structured
-//! CloudEvent (`specversion` + `data`). An event is untrusted input: it only picks among the
-//! config's mappings (see `intake`), never a target or a repository of its own.
+//! Dialects: distribution's envelope, Harbor (default and CloudEvents), Docker Hub, GitHub's
+//! `package` and `registry_package`, Quay's `repo_push`, JFrog Artifactory's docker events,
+//! Nexus's repository-component events, ACR (one event, or Event Grid's array), zot and
+//! Chainguard (binary-mode CloudEvents: `ce-type`/`ce-source` headers), GAR/GCR through a
+//! Pub/Sub push, ECR's EventBridge events; any JSON one inside a structured CloudEvent
+//! (`specversion` + `data`). An event is untrusted input: it only picks among the config's
+//! mappings (see `intake`), never a target or a repository of its own, and a notice whose names
+//! are not valid references (a `..`, a control character, an upper-case repository, a malformed
+//! digest) is dropped here. Who may send is `auth`'s business, decided before a byte is parsed.
 
-use ferry_distribution::Secret;
-use hmac::{Hmac, Mac as _};
+mod artifactory;
+pub mod auth;
+mod cloud;
+mod distribution;
+mod ecr;
+mod github;
+mod harbor;
+mod hub;
+
+use ferry_distribution::reference::{RepositoryName, Tag};
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
 /// The largest body read; a longer one is refused unread (413).
 pub const MAX_BODY: usize = 1 << 20;
@@ -32,55 +43,36 @@ pub struct Notice {
     pub delete: bool,
 }
 
-/// Whether the request carries the config's token: `Authorization: Bearer <token>`, or GitHub's
-/// `X-Hub-Signature-256: sha256=<hex>` (an HMAC of the body keyed with the token). Both compared
-/// in constant time.
-pub fn authorized(
-    authorization: Option<&[u8]>,
-    signature: Option<&[u8]>,
-    body: &[u8],
-    token: &Secret,
-) -> bool {
-    if let Some(given) = authorization.and_then(|a| a.strip_prefix(b"Bearer ".as_slice())) {
-        // Hash both first: the comparison then takes the same time whatever their lengths.
-        let (a, b) = (Sha256::digest(given), Sha256::digest(token.expose()));
-        return a
-            .iter()
-            .zip(b.iter())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0;
-    }
-    if let Some(hex) = signature.and_then(|s| s.strip_prefix(b"sha256=".as_slice()))
-        && let Ok(expected) = hex::decode(hex)
-        && let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(token.expose().as_bytes())
-    {
-        mac.update(body);
-        return mac.verify_slice(&expected).is_ok();
-    }
-    false
+/// The CloudEvents attributes a binary-mode delivery carries as headers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CloudHeaders<'a> {
+    /// `ce-type`.
+    pub kind: Option<&'a str>,
+    /// `ce-source`.
+    pub source: Option<&'a str>,
 }
 
-/// The notices of one request body, in any supported format; an error says why none could be read.
-pub fn parse(body: &[u8]) -> Result<Vec<Notice>, String> {
+/// What a request body says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// Pushes and deletes, to be offered to the intake, and how many notices were dropped for
+    /// naming an invalid host, repository, tag or digest.
+    Notices(Vec<Notice>, usize),
+    /// Azure Event Grid's subscription handshake: answered with this code, nothing queued.
+    Validation(String),
+}
+
+/// The notices of one request body in any supported dialect; an error says why none could be
+/// read. Notices whose names are not valid references are dropped (and logged at debug).
+pub fn parse(body: &[u8], ce: CloudHeaders<'_>) -> Result<Parsed, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
-    let value = match (value.get("specversion"), value.get("data")) {
-        // A structured CloudEvent: the registry's own event is its data.
-        (Some(_), Some(data)) => data.clone(),
-        _ => value,
+    let parsed = match ce.kind {
+        Some(kind) => binary(kind, ce.source, &value)?,
+        None => dialect(&value)?,
     };
-    let notices = if let Some(events) = value.get("events").and_then(Value::as_array) {
-        distribution(events)
-    } else if value.get("event_data").is_some() {
-        harbor(&value)?
-    } else if value.get("updated_tags").is_some() {
-        quay(&value)?
-    } else if value.get("registry_package").is_some() {
-        github(&value)?
-    } else if value.get("detail-type").and_then(Value::as_str) == Some("ECR Image Action") {
-        ecr(&value)?
-    } else {
-        return Err("not an event ferry knows (distribution, Harbor, Quay, GitHub, ECR)".into());
+    let Parsed::Notices(notices, _) = parsed else {
+        return Ok(parsed);
     };
     if notices.len() > MAX_NOTICES {
         return Err(format!(
@@ -88,7 +80,90 @@ pub fn parse(body: &[u8]) -> Result<Vec<Notice>, String> {
             notices.len()
         ));
     }
-    Ok(notices)
+    let read = notices.len();
+    let notices: Vec<Notice> = notices.into_iter().filter_map(checked).collect();
+    let dropped = read - notices.len();
+    Ok(Parsed::Notices(notices, dropped))
+}
+
+/// A binary-mode CloudEvent: the type from the header, the body its data.
+fn binary(kind: &str, source: Option<&str>, data: &Value) -> Result<Parsed, String> {
+    let notices = if kind == "dev.chainguard.registry.push.v1" {
+        cloud::chainguard(source, data)?
+    } else if kind.starts_with("dev.chainguard.") {
+        // Chainguard's other events (pulls, IAM, subscriptions): nothing to mirror.
+        Vec::new()
+    } else if kind.contains(".image.") || kind.contains(".repository.") {
+        // zot's (`zotregistry.image.updated`, `.image.lint_failed`, `.repository.created`…,
+        // under its type prefix): only updates and deletes of an image are read.
+        cloud::zot(kind, source, data)?
+    } else if kind.starts_with("harbor.") {
+        harbor::cloudevent(kind, data)?
+    } else {
+        return dialect(data);
+    };
+    Ok(Parsed::Notices(notices, 0))
+}
+
+/// A body in one of the JSON dialects, told apart by the fields each one alone has.
+fn dialect(value: &Value) -> Result<Parsed, String> {
+    if let Some(items) = value.as_array() {
+        return distribution::event_grid(items);
+    }
+    if let (Some(_), Some(data)) = (value.get("specversion"), value.get("data")) {
+        // A structured CloudEvent: its type says the dialect, or its data is one.
+        let kind = text(value, &["type"]).unwrap_or_default();
+        let source = text(value, &["source"]);
+        return binary(kind, source, data);
+    }
+    let notices = if let Some(events) = value.get("events").and_then(Value::as_array) {
+        distribution::envelope(events)
+    } else if value.get("event_data").is_some() {
+        harbor::default(value)?
+    } else if value.get("updated_tags").is_some() {
+        hub::quay(value)?
+    } else if value.get("push_data").is_some() {
+        hub::docker_hub(value)?
+    } else if value.get("registry_package").is_some() {
+        github::package(value, "registry_package")?
+    } else if value.get("package").is_some() {
+        github::package(value, "package")?
+    } else if text(value, &["detail-type"]) == Some("ECR Image Action") {
+        ecr::image_action(value)?
+    } else if text(value, &["domain"]) == Some("docker") && value.get("event_type").is_some() {
+        artifactory::jfrog(value)?
+    } else if value.get("repositoryName").is_some() && value.get("component").is_some() {
+        artifactory::nexus(value)?
+    } else if value.get("message").is_some() && value.get("subscription").is_some() {
+        cloud::pubsub(value)?
+    } else if value.get("action").is_some() && value.get("target").is_some() {
+        distribution::acr(value)
+    } else {
+        return Err("not an event ferry knows (distribution, Harbor, Docker Hub, GitHub, Quay, JFrog, Nexus, ACR, zot, GAR, Chainguard, ECR)".into());
+    };
+    Ok(Parsed::Notices(notices, 0))
+}
+
+/// The notice if every name in it is valid, else `None` (logged at debug, without the names).
+fn checked(n: Notice) -> Option<Notice> {
+    let host_ok = n.host.as_deref().is_none_or(|h| {
+        !h.is_empty()
+            && h.len() <= 255
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+    });
+    let ok = host_ok
+        && RepositoryName::parse(&n.repository).is_ok()
+        && n.tag.as_deref().is_none_or(|t| Tag::parse(t).is_ok())
+        && n.digest
+            .as_deref()
+            .is_none_or(|d| ferry_distribution::Digest::parse(d).is_ok());
+    if !ok {
+        tracing::debug!(
+            "watch: an event naming an invalid host, repository, tag or digest was ignored"
+        );
+    }
+    ok.then_some(n)
 }
 
 fn text<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -102,139 +177,10 @@ fn owned(v: &Value, path: &[&str]) -> Option<String> {
     text(v, path).map(str::to_owned)
 }
 
-const MANIFEST_TYPES: [&str; 4] = [
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-];
-
-/// distribution's envelope: manifest pushes and deletes (blob pushes and pulls are left out).
-fn distribution(events: &[Value]) -> Vec<Notice> {
-    events
-        .iter()
-        .filter_map(|e| {
-            let delete = match text(e, &["action"])? {
-                "push" => false,
-                "delete" => true,
-                _ => return None,
-            };
-            let tag = owned(e, &["target", "tag"]);
-            let media = text(e, &["target", "mediaType"]);
-            if tag.is_none() && !media.is_some_and(|m| MANIFEST_TYPES.contains(&m)) {
-                return None;
-            }
-            let host = text(e, &["target", "url"])
-                .and_then(url_host)
-                .or_else(|| owned(e, &["request", "host"]));
-            Some(Notice {
-                host,
-                repository: owned(e, &["target", "repository"])?,
-                tag,
-                digest: owned(e, &["target", "digest"]),
-                delete,
-            })
-        })
-        .collect()
-}
-
 fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let host = rest.split('/').next()?;
     (!host.is_empty()).then(|| host.to_owned())
-}
-
-/// Harbor: `PUSH_ARTIFACT` / `DELETE_ARTIFACT`, one notice per resource.
-fn harbor(v: &Value) -> Result<Vec<Notice>, String> {
-    let delete = match text(v, &["type"]) {
-        Some("PUSH_ARTIFACT") => false,
-        Some("DELETE_ARTIFACT") => true,
-        _ => return Ok(Vec::new()),
-    };
-    let repository = owned(v, &["event_data", "repository", "repo_full_name"])
-        .ok_or("a Harbor event without event_data.repository.repo_full_name")?;
-    let resources = v
-        .pointer("/event_data/resources")
-        .and_then(Value::as_array)
-        .ok_or("a Harbor event without event_data.resources")?;
-    Ok(resources
-        .iter()
-        .map(|r| Notice {
-            host: text(r, &["resource_url"]).and_then(|u| u.split('/').next().map(str::to_owned)),
-            repository: repository.clone(),
-            tag: owned(r, &["tag"]),
-            digest: owned(r, &["digest"]),
-            delete,
-        })
-        .collect())
-}
-
-/// Quay's `repo_push`: one notice per updated tag.
-fn quay(v: &Value) -> Result<Vec<Notice>, String> {
-    let repository = owned(v, &["repository"]).ok_or("a Quay event without repository")?;
-    let host = text(v, &["docker_url"]).and_then(|u| u.split('/').next().map(str::to_owned));
-    let tags = v
-        .get("updated_tags")
-        .and_then(Value::as_array)
-        .ok_or("a Quay event whose updated_tags is not a list")?;
-    Ok(tags
-        .iter()
-        .filter_map(Value::as_str)
-        .map(|tag| Notice {
-            host: host.clone(),
-            repository: repository.clone(),
-            tag: Some(tag.to_owned()),
-            digest: None,
-            delete: false,
-        })
-        .collect())
-}
-
-/// GitHub's `registry_package` (`published`) for a container on ghcr.io.
-fn github(v: &Value) -> Result<Vec<Notice>, String> {
-    if text(v, &["action"]) != Some("published") {
-        return Ok(Vec::new());
-    }
-    let package = &v["registry_package"];
-    let kind = text(package, &["package_type"]).map(str::to_ascii_lowercase);
-    if kind.as_deref() != Some("container") {
-        return Ok(Vec::new());
-    }
-    let owner = text(package, &["owner", "login"])
-        .or_else(|| text(package, &["namespace"]))
-        .ok_or("a registry_package event without its owner")?;
-    let name = text(package, &["name"]).ok_or("a registry_package event without its name")?;
-    let version = &package["package_version"];
-    Ok(vec![Notice {
-        host: Some("ghcr.io".into()),
-        repository: format!("{owner}/{name}").to_ascii_lowercase(),
-        tag: owned(version, &["container_metadata", "tag", "name"]),
-        digest: owned(version, &["container_metadata", "tag", "digest"])
-            .or_else(|| owned(version, &["version"])),
-        delete: false,
-    }])
-}
-
-/// ECR's EventBridge `ECR Image Action` (PUSH or DELETE, SUCCESS only).
-fn ecr(v: &Value) -> Result<Vec<Notice>, String> {
-    if text(v, &["detail", "result"]) != Some("SUCCESS") {
-        return Ok(Vec::new());
-    }
-    let delete = match text(v, &["detail", "action-type"]) {
-        Some("PUSH") => false,
-        Some("DELETE") => true,
-        _ => return Ok(Vec::new()),
-    };
-    let account = text(v, &["account"]).ok_or("an ECR event without account")?;
-    let region = text(v, &["region"]).ok_or("an ECR event without region")?;
-    Ok(vec![Notice {
-        host: Some(format!("{account}.dkr.ecr.{region}.amazonaws.com")),
-        repository: owned(v, &["detail", "repository-name"])
-            .ok_or("an ECR event without detail.repository-name")?,
-        tag: owned(v, &["detail", "image-tag"]),
-        digest: owned(v, &["detail", "image-digest"]),
-        delete,
-    }])
 }
 
 #[cfg(test)]

@@ -72,6 +72,8 @@ pub struct Intake {
     /// Mappings whose event syncs ended unclean past [`LATE_TAG_REQUEUES`]: when the oldest such
     /// event arrived, until a periodic run of the mapping ends clean.
     stranded: Mutex<HashMap<usize, Instant>>,
+    /// Keys of `events.oidc` senders fetched from their `jwks_url`.
+    jwks: super::jwks::JwksCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -88,6 +90,7 @@ impl Intake {
             tx,
             locks: Mutex::new(HashMap::new()),
             stranded: Mutex::new(HashMap::new()),
+            jwks: Default::default(),
         };
         (Arc::new(intake), rx)
     }
@@ -97,10 +100,15 @@ impl Intake {
         *lock(&self.config) = Some(Arc::new(config.clone()));
     }
 
-    /// The token events must carry, from the config's `events:`; `None`: events are off.
-    pub fn token(&self) -> Option<ferry_distribution::Secret> {
+    /// Who may post events, from the config's `events:`; `None`: events are off.
+    pub fn events(&self) -> Option<ferry_config::EventsSettings> {
         let config = lock(&self.config).clone()?;
-        config.events.as_ref().map(|e| e.token.clone())
+        config.events.clone()
+    }
+
+    /// The keys fetched from `jwks_url`s of the config's `events.oidc`.
+    pub fn jwks(&self) -> &super::jwks::JwksCache {
+        &self.jwks
     }
 
     /// The lock every sync of mapping `index` holds.

@@ -154,7 +154,7 @@ pub async fn serve_all(
                     async move {
                         let now = Instant::now();
                         let answer = match request.uri().path() {
-                            "/v1/events" => {
+                            p if p == "/v1/events" || p.starts_with("/v1/events/") => {
                                 super::endpoint::answer(request, intake.as_deref(), &metrics).await
                             }
                             path => {

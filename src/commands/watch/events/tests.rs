@@ -1,151 +1,217 @@
-//! Each registry's event as its documentation shows it, and the hostile cases.
+//! Each sender's event as its documentation shows it (the samples in tests/event_samples, their
+//! sources named in its README), and the hostile cases.
 
 use super::*;
 
-fn notice(host: &str, repository: &str, tag: Option<&str>, delete: bool) -> Notice {
+const D: &str = "sha256:6ec128e26cd5e3c2bb1a1f1cb9b4ea3e5a6b2f0c9e3d0c1b2a3f4e5d6c7b8a91";
+const H: &str = "registry.example:5000";
+
+macro_rules! sample {
+    ($name:literal) => {
+        include_bytes!(concat!("../../../../tests/event_samples/", $name, ".json")).as_slice()
+    };
+}
+
+fn notice(host: Option<&str>, repository: &str, tag: Option<&str>, digest: Option<&str>) -> Notice {
     Notice {
-        host: Some(host.into()),
+        host: host.map(str::to_owned),
         repository: repository.into(),
         tag: tag.map(str::to_owned),
-        digest: None,
-        delete,
+        digest: digest.map(str::to_owned),
+        delete: false,
     }
 }
 
-fn without_digests(mut n: Vec<Notice>) -> Vec<Notice> {
-    for n in &mut n {
-        n.digest = None;
+fn notices(body: &[u8], ce: CloudHeaders<'_>) -> Vec<Notice> {
+    match parse(body, ce).unwrap() {
+        Parsed::Notices(n, _) => n,
+        other => panic!("{other:?}"),
     }
-    n
 }
 
-/// distribution's envelope (docs "Notifications": `application/vnd.docker.distribution.events.v1+json`):
-/// a blob push and a pull are left out, a tagged manifest push and a delete are read.
+fn plain(body: &[u8]) -> Vec<Notice> {
+    notices(body, CloudHeaders::default())
+}
+
 #[test]
-fn distribution_s_envelope() {
-    let body = br#"{"events":[
-      {"id":"1","action":"push","target":{"mediaType":"application/octet-stream","digest":"sha256:aa","repository":"src/app","url":"http://127.0.0.1:5000/v2/src/app/blobs/sha256:aa"},"request":{"host":"127.0.0.1:5000"}},
-      {"id":"2","action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bb","repository":"src/app","tag":"v1","url":"http://127.0.0.1:5000/v2/src/app/manifests/sha256:bb"},"request":{"host":"127.0.0.1:5000"}},
-      {"id":"3","action":"pull","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","repository":"src/app","tag":"v1"}},
-      {"id":"4","action":"delete","target":{"repository":"src/app","tag":"old","digest":"sha256:cc"},"request":{"host":"127.0.0.1:5000"}}
-    ]}"#;
-    let got = parse(body).unwrap();
-    assert_eq!(got[0].digest.as_deref(), Some("sha256:bb"));
+fn every_sender_s_sample_names_its_push() {
+    let full = [notice(Some(H), "src/app", Some("v1"), Some(D))];
+    // distribution: the blob push before the manifest push is left out.
+    assert_eq!(plain(sample!("distribution")), full);
+    assert_eq!(plain(sample!("harbor")), full);
+    assert_eq!(plain(sample!("harbor_cloudevent")), full);
+    assert_eq!(plain(sample!("acr")), full);
+    assert_eq!(plain(sample!("event_grid")), full);
+    assert_eq!(plain(sample!("gar_pubsub")), full);
+    // JFrog: the repository is the repo_key, then the image name (`src` + `app`).
+    assert_eq!(plain(sample!("jfrog")), full);
     assert_eq!(
-        without_digests(got),
+        plain(sample!("docker_hub")),
+        [notice(Some("docker.io"), "src/app", Some("v1"), None)]
+    );
+    for github in [
+        sample!("github_package"),
+        sample!("github_registry_package"),
+    ] {
+        assert_eq!(
+            plain(github),
+            [notice(Some("ghcr.io"), "src/app", Some("v1"), Some(D))],
+            "the owner's and name's case folded"
+        );
+    }
+    assert_eq!(
+        plain(sample!("quay")),
         [
-            notice("127.0.0.1:5000", "src/app", Some("v1"), false),
-            notice("127.0.0.1:5000", "src/app", Some("old"), true)
+            notice(Some(H), "src/app", Some("v1"), None),
+            notice(Some(H), "src/app", Some("latest"), None)
         ]
     );
-}
-
-/// Harbor's webhook payload (`PUSH_ARTIFACT`, goharbor.io "Configure Webhook Notifications").
-#[test]
-fn harbor_s_push_artifact() {
-    let body = br#"{"type":"PUSH_ARTIFACT","occur_at":1680501893,"operator":"admin","event_data":{"resources":[{"digest":"sha256:dd","tag":"v2","resource_url":"harbor.example/library/app:v2"}],"repository":{"date_created":1680501893,"name":"app","namespace":"library","repo_full_name":"library/app","repo_type":"private"}}}"#;
     assert_eq!(
-        without_digests(parse(body).unwrap()),
-        [notice("harbor.example", "library/app", Some("v2"), false)]
+        plain(sample!("nexus")),
+        [notice(None, "src/app", Some("v1"), None)]
+    );
+    assert_eq!(
+        plain(sample!("ecr")),
+        [notice(
+            Some("123456789012.dkr.ecr.eu-west-1.amazonaws.com"),
+            "src/app",
+            Some("v1"),
+            Some(D)
+        )]
     );
 }
 
-/// Quay's `repo_push` notification (docs.quay.io "Repository notifications").
 #[test]
-fn quay_s_repo_push() {
-    let body = br#"{"name":"app","repository":"team/app","namespace":"team","docker_url":"quay.io/team/app","homepage":"https://quay.io/repository/team/app","updated_tags":["latest","v3"]}"#;
+fn binary_cloudevents_take_their_type_and_source_from_the_headers() {
+    let zot = CloudHeaders {
+        kind: Some("zotregistry.image.updated"),
+        source: Some("https://registry.example:5000"),
+    };
     assert_eq!(
-        parse(body).unwrap(),
-        [
-            notice("quay.io", "team/app", Some("latest"), false),
-            notice("quay.io", "team/app", Some("v3"), false)
-        ]
+        notices(sample!("zot"), zot),
+        [notice(Some(H), "src/app", Some("v1"), Some(D))]
     );
+    let deleted = CloudHeaders {
+        kind: Some("zotregistry.image.deleted"),
+        ..zot
+    };
+    assert!(notices(sample!("zot"), deleted)[0].delete);
+    let linted = CloudHeaders {
+        kind: Some("zotregistry.image.lint_failed"),
+        ..zot
+    };
+    assert_eq!(notices(sample!("zot"), linted), []);
+    let chainguard = CloudHeaders {
+        kind: Some("dev.chainguard.registry.push.v1"),
+        source: Some("cgr.dev"),
+    };
+    assert_eq!(
+        notices(sample!("chainguard"), chainguard),
+        [notice(Some("cgr.dev"), "src/app", Some("v1"), Some(D))]
+    );
+    // A repository named with its registry keeps that host; a blob push is left out.
+    let named = String::from_utf8_lossy(sample!("chainguard")).replace(
+        r#""repository":"src/app""#,
+        r#""repository":"cgr.dev/src/app""#,
+    );
+    assert_eq!(
+        notices(named.as_bytes(), chainguard)[0].repository,
+        "src/app"
+    );
+    let blob = String::from_utf8_lossy(sample!("chainguard")).replace("\"manifest\"", "\"blob\"");
+    assert_eq!(notices(blob.as_bytes(), chainguard), []);
 }
 
-/// GitHub's `registry_package` webhook for a container on ghcr.io; the owner's case folded.
 #[test]
-fn github_s_registry_package() {
-    let body = br#"{"action":"published","registry_package":{"name":"App","package_type":"CONTAINER","owner":{"login":"Octo"},"package_version":{"version":"sha256:ee","container_metadata":{"tag":{"name":"v4","digest":"sha256:ee"}}}}}"#;
+fn event_grid_s_handshake_is_answered_not_queued() {
     assert_eq!(
-        without_digests(parse(body).unwrap()),
-        [notice("ghcr.io", "octo/app", Some("v4"), false)]
+        parse(sample!("event_grid_validation"), CloudHeaders::default()).unwrap(),
+        Parsed::Validation("512d38b6-c7b8-40c8-89fe-f46f9e9622b6".into())
     );
+    let bad = br#"[{"eventType":"Microsoft.EventGrid.SubscriptionValidationEvent","data":{"validationCode":"a\u0001b"}}]"#;
+    assert!(parse(bad, CloudHeaders::default()).is_err());
 }
 
-/// ECR's EventBridge event, bare (an API destination) and inside a structured CloudEvent.
 #[test]
-fn ecr_s_image_action_bare_and_as_a_cloudevent() {
-    let ecr = r#"{"version":"0","detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"eu-west-1","detail":{"result":"SUCCESS","repository-name":"team/app","image-digest":"sha256:ff","action-type":"PUSH","image-tag":"v5"}}"#;
-    let want = [notice(
-        "123456789012.dkr.ecr.eu-west-1.amazonaws.com",
-        "team/app",
-        Some("v5"),
-        false,
-    )];
-    assert_eq!(without_digests(parse(ecr.as_bytes()).unwrap()), want);
-    let cloud =
-        format!(r#"{{"specversion":"1.0","type":"aws.ecr","id":"x","source":"aws","data":{ecr}}}"#);
-    assert_eq!(without_digests(parse(cloud.as_bytes()).unwrap()), want);
-    let failed = ecr.replace("SUCCESS", "FAILURE");
-    assert_eq!(parse(failed.as_bytes()).unwrap(), []);
+fn deletes_and_failures_are_read_as_such() {
+    let harbor =
+        String::from_utf8_lossy(sample!("harbor")).replace("PUSH_ARTIFACT", "DELETE_ARTIFACT");
+    assert!(plain(harbor.as_bytes())[0].delete);
+    let nexus = String::from_utf8_lossy(sample!("nexus")).replace("CREATED", "DELETED");
+    assert!(plain(nexus.as_bytes())[0].delete);
+    let maven = String::from_utf8_lossy(sample!("nexus")).replace("\"docker\"", "\"maven2\"");
+    assert_eq!(plain(maven.as_bytes()), []);
+    let ecr = String::from_utf8_lossy(sample!("ecr")).replace("SUCCESS", "FAILURE");
+    assert_eq!(plain(ecr.as_bytes()), []);
+    let cloud = format!(
+        r#"{{"specversion":"1.0","type":"aws.ecr","id":"x","source":"aws","data":{}}}"#,
+        String::from_utf8_lossy(sample!("ecr"))
+    );
+    assert_eq!(
+        plain(cloud.as_bytes()).len(),
+        1,
+        "ECR inside a structured CloudEvent"
+    );
 }
 
 #[test]
 fn hostile_bodies_are_refused_or_read_as_nothing() {
-    assert!(parse(b"").unwrap_err().contains("not JSON"));
-    assert!(parse(b"<html>").unwrap_err().contains("not JSON"));
+    let none = CloudHeaders::default();
+    assert!(parse(b"", none).unwrap_err().contains("not JSON"));
+    assert!(parse(b"<html>", none).unwrap_err().contains("not JSON"));
     assert!(
-        parse(br#"{"hello":1}"#)
+        parse(br#"{"hello":1}"#, none)
             .unwrap_err()
             .contains("not an event")
     );
+    // Deeply nested: serde_json's recursion limit refuses it, no stack overflow.
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(parse(deep.as_bytes(), none).is_err());
+    let deep_events = format!(r#"{{"events":{}1{}}}"#, "[".repeat(5000), "]".repeat(5000));
+    assert!(parse(deep_events.as_bytes(), none).is_err());
     // Entries of the wrong type are skipped, not trusted.
     assert_eq!(
-        parse(br#"{"events":[1,"x",{"action":"push","target":{"repository":7,"tag":"v1"}}]}"#)
-            .unwrap(),
+        plain(br#"{"events":[1,"x",{"action":"push","target":{"repository":7,"tag":"v1"}}]}"#),
         []
+    );
+    assert_eq!(
+        plain(br#"{"updated_tags":[1,null,{}],"repository":"a/b"}"#),
+        []
+    );
+    assert!(parse(br#"{"updated_tags":"v1","repository":"a/b"}"#, none).is_err());
+    assert!(parse(br#"{"message":{"data":"!!!"},"subscription":"s"}"#, none).is_err());
+    // Names that are not references are dropped: `..`, control characters, upper case, a
+    // malformed digest or tag, a host with a slash or a space.
+    let hostile = [
+        r#"{"name":"a","repository":"../etc","docker_url":"q.io/x","updated_tags":["v1"]}"#,
+        r#"{"name":"a","repository":"a/../b","docker_url":"q.io/x","updated_tags":["v1"]}"#,
+        r#"{"name":"a","repository":"a/b\u0000","docker_url":"q.io/x","updated_tags":["v1"]}"#,
+        r#"{"name":"a","repository":"A/B","docker_url":"q.io/x","updated_tags":["v1"]}"#,
+        r#"{"name":"a","repository":"a/b","docker_url":"q.io/x","updated_tags":["v1\n"]}"#,
+        r#"{"name":"a","repository":"a/b","docker_url":"q.io/x","updated_tags":["../v1"]}"#,
+        r#"{"name":"a","repository":"a/b","docker_url":"q io/x","updated_tags":["v1"]}"#,
+    ];
+    for body in hostile {
+        assert_eq!(
+            parse(body.as_bytes(), none).unwrap(),
+            Parsed::Notices(Vec::new(), 1),
+            "dropped and counted: {body}"
+        );
+    }
+    let bad_digest = String::from_utf8_lossy(sample!("acr")).replace(D, "sha256:zz");
+    assert_eq!(
+        plain(bad_digest.as_bytes()),
+        [],
+        "a bad digest is not trusted"
     );
     let many = format!(
         r#"{{"events":[{}]}}"#,
         vec![r#"{"action":"push","target":{"repository":"a","tag":"t"}}"#; MAX_NOTICES + 1]
             .join(",")
     );
-    assert!(parse(many.as_bytes()).unwrap_err().contains("more than"));
-}
-
-#[test]
-fn the_token_or_github_s_signature_is_required() {
-    let token = Secret::new("0123456789abcdef-token");
-    let body = b"{}";
-    assert!(authorized(
-        Some(b"Bearer 0123456789abcdef-token"),
-        None,
-        body,
-        &token
-    ));
-    assert!(!authorized(
-        Some(b"Bearer 0123456789abcdef-tokeN"),
-        None,
-        body,
-        &token
-    ));
-    assert!(!authorized(Some(b"Bearer "), None, body, &token));
-    assert!(!authorized(
-        Some(b"Basic 0123456789abcdef-token"),
-        None,
-        body,
-        &token
-    ));
-    assert!(!authorized(None, None, body, &token));
-    let mut mac = Hmac::<Sha256>::new_from_slice(token.expose().as_bytes()).unwrap();
-    mac.update(body);
-    let good = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    assert!(authorized(None, Some(good.as_bytes()), body, &token));
     assert!(
-        !authorized(None, Some(good.as_bytes()), b"{ }", &token),
-        "another body"
+        parse(many.as_bytes(), none)
+            .unwrap_err()
+            .contains("more than")
     );
-    assert!(!authorized(None, Some(b"sha256=zz"), body, &token));
-    assert!(!authorized(None, Some(b"sha1=00"), body, &token));
 }
