@@ -376,3 +376,80 @@ async fn cert_dir_gives_the_ca_and_the_client_certificate_as_skopeo_reads_it() {
     let out = run(&s(&["tags", &format!("{host}/app")])).await;
     assert_ne!(code(&out), 0, "{}", text(&out.stderr));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configs_sources_and_targets_take_their_own_creds_and_the_hint_names_them() {
+    let src = locked("reader", "src-Pa55-71").await;
+    let dst = locked("writer", "dst-Pa55-72").await;
+    src.seed_image("src/app", "v1", &[b"layer"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = ferry_testkit::fixtures::mirror_yaml()
+        .mapping(
+            format!("{}/src/app", src.host()),
+            &[format!("{}/dst/app", dst.host())],
+            &[ferry_testkit::fixtures::ALL_TAGS],
+        )
+        .write(dir.path());
+    let config = config.to_str().unwrap().to_owned();
+    let sync = |extra: &[&str]| {
+        let mut args = s(&["sync", "-c", &config, "--no-lock", "--tls-verify=false"]);
+        args.extend(s(extra));
+        args
+    };
+    // No login: refused, and the hint names sync's own credential flags.
+    let out = run(&sync(&[])).await;
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 4, "{err}");
+    let hint = err
+        .lines()
+        .find(|l| l.starts_with("hint: log in"))
+        .unwrap_or_else(|| panic!("a credentials hint: {err}"));
+    assert!(
+        hint.contains("--src-creds") && hint.contains("--dest-creds"),
+        "{hint}"
+    );
+    assert!(!hint.contains("--creds "), "sync takes no --creds: {hint}");
+    // Each side's login swapped: still refused; each its own: synced.
+    let out = run(&sync(&[
+        "--src-creds",
+        "writer:dst-Pa55-72",
+        "--dest-creds",
+        "reader:src-Pa55-71",
+    ]))
+    .await;
+    assert_eq!(code(&out), 4, "{}", text(&out.stderr));
+    assert!(dst.manifest("dst/app", "v1").is_none());
+    let out = run(&sync(&[
+        "--src-creds",
+        "reader:src-Pa55-71",
+        "--dest-creds",
+        "writer:dst-Pa55-72",
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(dst.manifest("dst/app", "v1").is_some());
+    // One registry on both sides with two different logins: a usage error, nothing sent.
+    let within_dir = dir.path().join("within");
+    std::fs::create_dir(&within_dir).unwrap();
+    let within = ferry_testkit::fixtures::mirror_yaml()
+        .within(
+            &src.host(),
+            "src/app",
+            "copy/app",
+            &[ferry_testkit::fixtures::ALL_TAGS],
+        )
+        .write(&within_dir);
+    let out = run(&s(&[
+        "sync",
+        "-c",
+        within.to_str().unwrap(),
+        "--no-lock",
+        "--tls-verify=false",
+        "--src-creds",
+        "reader:a",
+        "--dest-creds",
+        "writer:b",
+    ]))
+    .await;
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+}

@@ -199,6 +199,17 @@ pub fn for_config(
     dest: &DestArgs,
 ) -> Result<Access, String> {
     let (sources, targets) = config_sides(config);
+    // One client per registry: a registry on both sides can carry one login only.
+    if let (Some(a), Some(b), Hosts::Some(s), Hosts::Some(t)) =
+        (&src.src_creds, &dest.dest_creds, &sources, &targets)
+        && let Some(host) = s.intersection(t).next()
+        && (a.username != b.username || a.password.expose() != b.password.expose())
+    {
+        return Err(format!(
+            "{host} is both a source and a target here, and ferry holds one login per \
+             registry: give it the same --src-creds and --dest-creds (or one of them)"
+        ));
+    }
     Access::new(all).src(src, sources)?.dest(dest, targets)
 }
 
