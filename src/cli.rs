@@ -75,12 +75,12 @@ pub enum ProgressMode {
 pub enum Command {
     /// Mirror every mapping of a config.
     #[command(
-        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --dest-tls-verify=false --dest-creds \"$USER:$TOKEN\" --retry-times 5"
+        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --dest-tls-verify=false --dest-creds \"$USER:$TOKEN\" --retry-times 5\n  ferry sync -c mirror.yaml --src-authfile ~/.docker/config.json --dest-cert-dir ./certs"
     )]
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
-        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP unless the config's `listener.tls` names a certificate and key;\nonly POST /v1/events needs the `events.token`: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
+        after_help = "Examples:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n  ferry watch -c mirror.yaml --interval 1h --dest-tls-verify=false --retry-times 3\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP unless the config's `listener.tls` names a certificate and key;\nonly POST /v1/events needs the `events.token`: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
     )]
     Watch(WatchArgs),
     /// Prove the targets hold what a sync would leave there: missing, drifted and extra tags.
@@ -93,12 +93,12 @@ pub enum Command {
     Validate(ValidateArgs),
     /// List a repository's tags and show which a filter selects, and why the others are out.
     #[command(
-        after_help = "Examples:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge\n  ferry tags registry.local:5000/app --cert-dir /etc/containers/certs.d/registry.local:5000 | head -1"
+        after_help = "Examples:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge\n  ferry tags registry.local:5000/app --cert-dir ./certs | head -1"
     )]
     Tags(TagsArgs),
     /// Copy one image (a tag or a digest), or every tag of a repository, through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable\n  ferry copy --digestfile app.digest --dest-tls-verify=false --retry-times 5 ghcr.io/org/app:v1 registry.local:5000/org/app:v1\n\nA registry SOURCE without a tag or digest copies `latest` (as skopeo does). --preserve-digests\nis accepted and changes nothing: ferry always keeps the source's digests."
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable\n  ferry copy --digestfile app.digest --dest-tls-verify=false --retry-times 5 \\\n      ghcr.io/org/app:v1 registry.local:5000/org/app:v1\n  ferry copy --src-authfile src-auth.json --src-cert-dir ./src-certs --dest-authfile dst.json \\\n      ghcr.io/org/app:v1 registry.local:5000/org/app:v1\n\nA registry SOURCE without a tag or digest copies `latest` (as skopeo does). --preserve-digests\nis accepted and changes nothing: ferry always keeps the source's digests."
     )]
     Copy(CopyArgs),
     /// Write every image a config selects into one bundle (an OCI archive), or only what is new.

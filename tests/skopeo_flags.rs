@@ -291,6 +291,24 @@ async fn each_side_takes_its_own_authfile() {
     let out = run(&copy(&src_file, &dst_file)).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert!(dst.manifest("dst/app", "v1").is_some());
+    // doctor takes --creds as tags and inspect do, and says where its login came from.
+    let probe = format!("{}/src/app", src.host());
+    let doctor = |creds: &str| {
+        s(&[
+            "doctor",
+            &probe,
+            "--tls-verify=false",
+            "--json",
+            "--creds",
+            creds,
+        ])
+    };
+    let out = run(&doctor("reader:src-Pa55-61")).await;
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["credentials"]["source"], "creds", "{found:#}");
+    assert_ne!(code(&out), 4, "{found:#}");
+    let out = run(&doctor("reader:wrong")).await;
+    assert_eq!(code(&out), 4, "{}", text(&out.stderr));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

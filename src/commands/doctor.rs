@@ -40,7 +40,8 @@ Exit codes:
 Examples:
   ferry doctor ghcr.io/org/app
   ferry doctor registry.local:5000/team/app --tls-verify=false --write team/scratch
-  ferry doctor quay.io/org/app -c mirror.yaml --json > doctor.json";
+  ferry doctor quay.io/org/app -c mirror.yaml --json > doctor.json
+  ferry doctor registry.local:5000/team/app --cert-dir ./certs --creds \"$USER:$TOKEN\"";
 
 /// `ferry doctor`'s arguments.
 #[derive(Debug, Args)]
@@ -106,7 +107,7 @@ pub struct AuthFlow {
 /// Where the credentials came from, never the secret.
 #[derive(Debug, Clone, Serialize)]
 pub struct CredentialsSeen {
-    /// `config`, `authfile`, `docker_config`, `env` or `anonymous`.
+    /// `config`, `creds` (`--creds`), `authfile`, `docker_config`, `env` or `anonymous`.
     pub source: &'static str,
     /// `basic as USER from FILE`, `anonymous (no login found)`.
     pub description: String,
@@ -254,7 +255,10 @@ pub async fn run(args: &DoctorArgs, progress: &Progress) -> Exit {
         }
     };
     let credentials = CredentialsSeen {
-        source: source_name(&resolved, args.tls.authfile.is_some()),
+        source: match args.one.creds {
+            Some(_) => "creds",
+            None => source_name(&resolved, args.tls.authfile.is_some()),
+        },
         description: resolved.describe(),
     };
     let registries = Registries::new(&config).with_credential_files(files);
