@@ -74,11 +74,13 @@ pub enum ProgressMode {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mirror every mapping of a config.
-    #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
+    #[command(
+        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --dest-tls-verify=false --dest-creds \"$USER:$TOKEN\" --retry-times 5\n  ferry sync -c mirror.yaml --src-authfile ~/.docker/config.json --dest-cert-dir ./certs"
+    )]
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
-        after_help = "Example:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP unless the config's `listener.tls` names a certificate and key;\nonly POST /v1/events needs a sender of `events:`: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
+        after_help = "Examples:\n  ferry watch -c mirror.yaml --interval 15m --listen 0.0.0.0:9090\n  ferry watch -c mirror.yaml --interval 1h --dest-tls-verify=false --retry-times 3\n\n/healthz answers 200 while the process runs; /readyz answers 200 when the last run\nended 0 or 1 within twice the interval (or a run is in progress within its bound after\none), else 503 (docs/operations.md lists every case); /metrics serves OpenMetrics text. The\nlistener is plain HTTP unless the config's `listener.tls` names a certificate and key;\nonly POST /v1/events needs a sender of `events:`: listen on 0.0.0.0 only where the network\nlimits who can connect. A run past --run-timeout starts no new work and is cancelled if\nstill going 30s later (or --run-timeout, if shorter).\nA mapping's own `interval: 6h` or `schedule: \"0 3 * * *\"` (cron, UTC) replaces\n--interval for it; each run syncs the mappings that are due.\nSIGINT/SIGTERM: stop after the run in flight, then exit 0."
     )]
     Watch(WatchArgs),
     /// Prove the targets hold what a sync would leave there: missing, drifted and extra tags.
@@ -91,12 +93,12 @@ pub enum Command {
     Validate(ValidateArgs),
     /// List a repository's tags and show which a filter selects, and why the others are out.
     #[command(
-        after_help = "Example:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge"
+        after_help = "Examples:\n  ferry tags docker.io/library/alpine --semver '>=3.18, <4' --latest 3 --exact edge\n  ferry tags registry.local:5000/app --cert-dir ./certs | head -1"
     )]
     Tags(TagsArgs),
     /// Copy one image (a tag or a digest), or every tag of a repository, through the sync engine.
     #[command(
-        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable"
+        after_help = "Example:\n  ferry copy docker.io/library/alpine:3.20 registry.local:5000/mirror/alpine\n  ferry copy --all-tags --include '3.*' docker.io/library/alpine registry.local:5000/mirror/alpine\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app\n  ferry copy ghcr.io/org/app:v1 oci:./layout/app:stable\n  ferry copy ghcr.io/org/app:v1 registry.local:5000/org/app:stable\n  ferry copy --digestfile app.digest --dest-tls-verify=false --retry-times 5 \\\n      ghcr.io/org/app:v1 registry.local:5000/org/app:v1\n  ferry copy --src-authfile src-auth.json --src-cert-dir ./src-certs --dest-authfile dst.json \\\n      ghcr.io/org/app:v1 registry.local:5000/org/app:v1\n\nA registry SOURCE without a tag or digest copies `latest` (as skopeo does). --preserve-digests\nis accepted and changes nothing: ferry always keeps the source's digests."
     )]
     Copy(CopyArgs),
     /// Write every image a config selects into one bundle (an OCI archive), or only what is new.
@@ -163,14 +165,22 @@ pub struct SyncArgs {
     /// Print the report (or dry-run plan) as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArg,
     /// End with a shallow `ferry verify` of what the run touched; findings fail the run (exit 1).
     #[arg(long, conflicts_with = "dry_run")]
     pub verify: bool,
+    /// Accepted as skopeo takes it: ferry always keeps the source's digests (a no-op, always on).
+    #[arg(long)]
+    pub preserve_digests: bool,
     #[command(flatten)]
     pub scope: RunScope,
+    #[command(flatten)]
+    pub src: SrcArgs,
+    #[command(flatten)]
+    pub dest: DestArgs,
+    #[command(flatten)]
+    pub tls: AccessArgs,
 }
 
 /// Which mappings a process runs, whether it prunes, and its lock.
@@ -214,15 +224,20 @@ pub struct WatchArgs {
     /// [default: 4 x --interval, at least 10m]
     #[arg(long, value_name = "DURATION", value_parser = parse_run_timeout)]
     pub run_timeout: Option<std::time::Duration>,
-    /// Also write each run's JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArg,
     /// After a run, a deep `ferry verify` when the last one is this old (`6h`); its findings
     /// go to /metrics (`ferry_verify_findings`, `ferry_last_verify_timestamp_seconds`).
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
     pub verify_every: Option<std::time::Duration>,
     #[command(flatten)]
     pub scope: RunScope,
+    #[command(flatten)]
+    pub src: SrcArgs,
+    #[command(flatten)]
+    pub dest: DestArgs,
+    #[command(flatten)]
+    pub tls: AccessArgs,
 }
 
 fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
@@ -277,13 +292,86 @@ pub struct RegistryAccess {
     /// `registries:`; its mappings, if any, are not run).
     #[arg(short, long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Talk plain HTTP (or unverified TLS) to the registries named on the command line.
-    #[arg(long)]
+}
+
+/// The access flags every command that talks to registries takes, spelled once (skopeo's names):
+/// they apply to every registry the command reaches, over what a config says of it.
+#[derive(Debug, Args, Default, Clone)]
+pub struct AccessArgs {
+    /// `--tls-verify=false`: plain HTTP or unverified TLS to every registry this command talks
+    /// to (`=true` insists on verified TLS even where a config says `insecure: true`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub tls_verify: Option<bool>,
+    /// The same as --tls-verify=false (the older spelling, still accepted).
+    #[arg(long, conflicts_with = "tls_verify")]
     pub insecure: bool,
-    /// A login file (containers `auth.json` or docker `config.json`) for the registries named
-    /// on the command line, in place of the logins found by default.
+    /// A login file (containers `auth.json` or docker `config.json`) for every registry this
+    /// command talks to, in place of the logins found by default.
     #[arg(long, value_name = "FILE")]
     pub authfile: Option<PathBuf>,
+    /// Retry a failed request N more times (skopeo's --retry-times; replaces each registry's
+    /// `retry.attempts`: N+1 attempts in all).
+    #[arg(long, value_name = "N")]
+    pub retry_times: Option<u32>,
+}
+
+/// One registry named on the command line (`tags`, `inspect`, `doctor`): its credentials and
+/// certificates, as skopeo's `--creds` and `--cert-dir`.
+#[derive(Debug, Args, Default, Clone)]
+pub struct OneRegistryArgs {
+    /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub creds: Option<Creds>,
+    /// A directory of certificates for the registry, as skopeo's `--cert-dir`: every `*.crt`
+    /// is a trusted CA, a `NAME.cert` with its `NAME.key` the client certificate.
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+}
+
+/// The source side's registries (skopeo's `--src-*`): for `copy` the source image's, for a
+/// config the registries its mappings read from.
+#[derive(Debug, Args, Default, Clone)]
+pub struct SrcArgs {
+    /// `--src-tls-verify=false`: plain HTTP or unverified TLS to the source registries only.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub src_tls_verify: Option<bool>,
+    /// Credentials for the source registries (`USERNAME:PASSWORD`), as skopeo's `--src-creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub src_creds: Option<Creds>,
+    /// A login file for the source registries (skopeo's --src-authfile), over --authfile.
+    #[arg(long, value_name = "FILE")]
+    pub src_authfile: Option<PathBuf>,
+    /// Certificates for the source registries, as skopeo's --src-cert-dir (`*.crt` CAs, a
+    /// `NAME.cert` + `NAME.key` client pair).
+    #[arg(long, value_name = "DIR")]
+    pub src_cert_dir: Option<PathBuf>,
+}
+
+/// The target side's registries (skopeo's `--dest-*`): for `copy` the target's, for a config
+/// the registries its mappings write to, for `import` every registry an image goes to.
+#[derive(Debug, Args, Default, Clone)]
+pub struct DestArgs {
+    /// `--dest-tls-verify=false`: plain HTTP or unverified TLS to the target registries only.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
+    pub dest_tls_verify: Option<bool>,
+    /// Credentials for the target registries (`USERNAME:PASSWORD`), as skopeo's `--dest-creds`.
+    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
+    pub dest_creds: Option<Creds>,
+    /// A login file for the target registries (skopeo's --dest-authfile), over --authfile.
+    #[arg(long, value_name = "FILE")]
+    pub dest_authfile: Option<PathBuf>,
+    /// Certificates for the target registries, as skopeo's --dest-cert-dir (`*.crt` CAs, a
+    /// `NAME.cert` + `NAME.key` client pair).
+    #[arg(long, value_name = "DIR")]
+    pub dest_cert_dir: Option<PathBuf>,
+}
+
+/// `--report FILE`, the same on every command that ends with a report.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ReportArg {
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -315,12 +403,10 @@ pub struct TagsArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
-    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
-    pub creds: Option<Creds>,
-    /// `--tls-verify=false`: plain HTTP or unverified TLS to the registry (as --insecure).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
-    pub tls_verify: Option<bool>,
+    #[command(flatten)]
+    pub one: OneRegistryArgs,
+    #[command(flatten)]
+    pub tls: AccessArgs,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
@@ -363,22 +449,25 @@ pub struct CopyArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Credentials for the source registry (`USERNAME:PASSWORD`), as skopeo's `--src-creds`.
-    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
-    pub src_creds: Option<Creds>,
-    /// Credentials for the target registry (`USERNAME:PASSWORD`), as skopeo's `--dest-creds`.
-    #[arg(long, value_name = "USER:PASSWORD", value_parser = parse_creds)]
-    pub dest_creds: Option<Creds>,
-    /// `--src-tls-verify=false`: plain HTTP or unverified TLS to the source registry only.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
-    pub src_tls_verify: Option<bool>,
-    /// `--dest-tls-verify=false`: plain HTTP or unverified TLS to the target registry only.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = parse_bool)]
-    pub dest_tls_verify: Option<bool>,
+    /// Write the digest of the copied image's manifest to FILE (skopeo's --digestfile; the
+    /// source's digest, which ferry keeps: the target's when --platform rewrote the index).
+    #[arg(long, value_name = "FILE", conflicts_with = "all_tags")]
+    pub digestfile: Option<PathBuf>,
+    /// Accepted as skopeo takes it: ferry always keeps the source's digests (a no-op, always on).
+    #[arg(long)]
+    pub preserve_digests: bool,
     /// Directory where uploads in flight are recorded, so a later copy resumes them
     /// [default: the -c config's `state_dir:`, else none].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArg,
+    #[command(flatten)]
+    pub src: SrcArgs,
+    #[command(flatten)]
+    pub dest: DestArgs,
+    #[command(flatten)]
+    pub tls: AccessArgs,
     #[command(flatten)]
     pub access: RegistryAccess,
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod exit;
+mod hints;
 mod logging;
 mod metrics;
 mod progress;
@@ -30,7 +31,9 @@ fn main() -> ExitCode {
         }
     };
     if let Command::Completions { shell } = &cli.command {
-        clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut std::io::stdout());
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut Cli::command(), "ferry", &mut script);
+        progress::write_stdout(&script);
         return Exit::Clean.into();
     }
     let progress = Progress::new(cli.global.progress, cli.global.quiet)

@@ -78,9 +78,35 @@ fn write_stderr(text: &str, json: bool) {
 /// Writes `text` to stdout with its control characters escaped (line breaks kept): how every
 /// human-readable line that may carry a name or error text from outside reaches stdout.
 pub fn print_stdout(text: &str) {
+    write_stdout(escape_terminal_lines(text).as_bytes());
+}
+
+/// Writes `bytes` to stdout as they are (JSON, a manifest's own bytes): the one way anything
+/// reaches stdout. A reader that closed early (`ferry tags REPO | head -1`: a broken pipe) ends
+/// the output quietly, as ripgrep does: nothing more is written, nothing is printed about it,
+/// and the command's exit code stays what its work earned (0 for a listing). Any other write
+/// failure (a full disk behind a redirect) is said on stderr.
+pub fn write_stdout(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(escape_terminal_lines(text).as_bytes());
-    let _ = out.flush();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "error: cannot write to standard output: {e}"
+            );
+        }
+    }
+}
+
+/// [`write_stdout`] of `text` and a line break, unescaped (JSON documents, whose strings are
+/// already escaped).
+pub fn println_stdout(text: &str) {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    write_stdout(line.as_bytes());
 }
 
 impl Progress {

@@ -104,14 +104,14 @@ async fn copy_all_tags_copies_every_tag_or_those_include_selects() {
         );
     }
 
-    // A tag on either side is refused (exit 2, nothing sent); --include needs --all-tags (64).
+    // A tag on either side is refused (exit 64, nothing sent); --include needs --all-tags (64).
     let before = registry.access_log().await.unwrap().len();
     for (from, to) in [
         (format!("{src}:1.0"), format!("{host}/x/app")),
         (src.clone(), format!("{host}/x/app:stable")),
     ] {
         let out = copy(&["--all-tags", &from, &to]).await;
-        assert_eq!(code(&out), 2, "{from} {to}");
+        assert_eq!(code(&out), 64, "{from} {to}");
         assert!(
             text(&out.stderr).contains("--all-tags"),
             "{}",

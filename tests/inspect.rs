@@ -201,8 +201,9 @@ async fn inspect_shows_an_index_its_children_config_layers_and_referrers() {
             "{reference}"
         );
     }
+    // A layout named without its image is a malformed argument: exit 64.
     let out = ferry(&["inspect", &format!("oci:{}", layout.display())]).await;
-    assert_eq!(code(&out), 2);
+    assert_eq!(code(&out), 64);
     assert!(
         text(&out.stderr).contains("names no tag or digest"),
         "{}",
@@ -218,7 +219,8 @@ async fn inspect_refuses_hostile_references_content_and_a_manifest_over_the_limi
     let c = RegistryClient::new(RegistryOptions::insecure_at(&registry.url())).unwrap();
     let host = registry.host();
 
-    // References an attacker (or a typo) writes: each refused before any request, exit 2.
+    // References an attacker (or a typo) writes: each refused before any request, exit 64 (a
+    // malformed argument).
     let before = registry.access_log().await.unwrap().len();
     for bad in [
         format!("{host}/App:1"),
@@ -230,7 +232,7 @@ async fn inspect_refuses_hostile_references_content_and_a_manifest_over_the_limi
     ] {
         let out = inspect(&[&bad]).await;
         let err = text(&out.stderr);
-        assert_eq!(code(&out), 2, "{bad:?}: {err}");
+        assert_eq!(code(&out), 64, "{bad:?}: {err}");
         assert!(err.starts_with("error: "), "{bad:?}: {err}");
         assert!(
             !err.contains('\u{1b}'),

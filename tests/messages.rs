@@ -42,7 +42,9 @@ async fn https_to_a_plain_http_registry_fails_at_once_and_says_to_set_insecure()
     let err = text(&out.stderr);
     assert_ne!(code(&out), 0, "{err}");
     assert!(
-        err.contains("plain HTTP") && err.contains("insecure: true") && err.contains("--insecure"),
+        err.contains("plain HTTP")
+            && err.contains("insecure: true")
+            && err.contains("--tls-verify=false"),
         "names the cause and the fix: {err}"
     );
     assert!(!err.contains("InvalidContentType"), "{err}");

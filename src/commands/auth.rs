@@ -20,6 +20,7 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
     let files = CredentialFiles::from_env();
     let registries = Registries::new(&config).with_credential_files(files.clone());
     let mut worst = Exit::Clean;
+    let mut hints: Vec<String> = Vec::new();
     for host in hosts(&config) {
         let settings = config.registry_for(&host);
         let credentials = match resolve_credentials(&settings, &files).await {
@@ -55,8 +56,16 @@ pub async fn run(args: &ConfigArg, progress: &Progress) -> Exit {
                     "{host:<30}  credentials: {credentials:<24}  FAILED: {e}\n"
                 ));
                 worst = worst.max(exit::for_error(&e));
+                for hint in crate::hints::for_error(&["auth", "check"], &e) {
+                    if !hints.contains(&hint) {
+                        hints.push(hint);
+                    }
+                }
             }
         }
+    }
+    for hint in &hints {
+        progress.eprint(hint);
     }
     worst
 }

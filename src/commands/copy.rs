@@ -25,46 +25,40 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         super::without_docker_transport(&args.source),
         super::without_docker_transport(&args.target),
     );
+    if args.preserve_digests {
+        tracing::debug!("--preserve-digests: ferry always keeps the source's digests");
+    }
     let all_tags = args.all_tags.then_some(args.include.as_slice());
-    match one_mapping(source, target, &args.platforms, all_tags) {
-        Ok(mapping) => {
-            let authfile = args.access.authfile.as_deref();
-            if let Origin::Registry { registry, .. } = &mapping.origin {
-                let side = super::SideAccess {
-                    insecure: super::insecure_side(args.src_tls_verify, args.access.insecure),
-                    creds: args.src_creds.as_ref(),
-                    authfile,
-                };
-                super::apply_access(&mut config, registry, &side);
-            }
-            for target in &mapping.targets {
-                if let Target::Registry { registry, .. } = target {
-                    let side = super::SideAccess {
-                        insecure: super::insecure_side(args.dest_tls_verify, args.access.insecure),
-                        creds: args.dest_creds.as_ref(),
-                        authfile,
-                    };
-                    super::apply_access(&mut config, registry, &side);
-                }
-            }
-            config.mappings = vec![mapping];
+    let mapping = match one_mapping(source, target, &args.platforms, all_tags) {
+        Ok(mapping) => mapping,
+        Err(message) => {
+            // Every reason one_mapping refuses is in the command line itself (no request was
+            // sent): exit 64, as clap's own refusals.
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
         }
+    };
+    config.mappings = vec![mapping];
+    let access = match super::access::for_config(&config, &args.tls, &args.src, &args.dest) {
+        Ok(a) => a,
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return Exit::Failed;
+            return Exit::Usage;
         }
-    }
+    };
     let options = super::sync::RunOptions {
         dry_run: false,
         json: args.json,
-        report: None,
+        report: args.report.report.clone(),
         metrics: None,
         stop: None,
         registries: None,
         copy: Some(format!("{source} -> {target}")),
         state_dir: args.state_dir.clone().or(config.state_dir.clone()),
         state_dir_named: true,
-        every_host: None,
+        every_host: Some(access.every_host()),
+        command: "copy",
+        digestfile: args.digestfile.clone(),
     };
     super::sync::run_config(&config, &options, progress).await
 }
@@ -89,6 +83,11 @@ fn one_mapping(
         (Some(tag), _) => Pick::Tag(Tag::parse(tag).map_err(|e| format!("tag {tag}: {e}"))?),
         (None, Some(digest)) => {
             Pick::Digest(Digest::parse(digest).map_err(|e| format!("{source}: {e}"))?)
+        }
+        // A registry image named without a tag is `latest`, as skopeo, docker and `ferry
+        // inspect` take it (silently, as skopeo does; docs/commands.md says so).
+        (None, None) if matches!(origin, Origin::Registry { .. }) => {
+            Pick::Tag(Tag::parse("latest").map_err(|e| format!("tag latest: {e}"))?)
         }
         (None, None) => {
             return Err(format!(
@@ -116,6 +115,7 @@ fn one_mapping(
             }
         }
         None => {
+            unsupported_transport(target)?;
             let dst = Reference::parse(target).map_err(|e| e.to_string())?;
             if dst.digest.is_some() {
                 return Err(format!(
@@ -214,6 +214,7 @@ pub(super) fn parse_source(
         return Ok((origin, tag, None));
     }
     let Some(rest) = source.strip_prefix("oci:") else {
+        unsupported_transport(source)?;
         let src = Reference::parse(source).map_err(|e| e.to_string())?;
         let origin = Origin::Registry {
             registry: src.registry,
@@ -236,6 +237,30 @@ pub(super) fn parse_source(
     match split_layout_tag(rest) {
         ("", _) => Err("oci: names no directory".into()),
         (dir, tag) => Ok((layout(dir), tag.map(str::to_owned), None)),
+    }
+}
+
+/// The transports ferry reads and writes, as skopeo spells them.
+pub(super) const TRANSPORTS: &str = "docker:// (or a bare registry reference), oci:DIR[:TAG], \
+     oci-archive:FILE[:REF] and docker-archive:FILE[:REF] (a source only)";
+
+/// Refuses a reference in one of skopeo's transports ferry does not speak (`dir:`,
+/// `containers-storage:`, …), naming the ones it does, instead of reading `dir` as a host.
+pub(super) fn unsupported_transport(reference: &str) -> Result<(), String> {
+    const OTHERS: [&str; 7] = [
+        "dir",
+        "containers-storage",
+        "docker-daemon",
+        "sif",
+        "ostree",
+        "tarball",
+        "atomic",
+    ];
+    match reference.split_once(':') {
+        Some((transport, _)) if OTHERS.contains(&transport) => Err(format!(
+            "{reference}: ferry does not support the {transport}: transport; it supports {TRANSPORTS}"
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -39,8 +39,9 @@ Exit codes:
 
 Examples:
   ferry doctor ghcr.io/org/app
-  ferry doctor registry.local:5000/team/app --insecure --write team/scratch
-  ferry doctor quay.io/org/app -c mirror.yaml --json > doctor.json";
+  ferry doctor registry.local:5000/team/app --tls-verify=false --write team/scratch
+  ferry doctor quay.io/org/app -c mirror.yaml --json > doctor.json
+  ferry doctor registry.local:5000/team/app --cert-dir ./certs --creds \"$USER:$TOKEN\"";
 
 /// `ferry doctor`'s arguments.
 #[derive(Debug, Args)]
@@ -56,6 +57,10 @@ pub struct DoctorArgs {
     /// Print the findings as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub one: crate::cli::OneRegistryArgs,
+    #[command(flatten)]
+    pub tls: crate::cli::AccessArgs,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
@@ -102,7 +107,7 @@ pub struct AuthFlow {
 /// Where the credentials came from, never the secret.
 #[derive(Debug, Clone, Serialize)]
 pub struct CredentialsSeen {
-    /// `config`, `authfile`, `docker_config`, `env` or `anonymous`.
+    /// `config`, `creds` (`--creds`), `authfile`, `docker_config`, `env` or `anonymous`.
     pub source: &'static str,
     /// `basic as USER from FILE`, `anonymous (no login found)`.
     pub description: String,
@@ -233,12 +238,13 @@ pub async fn run(args: &DoctorArgs, progress: &Progress) -> Exit {
         },
         None => super::empty_config(),
     };
-    let access = super::SideAccess {
-        insecure: args.access.insecure,
-        creds: None,
-        authfile: args.access.authfile.as_deref(),
-    };
-    super::apply_access(&mut config, &host, &access);
+    match super::access::Access::new(&args.tls).one(&args.one) {
+        Ok(access) => access.apply_to_host(&mut config, &host),
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+    }
     let files = CredentialFiles::from_env();
     let settings = config.registry_for(&host);
     let resolved = match resolve_credentials(&settings, &files).await {
@@ -249,7 +255,10 @@ pub async fn run(args: &DoctorArgs, progress: &Progress) -> Exit {
         }
     };
     let credentials = CredentialsSeen {
-        source: source_name(&resolved, args.access.authfile.is_some()),
+        source: match args.one.creds {
+            Some(_) => "creds",
+            None => source_name(&resolved, args.tls.authfile.is_some()),
+        },
         description: resolved.describe(),
     };
     let registries = Registries::new(&config).with_credential_files(files);
@@ -257,6 +266,9 @@ pub async fn run(args: &DoctorArgs, progress: &Progress) -> Exit {
         Ok(c) => c,
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
+            for hint in crate::hints::for_error(&["doctor"], &e) {
+                progress.eprint(&hint);
+            }
             return crate::exit::for_error(&e);
         }
     };
@@ -282,7 +294,11 @@ pub async fn run(args: &DoctorArgs, progress: &Progress) -> Exit {
                 Exit::Failed
             };
             found.add("ping", Outcome::Failed, e.to_string());
-            return finish(found, exit, args.json, progress);
+            let code = finish(found, exit, args.json, progress);
+            for hint in crate::hints::for_error(&["doctor"], &e) {
+                progress.eprint(&hint);
+            }
+            return code;
         }
     }
     found.auth = auth_flow(&client);

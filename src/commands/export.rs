@@ -19,6 +19,7 @@ Examples:
   ferry export -c mirror.yaml -o weekly-48.tar --since bundle-full.tar --since weekly-47.tar
   ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar.json
   ferry export -c mirror.yaml -o - | zstd > bundle.tar.zst
+  ferry export -c mirror.yaml -o bundle.tar --src-tls-verify=false --src-creds \"$USER:$TOKEN\"
   ferry export -c mirror.yaml -o weekly-49.tar --since weekly-48.tar --dry-run
   ferry export -c mirror.yaml -o bundle-full.tar --sign-key bundle.key
 
@@ -52,9 +53,12 @@ pub struct ExportArgs {
     /// Print the report as JSON on stdout (not with `-o -`: use --report).
     #[arg(long)]
     pub json: bool,
-    /// Also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: crate::cli::ReportArg,
+    #[command(flatten)]
+    pub src: crate::cli::SrcArgs,
+    #[command(flatten)]
+    pub tls: crate::cli::AccessArgs,
 }
 
 pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
@@ -98,6 +102,15 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
             }
         }
     }
+    // An export reads its sources only: the `--src-*` flags apply to them.
+    let (sources, _) = super::access::config_sides(&config);
+    let access = match super::access::Access::new(&args.tls).src(&args.src, sources) {
+        Ok(a) => a,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+    };
     let output = match to_stdout {
         true => Output::Stdout,
         false => Output::File(args.output.clone()),
@@ -105,7 +118,7 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
     let options = super::sync::RunOptions {
         dry_run: args.dry_run,
         json: args.json,
-        report: args.report.clone(),
+        report: args.report.report.clone(),
         metrics: None,
         stop: None,
         registries: None,
@@ -113,7 +126,9 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         // An export writes a tar, no upload session to resume.
         state_dir: None,
         state_dir_named: false,
-        every_host: None,
+        every_host: Some(access.every_host()),
+        command: "export",
+        digestfile: None,
     };
     let spec = ferry_sync::run::ExportSpec {
         output,

@@ -15,6 +15,7 @@ pub const AFTER_HELP: &str = "Examples:
   ferry import weekly-48.tar -c site.yaml --json > import-report.json
   ferry import bundle.tar -c site.yaml --verify-key bundle.pub
   ferry import bundle.tar.zst -c site.yaml
+  ferry import bundle.tar --dest-creds \"$USER:$TOKEN\" --state-dir /var/lib/ferry/state
   zstd -dc bundle.tar.zst | ferry import - -c site.yaml --spool-limit 200GiB
 
 Each image goes to the reference its org.opencontainers.image.ref.name names (a ferry
@@ -70,9 +71,16 @@ pub struct ImportArgs {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Write the JSON report to this file as well.
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
+    /// Where uploads in flight are recorded, so a later import resumes them [default: the
+    /// site config's `state_dir:`, else none].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: crate::cli::ReportArg,
+    #[command(flatten)]
+    pub dest: crate::cli::DestArgs,
+    #[command(flatten)]
+    pub tls: crate::cli::AccessArgs,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
@@ -85,32 +93,32 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         },
         None => super::empty_config(),
     };
-    // Every registry an import reaches is one an image goes to: the access flags apply to each
-    // (as `apply_access` applies them to one host).
-    let (insecure, authfile) = (args.access.insecure, args.access.authfile.clone());
-    let every_host: ferry_sync::registries::EveryHost = std::sync::Arc::new(move |settings| {
-        if insecure {
-            settings.insecure = true;
-        }
-        if let Some(file) = &authfile {
-            settings.auth = ferry_config::AuthSettings::DockerConfig {
-                path: Some(file.clone()),
-            };
-        }
-    });
+    // Every registry an import reaches is one an image goes to: the `--dest-*` flags apply to
+    // each, as the rest of the access flags do.
+    let access =
+        match super::access::Access::new(&args.tls).dest(&args.dest, super::access::Hosts::Every) {
+            Ok(a) => a,
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        };
+    let state_dir = args.state_dir.clone().or(config.state_dir.clone());
     let options = super::sync::RunOptions {
         dry_run: args.dry_run,
         json: args.json,
-        report: args.report.clone(),
+        report: args.report.report.clone(),
         metrics: None,
         stop: None,
         registries: None,
         copy: None,
-        // A site config's `state_dir:` records big uploads for a resumed import; no default
-        // (an import has no config file to sit beside).
-        state_dir: config.state_dir.clone(),
-        state_dir_named: config.state_dir.is_some(),
-        every_host: Some(every_host),
+        // `--state-dir` or the site config's `state_dir:` records big uploads for a resumed
+        // import; no default (an import has no config file to sit beside).
+        state_dir_named: state_dir.is_some(),
+        state_dir,
+        every_host: Some(access.every_host()),
+        command: "import",
+        digestfile: None,
     };
     let keys = match super::bundle_keys(&config, &args.verify_key, progress) {
         Ok(k) => k,

@@ -1,8 +1,6 @@
 //! `ferry inspect`: one image's manifest as a registry or a layout serves it (digest, media type,
 //! size, an index's platforms, the config's summary, layers, referrers), `--raw` and `--config`.
 
-use std::io::Write as _;
-
 use clap::Args;
 use ferry_config::Origin;
 use ferry_distribution::ops::{Manifest, Referrer};
@@ -12,7 +10,7 @@ use ferry_sync::{Run, RunContext, Source};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
-use crate::cli::{Creds, RegistryAccess};
+use crate::cli::RegistryAccess;
 use crate::exit::{self, Exit};
 use crate::progress::{Progress, print_stdout};
 
@@ -24,13 +22,15 @@ Examples:
   ferry inspect oci:./mirror/library/alpine:3.20 --raw > manifest.json
   ferry inspect registry.local:5000/app:v1 --config-blob --tls-verify=false
   ferry inspect registry.local:5000/app:v1 --signatures -c mirror.yaml
+  ferry inspect --format '{{.Digest}}' docker.io/library/alpine:3.20
+  ferry inspect --format '{{json .}}' registry.local:5000/app:v1 --cert-dir ./certs
 
 Exit codes:
   0  the image was shown
   2  it could not be: no such image, a registry error, a manifest over the size limit
   3  the -c config is invalid
   4  the registry refused the credentials
-  64 the command line is wrong";
+  64 the command line is wrong (a flag, or a reference ferry cannot read)";
 
 /// No config blob is read past this (the manifest limit: a config is JSON of the same order).
 const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
@@ -55,12 +55,14 @@ pub struct InspectArgs {
     /// for this repository (without one, each is shown unverified).
     #[arg(long)]
     pub signatures: bool,
-    /// Credentials for the registry (`USERNAME:PASSWORD`), as skopeo's `--creds`.
-    #[arg(long, value_name = "USER:PASSWORD", value_parser = crate::cli::parse_creds)]
-    pub creds: Option<Creds>,
-    /// `--tls-verify=false`: plain HTTP or unverified TLS to the registry (as --insecure).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true", value_parser = crate::cli::parse_bool)]
-    pub tls_verify: Option<bool>,
+    /// Print only what this Go-template-style text names, as skopeo's `inspect --format`:
+    /// `{{.Digest}}`, `{{.Name}}`, `{{json .}}`, `{{.Labels}}`, … (docs/inspect.md lists them).
+    #[arg(long, short = 'f', value_name = "TEMPLATE", conflicts_with_all = ["raw", "config_blob", "json", "signatures"])]
+    pub format: Option<String>,
+    #[command(flatten)]
+    pub one: crate::cli::OneRegistryArgs,
+    #[command(flatten)]
+    pub tls: crate::cli::AccessArgs,
     #[command(flatten)]
     pub access: RegistryAccess,
 }
@@ -71,8 +73,20 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
         Ok(found) => found,
         Err(message) => {
             progress.eprint(&format!("error: {message}"));
-            return Exit::Failed;
+            return Exit::Usage;
         }
+    };
+    let template = match args
+        .format
+        .as_deref()
+        .map(super::inspect_format::Template::parse)
+    {
+        Some(Err(message)) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+        Some(Ok(t)) => Some(t),
+        None => None,
     };
     let mut config = match &args.access.config {
         Some(path) => match super::load_registries(path, progress) {
@@ -82,12 +96,13 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
         None => super::empty_config(),
     };
     if let Origin::Registry { registry, .. } = &origin {
-        let side = super::SideAccess {
-            insecure: super::insecure_side(args.tls_verify, args.access.insecure),
-            creds: args.creds.as_ref(),
-            authfile: args.access.authfile.as_deref(),
-        };
-        super::apply_access(&mut config, registry, &side);
+        match super::access::Access::new(&args.tls).one(&args.one) {
+            Ok(access) => access.apply_to_host(&mut config, registry),
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        }
     }
     let run = Run::new(&config, RunContext::new(&config));
     // The policy of the -c config's mapping whose source is this repository, if it has one.
@@ -96,10 +111,17 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
         .iter()
         .find(|m| m.origin == origin && m.signatures.is_some())
         .and_then(|m| m.signatures.clone());
-    match inspect(args, &origin, &name, &run, policy.as_ref()).await {
+    let shown = match &template {
+        Some(template) => formatted(template, &origin, &name, &run).await,
+        None => inspect(args, &origin, &name, &run, policy.as_ref()).await,
+    };
+    match shown {
         Ok(()) => Exit::Clean,
         Err(Failure::Registry(e)) => {
             progress.eprint(&format!("error: inspect {reference}: {e}"));
+            for hint in crate::hints::for_error(&["inspect"], &e) {
+                progress.eprint(&hint);
+            }
             exit::for_error(&e)
         }
         Err(Failure::Content(message)) => {
@@ -148,9 +170,7 @@ async fn inspect(
     let source = run.source(origin).await?;
     let manifest = source.get_manifest(name).await?;
     if args.raw {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&manifest.bytes);
-        let _ = out.flush();
+        crate::progress::write_stdout(&manifest.bytes);
         return Ok(());
     }
     let doc: Value = serde_json::from_slice(&manifest.bytes)
@@ -163,9 +183,7 @@ async fn inspect(
             )));
         };
         let bytes = read_config(&source, &config).await?;
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&bytes);
-        let _ = out.flush();
+        crate::progress::write_stdout(&bytes);
         return Ok(());
     }
     let shown = Shown::of(&source, &manifest, &doc).await?;
@@ -182,7 +200,7 @@ async fn inspect(
         if let Some(list) = &signatures {
             doc["signatures"] = json!({"policy": policy.is_some(), "found": list});
         }
-        println!("{doc:#}");
+        crate::progress::println_stdout(&format!("{doc:#}"));
     } else {
         let mut text = shown.render(&image, &manifest);
         if let Some(list) = &signatures {
@@ -190,6 +208,55 @@ async fn inspect(
         }
         print_stdout(&text);
     }
+    Ok(())
+}
+
+/// `--format TEMPLATE`: the template filled from the image as skopeo names its fields. For an
+/// index, as skopeo does, the fields of config and layers are the child's for this machine's
+/// platform (linux/amd64 on x86_64, linux/arm64 on aarch64; else the first child), and Digest
+/// the index's.
+async fn formatted(
+    template: &super::inspect_format::Template,
+    origin: &Origin,
+    name: &str,
+    run: &Run,
+) -> Result<(), Failure> {
+    let source = run.source(origin).await?;
+    let manifest = source.get_manifest(name).await?;
+    let parse = |m: &Manifest| {
+        serde_json::from_slice::<Value>(&m.bytes)
+            .map_err(|e| Failure::Content(format!("manifest {} is not JSON: {e}", m.digest)))
+    };
+    let mut doc = parse(&manifest)?;
+    if media::is_index(&manifest.media_type) {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            other => other,
+        };
+        let children = doc["manifests"].as_array().cloned().unwrap_or_default();
+        let child = children
+            .iter()
+            .find(|m| m["platform"]["os"] == "linux" && m["platform"]["architecture"] == arch)
+            .or(children.first())
+            .and_then(descriptor);
+        if let Some(child) = child {
+            doc = parse(&source.get_manifest(&child.digest.to_string()).await?)?;
+        }
+    }
+    let config = match descriptor(&doc["config"]) {
+        Some(d) if d.media_type != media::OCI_EMPTY_JSON => {
+            serde_json::from_slice(&read_config(&source, &d).await?).unwrap_or(Value::Null)
+        }
+        _ => Value::Null,
+    };
+    let tags = match template.needs_tags() {
+        true => Some(source.list_tags().await?),
+        false => None,
+    };
+    let digest = manifest.digest.to_string();
+    let fields = super::inspect_format::fields(&source.name(), &digest, tags, &doc, &config);
+    print_stdout(&template.render(&fields));
     Ok(())
 }
 

@@ -1,12 +1,14 @@
 //! The subcommands: each loads what it needs, runs ferry-sync or ferry-distribution, prints for
 //! people on stderr (machine output on stdout) and returns an exit code.
 
+pub mod access;
 pub mod auth;
 pub mod copy;
 pub mod doctor;
 pub mod export;
 pub mod import;
 pub mod inspect;
+pub mod inspect_format;
 pub mod scope;
 pub mod sync;
 pub mod tags;
@@ -91,64 +93,6 @@ pub fn empty_config() -> Config {
         listener_tls: None,
         state_dir: None,
         bundle_keys: Vec::new(),
-    }
-}
-
-/// What the command line says about one side's registry (`copy`'s source or target, `tags`'
-/// repository), applied over what a `-c` config says of it.
-pub struct SideAccess<'a> {
-    /// Plain HTTP or unverified TLS allowed (`--insecure`, `--x-tls-verify=false`).
-    pub insecure: bool,
-    /// `--creds`, `--src-creds`, `--dest-creds`: basic credentials for this registry.
-    pub creds: Option<&'a crate::cli::Creds>,
-    /// `--authfile`: a login file, used where no credentials were given.
-    pub authfile: Option<&'a Path>,
-}
-
-/// Applies `access` to `host`'s entry, adding one if the config does not list the host.
-pub fn apply_access(config: &mut Config, host: &str, access: &SideAccess<'_>) {
-    if access.insecure {
-        allow_insecure(config, host);
-    }
-    if access.creds.is_none() && access.authfile.is_none() {
-        return;
-    }
-    let index = match config.registries.iter().position(|r| r.host == host) {
-        Some(i) => i,
-        None => {
-            config
-                .registries
-                .push(config::RegistrySettings::unlisted(host));
-            config.registries.len() - 1
-        }
-    };
-    let entry = &mut config.registries[index];
-    entry.auth = match (access.creds, access.authfile) {
-        (Some(c), _) => config::AuthSettings::Basic {
-            username: c.username.clone(),
-            password: c.password.clone(),
-        },
-        (None, Some(file)) => config::AuthSettings::DockerConfig {
-            path: Some(file.to_path_buf()),
-        },
-        (None, None) => return,
-    };
-}
-
-/// Whether `--x-tls-verify` (when given) or `--insecure` allows plain HTTP for a side.
-pub fn insecure_side(tls_verify: Option<bool>, insecure: bool) -> bool {
-    tls_verify.map_or(insecure, |verify| !verify)
-}
-
-/// Marks `host` insecure (plain HTTP allowed), adding it to the config if it is not listed.
-pub fn allow_insecure(config: &mut Config, host: &str) {
-    match config.registries.iter_mut().find(|r| r.host == host) {
-        Some(r) => r.insecure = true,
-        None => {
-            let mut settings = config::RegistrySettings::unlisted(host);
-            settings.insecure = true;
-            config.registries.push(settings);
-        }
     }
 }
 

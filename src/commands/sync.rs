@@ -40,8 +40,12 @@ pub struct RunOptions {
     /// Whether `state_dir` was named (`--state-dir`, `state_dir:`) rather than the default
     /// beside the lock file: only a named one that cannot be used is warned about.
     pub state_dir_named: bool,
-    /// Applied to every registry's settings, listed or not (`ferry import`'s access flags).
+    /// Applied to every registry's settings, listed or not: the command line's access flags.
     pub every_host: Option<ferry_sync::registries::EveryHost>,
+    /// The command (`sync`, `copy`, …) whose flags the hints after a failure name.
+    pub command: &'static str,
+    /// `ferry copy --digestfile`: where the copied image's digest is written.
+    pub digestfile: Option<PathBuf>,
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -56,6 +60,16 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         Ok(c) => super::scope::apply(c, shard, args.scope.prune, progress),
         Err(code) => return code,
     };
+    if args.preserve_digests {
+        tracing::debug!("--preserve-digests: ferry always keeps the source's digests");
+    }
+    let access = match super::access::for_config(&config, &args.tls, &args.src, &args.dest) {
+        Ok(a) => a,
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+    };
     // Held until this function returns: the whole run. A dry run writes nothing and takes none.
     let _lock = match args.dry_run {
         true => None,
@@ -67,7 +81,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
     let options = RunOptions {
         dry_run: args.dry_run,
         json: args.json,
-        report: args.report.clone(),
+        report: args.report.report.clone(),
         metrics: None,
         stop: None,
         registries: None,
@@ -79,7 +93,9 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
             config.state_dir.as_deref(),
         )),
         state_dir_named: args.scope.state_dir.is_some() || config.state_dir.is_some(),
-        every_host: None,
+        every_host: Some(access.every_host()),
+        command: "sync",
+        digestfile: None,
     };
     run_door(&config, &options, progress, args.verify, Door::Sync).await
 }
@@ -284,6 +300,16 @@ pub async fn run_door(
             emit(options, progress, outcome.to_json(), || {
                 print_stdout(&outcome.render_text());
             });
+            let path = [options.command];
+            let mut said = Vec::new();
+            for (_, e) in outcome.plan.failed() {
+                for hint in crate::hints::for_error(&path, e) {
+                    if !said.contains(&hint) {
+                        progress.eprint(&hint);
+                        said.push(hint);
+                    }
+                }
+            }
             exit::for_dry_run(&outcome.plan, &outcome.dry)
         }
         Outcome::Synced(outcome) => {
@@ -291,6 +317,18 @@ pub async fn run_door(
             emit(options, progress, outcome.to_json(), || {});
             if let Some(verified) = &outcome.verify {
                 progress.eprint_report(&verified.render_text());
+            }
+            for hint in crate::hints::for_report(&[options.command], &outcome.report) {
+                progress.eprint(&hint);
+            }
+            if let Some(file) = &options.digestfile
+                && let Err(message) = write_digestfile(file, &outcome.report)
+            {
+                progress.eprint(&format!(
+                    "error: --digestfile {}: {message}",
+                    file.display()
+                ));
+                return Exit::Failed;
             }
             let code = exit::for_outcome(&outcome);
             if let Some(metrics) = &options.metrics {
@@ -435,6 +473,22 @@ fn log_prepared(plan: &Plan) {
     );
 }
 
+/// `--digestfile FILE`: the digest of the manifest the copy left on its target (as skopeo
+/// writes it: the digest alone, no newline), once the one image synced or was up to date.
+fn write_digestfile(file: &std::path::Path, report: &ferry_sync::SyncReport) -> Result<(), String> {
+    use ferry_sync::report::ImageStatus;
+    let done = report
+        .images
+        .iter()
+        .find(|i| matches!(i.status, ImageStatus::Synced | ImageStatus::UpToDate));
+    match done {
+        Some(image) if !image.digest.is_empty() => {
+            std::fs::write(file, &image.digest).map_err(|e| format!("cannot write it: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// JSON on stdout with `--json` (else `text`), and to the `--report` file.
 fn emit(
     options: &RunOptions,
@@ -451,7 +505,7 @@ fn emit(
         }
     };
     if options.json {
-        println!("{json}");
+        crate::progress::println_stdout(&json);
     } else {
         text();
     }

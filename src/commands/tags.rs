@@ -17,18 +17,18 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
     let reference = super::without_docker_transport(&args.reference);
     let origin = match reference.strip_prefix("oci:") {
         Some(_) => Origin::parse(reference),
-        None => Reference::parse(reference)
+        None => super::copy::unsupported_transport(reference)
+            .and_then(|()| Reference::parse(reference).map_err(|e| e.to_string()))
             .map(|r| Origin::Registry {
                 registry: r.registry,
                 repository: r.repository,
-            })
-            .map_err(|e| e.to_string()),
+            }),
     };
     let origin = match origin {
         Ok(r) => r,
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
-            return Exit::Failed;
+            return Exit::Usage;
         }
     };
     let spec = TagFilterSpec {
@@ -58,12 +58,13 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         None => super::empty_config(),
     };
     if let Origin::Registry { registry, .. } = &origin {
-        let side = super::SideAccess {
-            insecure: super::insecure_side(args.tls_verify, args.access.insecure),
-            creds: args.creds.as_ref(),
-            authfile: args.access.authfile.as_deref(),
-        };
-        super::apply_access(&mut config, registry, &side);
+        match super::access::Access::new(&args.tls).one(&args.one) {
+            Ok(access) => access.apply_to_host(&mut config, registry),
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        }
     }
     let run = Run::new(&config, RunContext::new(&config));
     let listed = match run.source(&origin).await {
@@ -74,6 +75,9 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         Ok(t) => RejectedName::split(t),
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
+            for hint in crate::hints::for_error(&["tags"], &e) {
+                progress.eprint(&hint);
+            }
             return exit::for_error(&e);
         }
     };
@@ -89,7 +93,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
             "missing_exact": selection.missing_exact,
             "rejected_names": rejected,
         });
-        println!("{value:#}");
+        crate::progress::println_stdout(&format!("{value:#}"));
         return Exit::Clean;
     }
     let width = tags.iter().map(|t| t.len()).max().unwrap_or(0);
@@ -105,13 +109,13 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         ));
     }
     for r in &rejected {
-        println!("invalid {:?}  left out: {}", r.name, r.reason);
+        print_stdout(&format!("invalid {:?}  left out: {}\n", r.name, r.reason));
         if let Some(more) = r.more_line() {
-            println!("invalid {more}");
+            print_stdout(&format!("invalid {more}\n"));
         }
     }
-    println!(
-        "{} listed, {} selected, {} filtered out{}",
+    print_stdout(&format!(
+        "{} listed, {} selected, {} filtered out{}\n",
         tags.len(),
         selection.selected.len(),
         selection.filtered_out.len(),
@@ -120,6 +124,6 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         } else {
             format!(", {} exact tags missing", selection.missing_exact.len())
         }
-    );
+    ));
     Exit::Clean
 }

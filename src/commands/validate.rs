@@ -23,23 +23,23 @@ pub fn run(args: &ValidateArgs, progress: &Progress) -> Exit {
             code
         }
         Ok(config) if args.registries_only => {
-            println!(
-                "{}: valid site config ({} registries configured, {} mappings not needed)",
+            crate::progress::print_stdout(&format!(
+                "{}: valid site config ({} registries configured, {} mappings not needed)\n",
                 path.display(),
                 config.registries.len(),
                 config.mappings.len(),
-            );
+            ));
             Exit::Clean
         }
         Ok(config) => {
             let targets: usize = config.mappings.iter().map(|m| m.targets.len()).sum();
-            println!(
-                "{}: valid ({} mappings, {} targets, {} registries configured)",
+            crate::progress::print_stdout(&format!(
+                "{}: valid ({} mappings, {} targets, {} registries configured)\n",
                 path.display(),
                 config.mappings.len(),
                 targets,
                 config.registries.len()
-            );
+            ));
             Exit::Clean
         }
     }

@@ -22,6 +22,7 @@ Examples:
   ferry verify -c mirror.yaml --signatures     and that every image of a mapping with
                                                signatures: carries one verifying on the target
   ferry verify -c mirror.yaml --json > audit.json
+  ferry verify -c mirror.yaml --report audit.json --dest-tls-verify=false
   ferry verify -c mirror.yaml --shard 0/4      one quarter of the mappings
   ferry verify --bundle weekly-49.tar -c site.yaml --since bundle-full.tar
                                                does the site hold what the bundles describe
@@ -79,16 +80,31 @@ pub struct VerifyArgs {
     /// (repeatable, with --bundle; adds to the config's bundles.keys).
     #[arg(long, value_name = "FILE", requires = "bundle")]
     pub verify_key: Vec<std::path::PathBuf>,
+    #[command(flatten)]
+    pub report: crate::cli::ReportArg,
+    #[command(flatten)]
+    pub src: crate::cli::SrcArgs,
+    #[command(flatten)]
+    pub dest: crate::cli::DestArgs,
+    #[command(flatten)]
+    pub tls: crate::cli::AccessArgs,
 }
 
 pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
     if let Some(bundle) = &args.bundle {
         return run_bundle(args, bundle, progress).await;
     }
-    let config = match super::load_config(args.config.path(), progress) {
+    let mut config = match super::load_config(args.config.path(), progress) {
         Ok(c) => super::scope::apply(c, args.shard, false, progress),
         Err(code) => return code,
     };
+    match super::access::for_config(&config, &args.tls, &args.src, &args.dest) {
+        Ok(access) => access.apply_to_config(&mut config),
+        Err(message) => {
+            progress.eprint(&format!("error: {message}"));
+            return Exit::Usage;
+        }
+    }
     progress.eprint(&format!(
         "verify: {} mappings{}",
         config.mappings.len(),
@@ -104,7 +120,7 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
         })
         .await;
     display.finish().await;
-    render(&report, args.json, progress)
+    render(&report, args, progress)
 }
 
 /// `ferry verify --bundle`: the bundle's images (and its bases') on the site.
@@ -133,7 +149,18 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
         prefix: args.target_prefix.clone(),
         deep: args.deep,
     };
-    let ctx = RunContext::new(&config);
+    // The bundle's images are wherever their names put them: the `--dest-*` flags apply to
+    // every registry checked.
+    let access =
+        match super::access::Access::new(&args.tls).dest(&args.dest, super::access::Hosts::Every) {
+            Ok(a) => a,
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        };
+    let mut ctx = RunContext::new(&config);
+    ctx.registries = ctx.registries.with_every_host(access.every_host());
     let report = match Run::new(&config, ctx).verify_bundle(&spec).await {
         Ok(r) => r,
         Err(ferry_sync::import::ImportError::Prefix(message)) => {
@@ -148,21 +175,42 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
     if let Some(authenticity) = &report.authenticity {
         progress.eprint(&format!("verify {}: {authenticity}", bundle.display()));
     }
-    render(&report, args.json, progress)
+    render(&report, args, progress)
 }
 
-/// Prints `report` (JSON on stdout with `--json`, else text) and returns its exit code.
-fn render(report: &VerifyReport, json: bool, progress: &Progress) -> Exit {
-    if json {
-        match report.to_json() {
-            Ok(json) => println!("{json}"),
-            Err(e) => {
-                progress.eprint(&format!("error: cannot encode the report as JSON: {e}"));
-                print_stdout(&report.render_text());
-            }
+/// Prints `report` (JSON on stdout with `--json`, else text; to the `--report` file too), the
+/// hints its unreadable answers call for, and returns its exit code.
+fn render(report: &VerifyReport, args: &VerifyArgs, progress: &Progress) -> Exit {
+    let json = report.to_json();
+    match (&json, args.json) {
+        (Ok(json), true) => crate::progress::println_stdout(json),
+        (Err(e), true) => {
+            progress.eprint(&format!("error: cannot encode the report as JSON: {e}"));
+            print_stdout(&report.render_text());
         }
-    } else {
-        print_stdout(&report.render_text());
+        (_, false) => print_stdout(&report.render_text()),
+    }
+    if let (Some(path), Ok(json)) = (&args.report.report, &json)
+        && let Err(e) = std::fs::write(path, format!("{json}\n"))
+    {
+        progress.eprint(&format!(
+            "error: cannot write report {}: {e}",
+            path.display()
+        ));
+    }
+    let (mut plain_http, mut auth) = (false, false);
+    for f in report.unreadable() {
+        if let ferry_sync::verify::Finding::Unreadable { auth: a, error, .. } = f {
+            auth |= *a;
+            // The one registry error verify keeps only as text: ferry-distribution's NotTls.
+            plain_http |= error.contains("answered the TLS handshake in plain HTTP");
+        }
+    }
+    if plain_http {
+        progress.eprint(&crate::hints::plain_http(&["verify"]));
+    }
+    if auth {
+        progress.eprint(&crate::hints::credentials(&["verify"]));
     }
     exit_for(report)
 }

@@ -62,7 +62,13 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let path = args.config.path();
     // An invalid config at start is exit 3; later, a bad edit skips runs until it is fixed.
     let mut current = match super::load_config(path, progress) {
-        Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
+        Ok(c) => match with_access(scope::apply(c, shard, args.scope.prune, progress), args) {
+            Ok(c) => c,
+            Err(message) => {
+                progress.eprint(&format!("error: {message}"));
+                return Exit::Usage;
+            }
+        },
         Err(code) => return code,
     };
     let mut first = Some(current.clone());
@@ -138,7 +144,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
     let mut options = RunOptions {
         dry_run: false,
         json: false,
-        report: args.report.clone(),
+        report: args.report.report.clone(),
         metrics: Some(Arc::clone(&metrics)),
         stop: None,
         copy: None,
@@ -147,6 +153,8 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         state_dir: Some(state_dir.clone()),
         state_dir_named,
         every_host: None,
+        command: "watch",
+        digestfile: None,
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -164,9 +172,14 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             }
             let config = match first.take() {
                 Some(c) => c,
-                None => match super::load_config(path, progress) {
-                    Ok(c) => scope::apply(c, shard, args.scope.prune, progress),
-                    Err(_) => {
+                None => match super::load_config(path, progress)
+                    .map_err(|_| ())
+                    .and_then(|c| {
+                        with_access(scope::apply(c, shard, args.scope.prune, progress), args)
+                            .map_err(|message| progress.eprint(&format!("error: {message}")))
+                    }) {
+                    Ok(c) => c,
+                    Err(()) => {
                         progress.eprint("watch: the config is invalid; skipping this run");
                         let now = SystemTime::now();
                         let skipped = due.take_due(current.clone(), now);
@@ -281,6 +294,8 @@ async fn event_syncs(
                 state_dir: None,
                 state_dir_named: false,
                 every_host: None,
+                command: "watch",
+                digestfile: None,
             };
             let code = run_config(&config, &options, progress).await;
             clients.count(metrics);
@@ -299,6 +314,18 @@ async fn event_syncs(
         }
     })
     .await;
+}
+
+/// `config` with the command line's access flags (`--tls-verify`, `--src-*`, `--dest-*`, …)
+/// written into its registries' entries, so the watch's kept clients and its event syncs see
+/// them alike.
+fn with_access(
+    mut config: ferry_config::Config,
+    args: &WatchArgs,
+) -> Result<ferry_config::Config, String> {
+    let access = super::access::for_config(&config, &args.tls, &args.src, &args.dest)?;
+    access.apply_to_config(&mut config);
+    Ok(config)
 }
 
 /// A deep verify of `config` (`--verify-every`) on the watch's clients, its findings recorded

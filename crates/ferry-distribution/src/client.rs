@@ -32,7 +32,7 @@ pub struct RegistryOptions {
     pub endpoint: Option<String>,
     /// Plain HTTP and unverified TLS. Only when configured.
     pub insecure: bool,
-    /// Extra trusted roots (PEM bundle).
+    /// Extra trusted roots: a PEM bundle, or a directory whose `*.crt` files are read as one.
     pub ca_bundle: Option<PathBuf>,
     /// A client certificate for registries that require mutual TLS; shown to the registry's
     /// own host only, never to token realms or storage on other hosts.
@@ -177,7 +177,7 @@ impl RegistryClient {
         let bundle = match &options.ca_bundle {
             None => None,
             Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| {
+                let pem = read_ca_bundle(path).map_err(|e| {
                     err(ErrorKind::Local(format!(
                         "cannot read CA bundle {}: {e}",
                         path.display()
@@ -653,4 +653,23 @@ fn challenges_of(response: &Response) -> Vec<crate::challenge::Challenge> {
         .filter_map(|v| parse_www_authenticate(v).ok())
         .flatten()
         .collect()
+}
+
+/// A CA bundle's PEM: the file, or for a directory (skopeo's `--cert-dir`) every `*.crt` in it,
+/// in name order.
+fn read_ca_bundle(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    if !path.is_dir() {
+        return std::fs::read(path);
+    }
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(path)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "crt"))
+        .collect();
+    files.sort();
+    let mut pem = Vec::new();
+    for file in files {
+        pem.extend_from_slice(&std::fs::read(&file)?);
+        pem.push(b'\n');
+    }
+    Ok(pem)
 }

@@ -195,8 +195,7 @@ impl Failure {
             // gets the same answer. Final, so it is neither retried nor counted in the breaker.
             return Failure::Final(ErrorKind::NotTls(format!(
                 "{host} answered the TLS handshake in plain HTTP: it serves http, not https \
-                 (set `insecure: true` on the registry in the config, or pass --insecure or \
-                 --src-tls-verify=false / --dest-tls-verify=false on the command line)"
+                 (set `insecure: true` on its `registries:` entry in the config)"
             )));
         }
         let local = is_local_io_failure(error);
