@@ -77,7 +77,8 @@ pub async fn answer(
         }
     };
     metrics.event("received", notices.len());
-    let offered = intake.offer(&notices, tokio::time::Instant::now());
+    // Durable (journaled) when it returns: before the answer.
+    let offered = intake.offer(&notices, tokio::time::Instant::now()).await;
     metrics.event("queued", offered.queued);
     metrics.event("coalesced", offered.coalesced);
     metrics.event("ignored", offered.ignored);
