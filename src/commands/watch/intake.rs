@@ -242,8 +242,9 @@ impl Intake {
             return out;
         };
         let mut matched = Vec::new();
+        let mut asked = Asked::new();
         for notice in notices {
-            match asks(&config, notice) {
+            match asks(&config, notice, &mut asked) {
                 Ok((digest, keys)) => matched.push((notice, digest, keys)),
                 Err(reason) => {
                     out.ignored += 1;
@@ -297,7 +298,9 @@ impl Intake {
         let Some(journal) = &self.journal else {
             return (ids, refused, Vec::new());
         };
-        let mut to_write = Vec::new();
+        let mut to_write: Vec<(usize, JournalEntry)> = Vec::new();
+        // Notices of one request that share an entry: written once, for all of them.
+        let mut sharing: HashMap<String, Vec<usize>> = HashMap::new();
         {
             let states = lock(&self.states);
             let recent = lock(&self.recent);
@@ -314,6 +317,8 @@ impl Intake {
                 let id = entry.id();
                 if journaled.contains_key(&id) {
                     ids[i] = Some(id);
+                } else if let Some(others) = sharing.get_mut(&id) {
+                    others.push(i);
                 } else if !notice.delete
                     && keys
                         .iter()
@@ -323,6 +328,7 @@ impl Intake {
                 } else if journaled.len() + to_write.len() >= journal.limit() {
                     refused[i] = true;
                 } else {
+                    sharing.insert(id, Vec::new());
                     to_write.push((i, entry));
                 }
             }
@@ -332,13 +338,16 @@ impl Intake {
         let mut written = Vec::new();
         let mut journaled = lock(&self.journaled);
         for ((i, entry), result) in to_write.into_iter().zip(results) {
+            let id = entry.id();
+            let others = sharing.remove(&id).unwrap_or_default();
             match result {
                 Ok(()) => {
                     self.journal_warned.store(false, Ordering::Relaxed);
-                    let id = entry.id();
                     journaled.entry(id.clone()).or_default();
                     written.push(id.clone());
-                    ids[i] = Some(id);
+                    for j in others.into_iter().chain([i]) {
+                        ids[j] = Some(id.clone());
+                    }
                 }
                 Err(e) => {
                     if !self.journal_warned.swap(true, Ordering::Relaxed) {
@@ -347,7 +356,9 @@ impl Intake {
                             "watch: cannot write the event journal ({e}): events are refused (503) until it can be written"
                         );
                     }
-                    refused[i] = true;
+                    for j in others.into_iter().chain([i]) {
+                        refused[j] = true;
+                    }
                 }
             }
         }
@@ -643,17 +654,41 @@ fn covered(
     })
 }
 
-/// The digest `notice` names (checked) and the keys it asks for: one per mapping the config
-/// says covers the pushed tag ([`Config::mappings_for`]), of the tag, or of the whole mapping
-/// where its filter needs the full listing to judge a tag (`latest`). A delete asks only a
-/// mapping that prunes (its sync of the tag prunes with `--prune`'s checks).
-fn asks(config: &Config, notice: &Notice) -> Result<(Option<Digest>, Vec<Key>), Ignored> {
-    let Some(tag) = notice.tag.as_deref().and_then(|t| Tag::parse(t).ok()) else {
-        return Err(Ignored::NoTag);
-    };
+/// What one request's notices asked for, by (host, repository, tag, delete): a body of a
+/// thousand notices for one tag matches the config once, not a thousand times.
+type Asked = HashMap<(Option<String>, String, Option<String>, bool), Result<Vec<Key>, Ignored>>;
+
+/// The digest `notice` names (checked) and the keys it asks for ([`keys_for`]), the keys
+/// looked up in `asked` first.
+fn asks(
+    config: &Config,
+    notice: &Notice,
+    asked: &mut Asked,
+) -> Result<(Option<Digest>, Vec<Key>), Ignored> {
     let digest = match notice.digest.as_deref() {
         None => None,
         Some(d) => Some(Digest::parse(d).map_err(|_| Ignored::BadDigest)?),
+    };
+    let what = (
+        notice.host.clone(),
+        notice.repository.clone(),
+        notice.tag.clone(),
+        notice.delete,
+    );
+    let keys = asked
+        .entry(what)
+        .or_insert_with(|| keys_for(config, notice))
+        .clone()?;
+    Ok((digest, keys))
+}
+
+/// The keys `notice` asks for: one per mapping the config says covers the pushed tag
+/// ([`Config::mappings_for`]), of the tag, or of the whole mapping where its filter needs the
+/// full listing to judge a tag (`latest`). A delete asks only a mapping that prunes (its sync
+/// of the tag prunes with `--prune`'s checks).
+fn keys_for(config: &Config, notice: &Notice) -> Result<Vec<Key>, Ignored> {
+    let Some(tag) = notice.tag.as_deref().and_then(|t| Tag::parse(t).ok()) else {
+        return Err(Ignored::NoTag);
     };
     let covering = config.mappings_for(notice.host.as_deref(), &notice.repository, &tag);
     if covering.is_empty() {
@@ -673,7 +708,7 @@ fn asks(config: &Config, notice: &Notice) -> Result<(Option<Digest>, Vec<Key>), 
     if keys.is_empty() {
         return Err(Ignored::DeleteNotPruned);
     }
-    Ok((digest, keys))
+    Ok(keys)
 }
 
 #[cfg(test)]

@@ -381,6 +381,19 @@ async fn a_stranded_entry_waits_for_the_poll_and_a_full_journal_refuses() {
     let state = tempfile::tempdir().unwrap();
     let (intake, mut rx) = journaled(state.path(), 2);
     let now = Instant::now();
+    // A thousand notices of one request for one fresh tag share one entry, written once.
+    let same = vec![push(None, "team/app", "v0", &dg('a')); 1000];
+    let out = intake.offer(&same, now).await;
+    assert_eq!(
+        (out.queued, out.coalesced, out.refused),
+        (1, 999, 0),
+        "{out:?}"
+    );
+    assert_eq!(entries(state.path()), 1);
+    let key = rx.recv().await.unwrap();
+    intake.start(&key).unwrap();
+    intake.finish(&key, true, now).await;
+    assert_eq!(entries(state.path()), 0);
     intake
         .offer(&[push(None, "team/app", "v1", &dg('a'))], now)
         .await;
