@@ -25,6 +25,8 @@ pub const MAX_ENTRY_BYTES: u64 = 4 * 1024;
 const MAX_NAME_CHARS: usize = 512;
 /// The entry format's version.
 const VERSION: u32 = 1;
+/// Blocking tasks one [`EventJournal::write`] spreads its entries over.
+pub const WRITERS: usize = 32;
 
 /// One accepted notice, as journaled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,22 +189,41 @@ impl EventJournal {
         self.dir.join(format!("{id}.event"))
     }
 
-    /// Writes each entry (on the blocking pool), each durable when its result is `Ok`.
+    /// Writes each entry (on the blocking pool), each durable when its result is `Ok`. The
+    /// entries are spread over up to [`WRITERS`] blocking tasks: their fsyncs then share the
+    /// file system's commits (ext4 and xfs group them), so a request naming a thousand tags is
+    /// answered in a fraction of a second, not a thousand fsyncs in a row (10 s measured).
     pub async fn write(&self, entries: Vec<JournalEntry>) -> Vec<std::io::Result<()>> {
-        let this = self.clone();
         let n = entries.len();
-        tokio::task::spawn_blocking(move || {
-            entries
-                .iter()
-                .map(|e| this.write_blocking(e))
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_else(|_| {
-            (0..n)
-                .map(|_| Err(std::io::Error::other("the blocking task did not run")))
-                .collect()
-        })
+        let writers = n.clamp(1, WRITERS);
+        let mut shares: Vec<Vec<(usize, JournalEntry)>> =
+            (0..writers).map(|_| Vec::new()).collect();
+        for (i, e) in entries.into_iter().enumerate() {
+            shares[i % writers].push((i, e));
+        }
+        let tasks: Vec<_> = shares
+            .into_iter()
+            .map(|share| {
+                let this = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    share
+                        .into_iter()
+                        .map(|(i, e)| (i, this.write_blocking(&e)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut out: Vec<std::io::Result<()>> = (0..n)
+            .map(|_| Err(std::io::Error::other("the blocking task did not run")))
+            .collect();
+        for task in tasks {
+            if let Ok(done) = task.await {
+                for (i, result) in done {
+                    out[i] = result;
+                }
+            }
+        }
+        out
     }
 
     fn write_blocking(&self, entry: &JournalEntry) -> std::io::Result<()> {

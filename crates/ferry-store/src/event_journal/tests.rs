@@ -147,3 +147,19 @@ async fn a_state_directory_others_can_write_is_refused() {
         assert!(e.to_string().contains("symbolic link"), "{e}");
     }
 }
+
+// Spread over the writers, each result is still its own entry's: one entry too large to keep
+// fails alone, in its place.
+#[tokio::test]
+async fn each_result_is_its_own_entry_s_over_the_writers() {
+    let state = tempfile::tempdir().unwrap();
+    let journal = EventJournal::open(state.path(), 4096).unwrap();
+    let mut entries: Vec<_> = (0..100).map(|i| push(&format!("v{i}"), 1)).collect();
+    entries[37].repository = "r".repeat(MAX_ENTRY_BYTES as usize);
+    let results = journal.write(entries).await;
+    assert_eq!(results.len(), 100);
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r.is_err(), i == 37, "entry {i}: {r:?}");
+    }
+    assert_eq!(names(journal.dir()).len(), 99);
+}
