@@ -1,7 +1,9 @@
-//! Benchmark: mirror on push (issue 26). The real distribution registry's
+//! Benchmark: mirror on push (issues 26, 39). The real distribution registry's
 //! `notifications.endpoints` POSTs to `ferry watch --interval 1h`; 20 tags pushed one at a time,
 //! each timed from the end of its push to the end of its event sync; then 100 events for 10
-//! tags within a second (sent by the bench to a second registry's mapping); then a forged event.
+//! tags within a second (sent by the bench to a second registry's mapping); then a forged event;
+//! then an event flood (junk and unique digests: answer times, the process's RSS, what the
+//! queue holds); then recovery after `kill -9` of a second watch with 20 events queued.
 //! Run: `cargo test --bench events --no-run` and the built `target/debug/deps/events-<hash>`
 //! (the watch under test is `target/debug/ferry`), or `cargo bench --bench events`.
 
@@ -274,5 +276,220 @@ async fn main() {
     )
     .await;
     println!("forged events: {none:?} and {wrong:?}; a sync followed: {synced}");
+
+    flood(&listen, child.id().expect("pid"), &q).await;
+    let _ = child.kill().await;
+    recovery(&quiet, &client2).await;
+}
+
+/// The resident set of process `pid`, in KiB (Linux).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The value of the series `name` (labels included) in `addr`'s /metrics.
+async fn metric(addr: &str, name: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("listener");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: ferry\r\n\r\n")
+        .await
+        .expect("sent");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out).await;
+    out.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn median_max(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[v.len() - 1])
+}
+
+/// 300 requests of notices for one tag naming unique 1 KB junk "digests" (the issue's flood),
+/// then 300 of 1000 unique well-formed digests: answer times, RSS, and what the queue holds.
+async fn flood(listen: &str, pid: u32, q: &str) {
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let before = rss_kib(pid);
+    let mut n = 0u64;
+    for (what, per_request, junk) in [
+        ("1 KB junk digests", 700, true),
+        ("unique sha256 digests", 1000, false),
+    ] {
+        let mut answers = Vec::new();
+        let mut statuses = std::collections::BTreeMap::<String, usize>::new();
+        for _ in 0..300 {
+            let events: Vec<String> = (0..per_request)
+                .map(|_| {
+                    n += 1;
+                    let digest = if junk {
+                        format!("sha256:{n:0>1024}")
+                    } else {
+                        format!("sha256:{n:064x}")
+                    };
+                    format!(
+                        r#"{{"action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{digest}","repository":"src/burst","tag":"b0"}},"request":{{"host":"{q}"}}}}"#
+                    )
+                })
+                .collect();
+            let body = format!(r#"{{"events":[{}]}}"#, events.join(","));
+            let started = Instant::now();
+            let status = post(listen, &auth, &body).await;
+            answers.push(started.elapsed().as_secs_f64());
+            *statuses
+                .entry(status.split_whitespace().nth(1).unwrap_or("?").to_owned())
+                .or_default() += 1;
+        }
+        let (median, max) = median_max(answers);
+        println!(
+            "flood of {what}: 300 requests x {per_request} notices: answers {statuses:?}, answer time median {:.3} s, max {:.3} s; RSS {} -> {} KiB; queue holds keys {}, digests {}, bytes {}, journal {}; ignored bad_digest {}",
+            median,
+            max,
+            before,
+            rss_kib(pid),
+            metric(listen, "ferry_events_held{what=\"keys\"} ").await,
+            metric(listen, "ferry_events_held{what=\"digests\"} ").await,
+            metric(listen, "ferry_events_held{what=\"bytes\"} ").await,
+            metric(listen, "ferry_events_held{what=\"journal\"} ").await,
+            metric(listen, "ferry_events_ignored_total{reason=\"bad_digest\"} ").await,
+        );
+    }
+}
+
+/// A second watch, its target held by a fault proxy so 20 accepted events stay queued, is
+/// killed with SIGKILL; restarted with the target answering and the source refusing every
+/// listing (the periodic run cannot help), the time until the 20 tags are on the target.
+async fn recovery(quiet: &RealRegistry, client: &RegistryClient) {
+    use ferry_testkit::registry::{FaultAction, FaultProxy, FaultRule, OpKind};
+    let mut digests = Vec::new();
+    for i in 0..20 {
+        let tag = format!("r{i:02}");
+        digests.push((tag.clone(), push(client, "src/recover", &tag).await));
+    }
+    let source = FaultProxy::start(&quiet.url()).await.expect("proxy");
+    let target = FaultProxy::start(&quiet.url()).await.expect("proxy");
+    target
+        .faults()
+        .push(FaultRule::any(FaultAction::Hang).forever());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "version: 1\nregistries:\n  - {{ host: \"src.test\", url: \"{}\", insecure: true }}\n  - {{ host: \"dst.test\", url: \"{}\", insecure: true }}\nmappings:\n  - {{ source: \"src.test/src/recover\", targets: [\"dst.test/dst/recover\"], tags: {{ include: [\"r*\"] }} }}\nevents:\n  token: \"{TOKEN}\"\n",
+            source.url(),
+            target.url()
+        ),
+    )
+    .expect("config written");
+    let start = || {
+        let mut child = tokio::process::Command::new(FERRY)
+            .args([
+                "watch",
+                "-c",
+                config.to_str().expect("utf-8"),
+                "--interval",
+                "1h",
+            ])
+            .args(["--listen", "127.0.0.1:0", "--progress", "none"])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("ferry watch starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut r = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = r.next_line().await {
+                let _ = tx.send(l);
+            }
+        });
+        (child, lines)
+    };
+    let listening = |l: &str| {
+        l.strip_prefix("watch: listening on ")
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_owned)
+    };
+    let (mut child, mut lines) = start();
+    let mut addr = None;
+    while addr.is_none() {
+        addr = listening(&lines.recv().await.expect("a line"));
+    }
+    let addr = addr.expect("address");
+    let auth = format!("Authorization: Bearer {TOKEN}\r\n");
+    let mut answers = Vec::new();
+    for (tag, digest) in &digests {
+        let body = format!(
+            r#"{{"events":[{{"action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{digest}","repository":"src/recover","tag":"{tag}"}},"request":{{"host":"src.test"}}}}]}}"#
+        );
+        let started = Instant::now();
+        let status = post(&addr, &auth, &body).await;
+        answers.push((status, started.elapsed().as_secs_f64()));
+    }
+    let accepted = answers.iter().filter(|(s, _)| s.contains(" 202 ")).count();
+    let (median, max) = median_max(answers.iter().map(|a| a.1).collect());
+    let journaled = std::fs::read_dir(dir.path().join("mirror.yaml.state/events"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    child.start_kill().expect("SIGKILL");
+    let _ = child.wait().await;
+    target.faults().clear_rules();
+    source.faults().push(
+        FaultRule::on(
+            OpKind::TagList,
+            FaultAction::Status {
+                code: 404,
+                retry_after: None,
+            },
+        )
+        .forever(),
+    );
+    let restarted = Instant::now();
+    let (mut child, mut lines) = start();
+    let mut synced = 0;
+    let mut listening_at = None;
+    let _ = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(l) = lines.recv().await {
+            if listening(&l).is_some() {
+                listening_at = Some(restarted.elapsed());
+            }
+            if l.starts_with("watch: event sync of mapping 0 (tag r") && l.contains("exit code 0") {
+                synced += 1;
+                if synced == digests.len() {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    let took = restarted.elapsed();
+    let mut landed = 0;
+    for (tag, _) in &digests {
+        if client
+            .head_manifest("dst/recover", tag)
+            .await
+            .is_ok_and(|m| m.is_some())
+        {
+            landed += 1;
+        }
+    }
+    let ferry_requests = source.requests().len() + target.requests().len();
+    println!(
+        "kill -9 with 20 events queued (target held): {accepted}/20 answered 202 (median {median:.3} s, max {max:.3} s), {journaled} journal files; restart to listening {:.2} s, to {synced}/20 event syncs done {:.2} s; {landed}/20 tags on the target; {ferry_requests} requests through the proxies (both lives)",
+        listening_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+        took.as_secs_f64()
+    );
     let _ = child.kill().await;
 }

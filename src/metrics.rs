@@ -44,6 +44,9 @@ pub struct WatchMetrics {
     event_syncs: Family<Labels, Counter>,
     event_latency: Family<Labels, Histogram>,
     event_oldest: Gauge<f64, AtomicU64>,
+    events_ignored: Family<Labels, Counter>,
+    events_held: Family<Labels, Gauge>,
+    listener_refused: Family<Labels, Counter>,
     freshness: Freshness,
     verify_findings: Family<Labels, Gauge>,
     last_verify: Gauge<f64, AtomicU64>,
@@ -133,6 +136,9 @@ impl WatchMetrics {
                 Histogram::new([0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0])
             }),
             event_oldest: Gauge::default(),
+            events_ignored: Family::default(),
+            events_held: Family::default(),
+            listener_refused: Family::default(),
             freshness: Freshness::default(),
             verify_findings: Family::default(),
             last_verify: Gauge::default(),
@@ -217,6 +223,21 @@ impl WatchMetrics {
             "Age of the oldest accepted notice not yet on every target: queued, syncing, or left to the periodic run after its event syncs failed (0: none)",
             Unit::Seconds,
             m.event_oldest.clone(),
+        );
+        registry.register(
+            "events_ignored",
+            "Push notices that ask for nothing, by reason: no_tag, bad_digest, no_mapping, delete_not_pruned, no_config",
+            m.events_ignored.clone(),
+        );
+        registry.register(
+            "events_held",
+            "What the events queue holds, set as /metrics is read: keys (queued or syncing), digests, bytes (of tags and digests), journal (entries in the state directory)",
+            m.events_held.clone(),
+        );
+        registry.register(
+            "listener_connections_refused",
+            "Connections the listener closed unserved, by reason: per_client (that address holds its share), probes_only (a request other than /healthz or /readyz in the room kept for them)",
+            m.listener_refused.clone(),
         );
         registry.register(
             "mapping_tags_out_of_date",
@@ -330,6 +351,27 @@ impl WatchMetrics {
     /// The age of the oldest notice waiting, set as /metrics is read.
     pub fn set_oldest_event(&self, seconds: f64) {
         self.event_oldest.set(seconds);
+    }
+
+    /// A notice on /v1/events that asks for nothing, for `reason`.
+    pub fn event_ignored(&self, reason: &str) {
+        self.events_ignored
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc();
+    }
+
+    /// What the events queue holds (`what`: keys, digests, bytes, journal), set as /metrics is read.
+    pub fn set_events_held(&self, what: &'static str, n: usize) {
+        self.events_held
+            .get_or_create(&vec![("what", what.to_owned())])
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// A connection the listener closed unserved, for `reason`.
+    pub fn listener_refused(&self, reason: &'static str) {
+        self.listener_refused
+            .get_or_create(&vec![("reason", reason.to_owned())])
+            .inc();
     }
 
     /// Takes in one finished verify (`--verify-every`): its findings by kind, and when.

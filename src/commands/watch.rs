@@ -114,8 +114,26 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         .events
         .as_ref()
         .map_or(ferry_config::DEFAULT_EVENTS_QUEUE, |e| e.queue);
-    let (intake, queued) = intake::Intake::new(queue);
+    let state_dir = scope::state_dir(path, &args.scope, shard, current.state_dir.as_deref());
+    let state_dir_named = args.scope.state_dir.is_some() || current.state_dir.is_some();
+    // Accepted events are journaled there before their answer and replayed after a restart.
+    let journal = match ferry_store::event_journal::EventJournal::open(&state_dir, queue) {
+        Ok(j) => Some(j),
+        Err(e) => {
+            progress.eprint(&format!(
+                "watch: warning: {e}: accepted events are kept in memory only (not replayed after a restart)"
+            ));
+            None
+        }
+    };
+    let (intake, queued) = intake::Intake::with(queue, journal, Some(Arc::clone(&metrics)));
     intake.set_config(&current);
+    let replayed = intake.replay().await;
+    if replayed > 0 {
+        progress.eprint(&format!(
+            "watch: {replayed} event syncs queued from the journal (accepted before a restart)"
+        ));
+    }
     let server = tokio::spawn(listener::serve_all(
         listener,
         limits,
@@ -138,8 +156,6 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         progress.quieted(),
         Arc::clone(&metrics),
     );
-    let state_dir = scope::state_dir(path, &args.scope, shard, current.state_dir.as_deref());
-    let state_dir_named = args.scope.state_dir.is_some() || current.state_dir.is_some();
 
     let mut options = RunOptions {
         dry_run: false,
@@ -227,7 +243,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
             }
             let code = code.exit;
             if code == Exit::Clean {
-                intake.mirrored(run.mappings.iter().map(|m| m.index));
+                intake.mirrored(run.mappings.iter().map(|m| m.index)).await;
             }
             health.finished(code.code(), Instant::now());
             progress.eprint(&format!("watch: run finished with exit code {code}"));
@@ -278,7 +294,7 @@ async fn event_syncs(
             let lock = intake.mapping_lock(key.mapping);
             let _held = lock.lock().await;
             let Some((received, config)) = intake.start(&key) else {
-                intake.finish(&key, true, Instant::now());
+                intake.finish(&key, true, Instant::now()).await;
                 return;
             };
             let options = RunOptions {
@@ -302,7 +318,9 @@ async fn event_syncs(
             let seconds = received.elapsed().as_secs_f64();
             metrics.event_synced(key.mapping, code, seconds);
             let what = key.tag.as_deref().map_or("every tag".to_owned(), |t| format!("tag {t}"));
-            let again = intake.finish(&key, code == Exit::Clean, Instant::now());
+            let again = intake
+                .finish(&key, code == Exit::Clean, Instant::now())
+                .await;
             let then = match (code == Exit::Clean, again) {
                 (false, true) => "; queued once more (a tag announced before the registry linked it)",
                 _ => "",

@@ -8,6 +8,8 @@
 //! - [`archive`]: a tar holding a layout (or `docker save` output), read by seeking and
 //!   written as one stream.
 //! - [`bundle`]: the `ferry-bundle.json` record of an export, and the bases `--since` reads.
+//! - [`event_journal`]: the push events `ferry watch` accepted and has not yet synced, in the
+//!   state directory, for the next process.
 //! - [`resume`]: the state directory, where uploads in flight are recorded for the next process.
 //! - [`store`]: the read and write traits a layout and an archive both implement.
 //! - [`fsio`]: atomic writes and no-follow opens, the one place files are created.
@@ -16,6 +18,7 @@
 pub mod archive;
 pub mod bundle;
 mod error;
+pub mod event_journal;
 pub(crate) mod fsio;
 pub mod layout;
 pub mod resume;

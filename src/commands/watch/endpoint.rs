@@ -141,7 +141,8 @@ pub async fn answer(
         }
     };
     metrics.event("received", notices.len() + dropped);
-    let offered = intake.offer(&notices, tokio::time::Instant::now());
+    // Durable (journaled) when it returns: before the answer.
+    let offered = intake.offer(&notices, tokio::time::Instant::now()).await;
     metrics.event("queued", offered.queued);
     metrics.event("coalesced", offered.coalesced);
     // Notices dropped for invalid names count as ignored.

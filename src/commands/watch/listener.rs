@@ -1,5 +1,15 @@
 //! The watch listener: /healthz, /readyz, /metrics and /v1/events over HTTP/1.1 (hyper), plain or
-//! TLS, one request per connection, with a cap on connections, timeouts, and accept pauses.
+//! TLS, one request per connection, with caps on connections (in all and per client address),
+//! room kept for the probes, timeouts, and accept pauses.
+//!
+//! One address holds at most [`Limits::per_client`] of the connections served (an IPv6 client
+//! is its /64). Past that, or when every connection is taken, a connection goes to the room
+//! kept for probes ([`Limits::probe_room`], at most half of it per address): there it has
+//! [`Limits::probe_header_timeout`] to send its request, and only /healthz and /readyz are
+//! answered (anything else is 503 with `Retry-After: 1`). A connection with no place in either
+//! is closed unanswered and counted (`ferry_listener_connections_refused_total{reason}`). So
+//! however many slow sockets one client opens, a liveness probe from another address is
+//! answered, and one from the same address has the room's other half.
 //!
 //! The cap is taken from the process's open-file limit at start (a quarter of it, at most
 //! [`MAX_CONNECTIONS`]), so however many clients connect, three quarters of the descriptors stay
@@ -8,8 +18,10 @@
 //! doubling from [`FIRST_PAUSE`] to [`LAST_PAUSE`], until one of our connections closes; the
 //! failures of a streak are logged at the 1st, 2nd, 4th, 8th… so the log cannot be flooded.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -31,6 +43,9 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// The most connections served at once, whatever the open-file limit (probes and scrapes need
 /// a handful).
 pub const MAX_CONNECTIONS: usize = 64;
+/// Connections kept for /healthz and /readyz beyond the cap.
+pub const PROBE_ROOM: usize = 4;
+
 /// The first pause after a failed accept, and the longest.
 pub const FIRST_PAUSE: Duration = Duration::from_millis(10);
 pub const LAST_PAUSE: Duration = Duration::from_secs(1);
@@ -40,6 +55,13 @@ pub const LAST_PAUSE: Duration = Duration::from_secs(1);
 pub struct Limits {
     /// Connections served at once; more wait in the kernel's backlog.
     pub connections: usize,
+    /// Of those, the most from one client address (an IPv6 client is its /64).
+    pub per_client: usize,
+    /// Connections kept beyond the cap for /healthz and /readyz only (at most half of them
+    /// from one address).
+    pub probe_room: usize,
+    /// Time a connection in the probes' room has to send its request.
+    pub probe_header_timeout: Duration,
     /// Time to send the request line and headers.
     pub header_timeout: Duration,
     /// Time for the whole connection: request, answer and its reading.
@@ -54,10 +76,14 @@ impl Limits {
     /// The limits for a process allowed `open_files` descriptors (`None`: unknown or unlimited).
     pub fn for_open_files(open_files: Option<u64>) -> Limits {
         let quarter = open_files.map_or(MAX_CONNECTIONS as u64, |n| n / 4);
+        let connections = usize::try_from(quarter)
+            .unwrap_or(MAX_CONNECTIONS)
+            .clamp(1, MAX_CONNECTIONS);
         Limits {
-            connections: usize::try_from(quarter)
-                .unwrap_or(MAX_CONNECTIONS)
-                .clamp(1, MAX_CONNECTIONS),
+            connections,
+            per_client: (connections / 4).max(1),
+            probe_room: PROBE_ROOM,
+            probe_header_timeout: Duration::from_secs(1),
             header_timeout: Duration::from_secs(5),
             connection_timeout: Duration::from_secs(10),
             header_bytes: 8 * 1024,
@@ -78,16 +104,99 @@ pub fn open_file_limit() -> Option<u64> {
     }
 }
 
-/// A connection's place under the cap: freed, and the accept loop told, when it closes.
+/// Which room a connection is served in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// Under the cap: every path.
+    Served,
+    /// In the room kept for probes: /healthz and /readyz only.
+    Probes,
+}
+
+/// Connections held per client address, in each room.
+type Clients = Arc<Mutex<HashMap<IpAddr, (usize, usize)>>>;
+
+/// The address a client is counted under: an IPv4 address (a mapped one too), or an IPv6
+/// address's /64 (one host or one network's share).
+fn client_of(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// A connection's place: freed, its client's count lowered, and the accept loop told, when it
+/// closes.
 struct Slot {
     _permit: OwnedSemaphorePermit,
     closed: Arc<Notify>,
+    clients: Clients,
+    client: Option<IpAddr>,
+    room: Room,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some(ip) = self.client {
+            let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(held) = clients.get_mut(&ip) {
+                match self.room {
+                    Room::Served => held.0 = held.0.saturating_sub(1),
+                    Room::Probes => held.1 = held.1.saturating_sub(1),
+                }
+                if *held == (0, 0) {
+                    clients.remove(&ip);
+                }
+            }
+        }
         self.closed.notify_one();
     }
+}
+
+/// The place for a connection from `client` that holds `permit` (taken in `room` before it was
+/// accepted): under the cap while its address holds fewer than its share, else in the probes'
+/// room while that has a place for it; `None`: closed unanswered.
+fn place(
+    client: Option<IpAddr>,
+    permit: (OwnedSemaphorePermit, Room),
+    served: &Arc<Semaphore>,
+    probes: &Arc<Semaphore>,
+    clients: &Clients,
+    limits: &Limits,
+) -> Option<(OwnedSemaphorePermit, Room)> {
+    let mut held = clients.lock().unwrap_or_else(|p| p.into_inner());
+    let counts = client.map_or((0, 0), |ip| held.get(&ip).copied().unwrap_or_default());
+    let under = counts.0 < limits.per_client;
+    let room_share = (limits.probe_room / 2).max(1);
+    let placed = match (under, permit) {
+        (true, (p, Room::Served)) => Some((p, Room::Served)),
+        (true, (p, Room::Probes)) => match Arc::clone(served).try_acquire_owned() {
+            Ok(s) => Some((s, Room::Served)),
+            Err(_) if counts.1 < room_share => Some((p, Room::Probes)),
+            Err(_) => None,
+        },
+        (false, (p, Room::Probes)) if counts.1 < room_share => Some((p, Room::Probes)),
+        (false, (_, Room::Probes)) => None,
+        (false, (_, Room::Served)) if counts.1 < room_share => Arc::clone(probes)
+            .try_acquire_owned()
+            .ok()
+            .map(|p| (p, Room::Probes)),
+        (false, (_, Room::Served)) => None,
+    };
+    if let (Some((_, room)), Some(ip)) = (&placed, client) {
+        let entry = held.entry(ip).or_default();
+        match room {
+            Room::Served => entry.0 += 1,
+            Room::Probes => entry.1 += 1,
+        }
+    }
+    placed
 }
 
 /// Where connections come from: a [`TcpListener`] (or, in tests, one that fails on cue).
@@ -122,7 +231,9 @@ pub async fn serve_all(
     intake: Option<Arc<Intake>>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.connections));
+    let served = Arc::new(Semaphore::new(limits.connections));
+    let probes = Arc::new(Semaphore::new(limits.probe_room));
+    let clients: Clients = Arc::default();
     let closed = Arc::new(Notify::new());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -131,21 +242,43 @@ pub async fn serve_all(
         .max_headers(limits.headers)
         .keep_alive(false)
         .title_case_headers(true);
+    let mut probes_http = http.clone();
+    probes_http.header_read_timeout(limits.probe_header_timeout);
     let mut failures: u64 = 0;
     let mut pause = FIRST_PAUSE;
     loop {
-        // At the cap, wait here: the next connection stays in the backlog, costing us nothing.
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+        // With no place in either room, wait here: the next connection stays in the backlog,
+        // costing us nothing.
+        let permit = tokio::select! {
+            biased;
+            p = Arc::clone(&served).acquire_owned() => p.map(|p| (p, Room::Served)),
+            p = Arc::clone(&probes).acquire_owned() => p.map(|p| (p, Room::Probes)),
+        };
+        let Ok(permit) = permit else {
             return;
         };
         match listener.next().await {
             Ok(stream) => {
+                failures = 0;
+                pause = FIRST_PAUSE;
+                let client = stream.peer_addr().ok().map(|a| client_of(a.ip()));
+                let Some((permit, room)) =
+                    place(client, permit, &served, &probes, &clients, &limits)
+                else {
+                    tracing::debug!(
+                        "watch listener: a connection from {} closed unanswered: that address holds its share",
+                        client.map_or("?".to_owned(), |c| c.to_string())
+                    );
+                    metrics.listener_refused("per_client");
+                    continue;
+                };
                 let slot = Slot {
                     _permit: permit,
                     closed: Arc::clone(&closed),
+                    clients: Arc::clone(&clients),
+                    client,
+                    room,
                 };
-                failures = 0;
-                pause = FIRST_PAUSE;
                 let (health, metrics) = (Arc::clone(&health), Arc::clone(&metrics));
                 let intake = intake.clone();
                 let service = hyper::service::service_fn(move |request| {
@@ -153,17 +286,30 @@ pub async fn serve_all(
                         (Arc::clone(&health), Arc::clone(&metrics), intake.clone());
                     async move {
                         let now = Instant::now();
-                        let answer = match request.uri().path() {
-                            p if p == "/v1/events" || p.starts_with("/v1/events/") => {
+                        let answer = match (room, request.uri().path()) {
+                            (Room::Probes, "/healthz" | "/readyz") => {
+                                answer(&request, &health, &metrics, now)
+                            }
+                            (Room::Probes, _) => {
+                                metrics.listener_refused("probes_only");
+                                busy()
+                            }
+                            (Room::Served, p) if p == "/v1/events" || p.starts_with("/v1/events/") => {
                                 super::endpoint::answer(request, intake.as_deref(), &metrics).await
                             }
-                            path => {
+                            (Room::Served, path) => {
                                 if path == "/metrics" {
                                     let oldest =
                                         intake.as_ref().and_then(|i| i.oldest_unmirrored());
                                     metrics.set_oldest_event(
                                         oldest.map_or(0.0, |at| (now - at).as_secs_f64()),
                                     );
+                                    if let Some(held) = intake.as_ref().map(|i| i.footprint()) {
+                                        metrics.set_events_held("keys", held.keys);
+                                        metrics.set_events_held("digests", held.digests);
+                                        metrics.set_events_held("bytes", held.bytes);
+                                        metrics.set_events_held("journal", held.journal);
+                                    }
                                 }
                                 answer(&request, &health, &metrics, now)
                             }
@@ -171,7 +317,14 @@ pub async fn serve_all(
                         Ok::<_, Infallible>(answer)
                     }
                 });
-                let (http, tls) = (http.clone(), tls.clone());
+                let (http, tls) = match room {
+                    Room::Served => (http.clone(), tls.clone()),
+                    Room::Probes => (probes_http.clone(), tls.clone()),
+                };
+                let bound = match room {
+                    Room::Served => limits.connection_timeout,
+                    Room::Probes => limits.probe_header_timeout.saturating_mul(2),
+                };
                 tokio::spawn(async move {
                     let _slot = slot;
                     let served = async {
@@ -188,9 +341,7 @@ pub async fn serve_all(
                             },
                         }
                     };
-                    if let Ok(Err(e)) =
-                        tokio::time::timeout(limits.connection_timeout, served).await
-                    {
+                    if let Ok(Err(e)) = tokio::time::timeout(bound, served).await {
                         tracing::debug!("watch listener: connection ended: {e}");
                     }
                 });
@@ -212,6 +363,18 @@ pub async fn serve_all(
             }
         }
     }
+}
+
+/// The answer in the probes' room to anything but /healthz and /readyz.
+fn busy() -> Response<Full<Bytes>> {
+    let mut response = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "busy: your address holds its share of connections; only /healthz and /readyz are answered now",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// The answer to one request.
@@ -407,6 +570,8 @@ mod tests {
     async fn past_the_cap_a_connection_waits_until_one_closes() {
         let limits = Limits {
             connections: 2,
+            per_client: 2,
+            probe_room: 0,
             ..Limits::for_open_files(Some(1024))
         };
         let (addr, server) = listening(limits).await;
@@ -428,6 +593,132 @@ mod tests {
         server.abort();
     }
 
+    /// A connection from the loopback address `from` (127.0.0.x: each is another client).
+    async fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+        socket.connect(to).await.unwrap()
+    }
+
+    async fn get_from(from: [u8; 4], to: std::net::SocketAddr, path: &str) -> String {
+        let mut s = connect_from(from, to).await;
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        read_all(&mut s).await
+    }
+
+    /// A listener serving with `limits`, its health ready, and its metrics.
+    async fn ready(
+        limits: Limits,
+    ) -> (
+        std::net::SocketAddr,
+        Arc<WatchMetrics>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let health = Arc::new(Health::new(Duration::from_secs(60)));
+        health.finished(0, Instant::now());
+        let metrics = Arc::new(WatchMetrics::new());
+        let server = tokio::spawn(serve(listener, limits, health, Arc::clone(&metrics)));
+        (addr, metrics, server)
+    }
+
+    fn refused(metrics: &WatchMetrics, reason: &str) -> u64 {
+        let text = metrics.encode();
+        let series = format!("ferry_listener_connections_refused_total{{reason=\"{reason}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    }
+
+    // Issue 39: 70 slow sockets from one client held all 64 places and a liveness probe failed.
+    // Now one address holds its share (2 of 8) and one place of the probes' room; the rest of
+    // its sockets are closed unanswered as they come, and a probe from another address is
+    // answered. The kernel hands connections over in order, so once the probe is answered
+    // every one of the hog's has been placed or refused: the count is exact, no clock read.
+    #[tokio::test]
+    async fn one_client_s_slow_sockets_cannot_keep_the_probes_from_an_answer() {
+        let limits = Limits {
+            connections: 8,
+            per_client: 2,
+            probe_room: 2,
+            // Nothing here is about time: no socket is cut while the test runs.
+            header_timeout: Duration::from_secs(120),
+            probe_header_timeout: Duration::from_secs(120),
+            connection_timeout: Duration::from_secs(240),
+            ..Limits::for_open_files(Some(1024))
+        };
+        let (addr, metrics, server) = ready(limits).await;
+        let mut hog = Vec::new();
+        for _ in 0..20 {
+            let mut s = connect_from([127, 0, 0, 1], addr).await;
+            s.write_all(b"GET /healthz HTTP/1.1\r\nX-Slow: a")
+                .await
+                .unwrap();
+            hog.push(s);
+        }
+        let out = get_from([127, 0, 0, 2], addr, "/healthz").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        assert_eq!(
+            refused(&metrics, "per_client"),
+            20 - 2 - 1,
+            "two served, one in the probes' room, the rest refused"
+        );
+        let out = get_from([127, 0, 0, 2], addr, "/readyz").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        // The hog's last socket was closed unanswered.
+        let last = hog.last_mut().unwrap();
+        assert_eq!(read_all(last).await, "");
+        server.abort();
+    }
+
+    // Issue 39: with every place under the cap taken (two clients, each its share), a probe
+    // goes to the room kept for it and is answered; anything else there is 503, not served.
+    #[tokio::test]
+    async fn with_the_cap_taken_the_probes_room_answers_probes_only() {
+        let limits = Limits {
+            connections: 4,
+            per_client: 2,
+            probe_room: 2,
+            // Nothing here is about time: no socket is cut while the test runs.
+            header_timeout: Duration::from_secs(120),
+            probe_header_timeout: Duration::from_secs(120),
+            connection_timeout: Duration::from_secs(240),
+            ..Limits::for_open_files(Some(1024))
+        };
+        let (addr, metrics, server) = ready(limits).await;
+        let mut held = Vec::new();
+        for from in [[127, 0, 0, 3], [127, 0, 0, 4]] {
+            for _ in 0..2 {
+                let mut s = connect_from(from, addr).await;
+                s.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: a")
+                    .await
+                    .unwrap();
+                held.push(s);
+            }
+        }
+        let out = get_from([127, 0, 0, 2], addr, "/healthz").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        let out = get_from([127, 0, 0, 5], addr, "/readyz").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
+        let out = get_from([127, 0, 0, 5], addr, "/metrics").await;
+        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
+        assert!(out.contains("Retry-After: 1"), "{out}");
+        assert_eq!(refused(&metrics, "probes_only"), 1);
+        assert_eq!(refused(&metrics, "per_client"), 0);
+        server.abort();
+    }
+
+    #[test]
+    fn a_client_is_its_address_or_its_ipv6_64() {
+        let v6: IpAddr = "2001:db8:1:2:3:4:5:6".parse().unwrap();
+        assert_eq!(client_of(v6), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(client_of(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+    }
+
     #[test]
     fn the_cap_is_a_quarter_of_the_open_files_within_one_and_the_maximum() {
         assert_eq!(Limits::for_open_files(Some(128)).connections, 32);
@@ -435,5 +726,7 @@ mod tests {
         assert_eq!(Limits::for_open_files(Some(0)).connections, 1);
         assert_eq!(Limits::for_open_files(Some(1 << 20)).connections, 64);
         assert_eq!(Limits::for_open_files(None).connections, 64);
+        assert_eq!(Limits::for_open_files(None).per_client, 16);
+        assert_eq!(Limits::for_open_files(Some(8)).per_client, 1);
     }
 }
