@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod export;
 pub mod import;
 pub mod inspect;
+pub mod pull_config;
 pub mod scope;
 pub mod sync;
 pub mod tags;
