@@ -112,6 +112,9 @@ pub enum Command {
     Inspect(crate::commands::inspect::InspectArgs),
     /// Probe a registry: what it answers and the capabilities a sync will use there.
     Doctor(crate::commands::doctor::DoctorArgs),
+    /// Print what containerd, podman/CRI-O or OpenShift need to pull the sources through the mirror.
+    #[command(after_help = crate::commands::pull_config::AFTER_HELP)]
+    PullConfig(crate::commands::pull_config::PullConfigArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -199,6 +202,11 @@ pub struct RunScope {
     /// Take no lock (e.g. a read-only config directory in a container that runs alone).
     #[arg(long)]
     pub no_lock: bool,
+    /// Directory for the default lock file and the state directory beside it, in place of the
+    /// config's own directory (a read-only config mount; the container image sets
+    /// FERRY_LOCK_DIR=/var/lib/ferry) [default: the config's directory].
+    #[arg(long, value_name = "DIR", env = "FERRY_LOCK_DIR")]
+    pub lock_dir: Option<PathBuf>,
     /// Delete target tags the source no longer has and the mapping's filter selects.
     #[arg(long)]
     pub prune: bool,

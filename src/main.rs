@@ -61,6 +61,7 @@ fn main() -> ExitCode {
             Command::Import(args) => commands::import::run(args, &progress).await,
             Command::Inspect(args) => commands::inspect::run(args, &progress).await,
             Command::Doctor(args) => commands::doctor::run(args, &progress).await,
+            Command::PullConfig(args) => commands::pull_config::run(args, &progress),
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
             Command::Completions { .. } => Exit::Clean,
         }

@@ -8,7 +8,7 @@
 //! commands after it read, written where they run: `<!-- docs-test: file "NAME" -->` (or
 //! `skip, REASON`). The substitutions are the registries' addresses (`docker.io`, `ghcr.io`,
 //! `registry.local:5000` and `registry.internal` in commands, files and config.example.yaml), and
-//! `cargo install --path .`, which is the binary cargo built for this test, put on `PATH`.
+//! `cargo install [--locked --profile dist] --path .`, which is the binary cargo built for this test, put on `PATH`.
 //! Both registries serve TLS with a test CA that ferry trusts through `SSL_CERT_FILE`, so no
 //! command needs a flag it does not show.
 
@@ -138,7 +138,8 @@ fn parse_marker(marker: &str) -> Result<Expect, String> {
 
 /// `text` with the stand-ins' addresses for Docker Hub and `registry.local:5000`.
 fn substitute(text: &str, hub: &str, local: &str) -> String {
-    text.replace("cargo install --path .", "true")
+    text.replace("cargo install --locked --profile dist --path .", "true")
+        .replace("cargo install --path .", "true")
         .replace("docker.io", hub)
         .replace("ghcr.io", hub)
         .replace("registry.local:5000", local)

@@ -17,6 +17,7 @@ const DOCUMENTED: &[(&[&str], &str, &str)] = &[
     (&["inspect"], "docs/inspect.md", "## Flags"),
     (&["verify"], "docs/commands.md", "## ferry verify"),
     (&["doctor"], "docs/commands.md", "## ferry doctor"),
+    (&["pull-config"], "docs/pull-config.md", "## Flags"),
     (
         &["auth", "check"],
         "docs/commands.md",

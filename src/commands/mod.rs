@@ -9,6 +9,7 @@ pub mod export;
 pub mod import;
 pub mod inspect;
 pub mod inspect_format;
+pub mod pull_config;
 pub mod scope;
 pub mod sync;
 pub mod tags;

@@ -65,12 +65,16 @@ pub fn apply(mut config: Config, shard: Option<Shard>, prune: bool, progress: &P
     }
 }
 
-/// The lock file for a run of `config_path`.
+/// The lock file for a run of `config_path`: `--lock`, else `<config>.lock` (`.I-of-N.lock`
+/// for a shard) beside the config, or in `--lock-dir` when given.
 pub fn lock_path(config_path: &Path, scope: &RunScope, shard: Option<Shard>) -> PathBuf {
     if let Some(path) = &scope.lock {
         return path.clone();
     }
-    let mut name = OsString::from(config_path.as_os_str());
+    let mut name = match (&scope.lock_dir, config_path.file_name()) {
+        (Some(dir), Some(file)) => dir.join(file).into_os_string(),
+        _ => OsString::from(config_path.as_os_str()),
+    };
     if let Some(s) = shard {
         name.push(format!(".{}-of-{}", s.index(), s.count()));
     }
@@ -162,6 +166,7 @@ mod tests {
             shards,
             lock: None,
             no_lock: false,
+            lock_dir: None,
             prune: false,
             state_dir: None,
         }
@@ -229,5 +234,26 @@ mod tests {
             lock_path(p, &chosen, Some(s)),
             PathBuf::from("/run/ferry.lock")
         );
+    }
+
+    #[test]
+    fn a_lock_directory_holds_the_default_lock_and_the_state_beside_it() {
+        let p = Path::new("/etc/ferry/mirror.yaml");
+        let mut moved = scope(None, None);
+        moved.lock_dir = Some(PathBuf::from("/var/lib/ferry"));
+        let s = Shard::new(0, 4).unwrap();
+        assert_eq!(
+            lock_path(p, &moved, Some(s)),
+            PathBuf::from("/var/lib/ferry/mirror.yaml.0-of-4.lock")
+        );
+        assert_eq!(
+            state_dir(p, &moved, None, None),
+            PathBuf::from("/var/lib/ferry/mirror.yaml.state")
+        );
+        // A configured state_dir: and an explicit --lock still win over the directory.
+        let configured = Path::new("/srv/state");
+        assert_eq!(state_dir(p, &moved, None, Some(configured)), configured);
+        moved.lock = Some(PathBuf::from("/run/ferry.lock"));
+        assert_eq!(lock_path(p, &moved, None), PathBuf::from("/run/ferry.lock"));
     }
 }

@@ -2,6 +2,8 @@
 //! bound, reading its output, and writing a mirror.yaml. Each test file uses part of it.
 #![allow(dead_code)]
 
+pub mod containers;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;

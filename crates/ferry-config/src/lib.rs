@@ -20,6 +20,7 @@ mod narrow;
 pub mod overlap;
 mod places;
 pub mod platform;
+pub mod pull;
 pub mod raw;
 mod resolve;
 mod schedule;
@@ -49,8 +50,7 @@ pub use narrow::{Narrow, Pick};
 use raw::RawConfig;
 pub use schedule::Schedule;
 pub use signatures::SignaturePolicy;
-pub use units::parse_duration;
-pub use units::parse_size;
+pub use units::{parse_duration, parse_size};
 
 /// Mappings resolved at once when `concurrency` is not set.
 pub const DEFAULT_CONCURRENCY: usize = 16;
