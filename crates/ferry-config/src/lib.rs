@@ -299,6 +299,9 @@ pub struct Mapping {
     /// `signatures:`: an image is copied only when a signature for its digest verifies under
     /// this policy (see ferry-sync's `prepare::signatures`). `None` = no check.
     pub signatures: Option<SignaturePolicy>,
+    /// `concurrency:`: images of this mapping copied at once at most, within the engine's
+    /// `images_in_flight` (`None`: only that bound).
+    pub concurrency: Option<usize>,
 }
 
 /// Which referrers travel, by artifact type (`application/spdx+json`, or `cosign:sig`,
