@@ -110,6 +110,9 @@ pub enum Command {
     Inspect(crate::commands::inspect::InspectArgs),
     /// Probe a registry: what it answers and the capabilities a sync will use there.
     Doctor(crate::commands::doctor::DoctorArgs),
+    /// Print a mirror.yaml equivalent to a regsync.yml or a skopeo sync YAML file.
+    #[command(after_help = crate::commands::convert::AFTER_HELP)]
+    Convert(crate::commands::convert::ConvertArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),

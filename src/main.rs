@@ -59,6 +59,7 @@ fn main() -> ExitCode {
             Command::Inspect(args) => commands::inspect::run(args, &progress).await,
             Command::Doctor(args) => commands::doctor::run(args, &progress).await,
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
+            Command::Convert(args) => commands::convert::run(args, &progress),
             Command::Completions { .. } => Exit::Clean,
         }
     });

@@ -2,6 +2,7 @@
 //! people on stderr (machine output on stdout) and returns an exit code.
 
 pub mod auth;
+pub mod convert;
 pub mod copy;
 pub mod doctor;
 pub mod export;

@@ -8,6 +8,7 @@
 //! which are always written in full.
 
 mod check;
+pub mod convert;
 mod covers;
 mod ecr_host;
 pub mod filter;
