@@ -127,6 +127,23 @@ sync:
         "{yaml}"
     );
     assert!(yaml.contains("images_in_flight: 2"), "{yaml}");
+    // The dry run names the deny regex that dropped a tag.
+    let path = dir.path().join("mirror.yaml");
+    let out = ferry(&[
+        "--progress",
+        "none",
+        "sync",
+        "--dry-run",
+        "-c",
+        path.to_str().unwrap(),
+    ])
+    .await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        said.lines()
+            .any(|l| l.contains("3.18") && l.contains("denied by regex \"^(?:3.18)$\"")),
+        "{said}"
+    );
     sync(dir.path()).await;
     // regsync's rule: allow and deny anchored (^…$), `.` any character; an image entry copies
     // its one tag.
@@ -307,4 +324,35 @@ async fn a_file_that_is_not_the_format_named_is_exit_3_and_prints_no_config() {
     }
     let out = ferry(&["convert", "skopeo-sync", file.to_str().unwrap()]).await;
     assert_eq!(code(&out), 64, "--dest is required");
+}
+
+#[tokio::test]
+async fn one_validate_run_lists_the_four_mistakes_with_did_you_mean() {
+    // The newcomer config, and a regsync file given to validate as it is.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mirror.yaml");
+    std::fs::write(
+        &path,
+        "version: 1\ntarget_groups:\n  mirrors: [\"registry.local:5000/mirror\"]\nmappings:\n  - source: docker.io/library/alpine\n    target: [\"registry.local:5000/alpine\"]\n  - source: docker.io/library/busybox\n    targets: [\"registry.local:5000/busybox\"]\n    tagz: { latest: 2 }\n    digests: [\"sha256:1234\"]\n  - source: docker.io/library/nginx\n    target_group: mirorrs\n",
+    )
+    .unwrap();
+    let out = ferry(&["validate", path.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 3);
+    let said = text(&out.stderr);
+    for needle in [
+        "mirror.yaml:6:5: mappings[0] (source docker.io/library/alpine): unknown field `target`: did you mean `targets`?",
+        "mirror.yaml:9:5: mappings[1] (source docker.io/library/busybox): unknown field `tagz`: did you mean `tags`?",
+        "mirror.yaml:10:15: mappings[1] (source docker.io/library/busybox): digests[0]",
+        "mirror.yaml:12:19: mappings[2] (source docker.io/library/nginx): target_group: unknown target group \"mirorrs\"",
+    ] {
+        assert!(said.contains(needle), "{needle}\n{said}");
+    }
+    std::fs::write(&path, "version: 1\ncreds: []\nsync: []\n").unwrap();
+    let out = ferry(&["validate", path.to_str().unwrap()]).await;
+    assert!(
+        text(&out.stderr)
+            .contains("unknown field `creds`: regsync's spelling; ferry's is `registries`"),
+        "{}",
+        text(&out.stderr)
+    );
 }
