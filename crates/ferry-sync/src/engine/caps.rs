@@ -9,6 +9,17 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// A mapping plan's index and its own `concurrency:` (none for a mapping that failed).
+pub(super) fn of(m: &crate::plan::MappingPlan) -> (usize, Option<usize>) {
+    (m.index, m.outcome.as_ref().ok().and_then(|r| r.concurrency))
+}
+
+/// Images of one mapping at once in a window of `images_in_flight`: its cap inside that.
+pub(super) fn window(cap: Option<usize>, images_in_flight: usize) -> usize {
+    cap.map_or(images_in_flight, |c| c.min(images_in_flight))
+        .max(1)
+}
+
 /// One mapping's slot, held by its image from joining the window to being done.
 pub(super) type Slot = Option<OwnedSemaphorePermit>;
 

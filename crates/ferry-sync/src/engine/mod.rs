@@ -163,13 +163,11 @@ where
     let caps = caps::Caps::default();
     let take_in = async move {
         let caps = &caps;
-        // A mapping's images join the window as its own `concurrency:` lets them, each
-        // mapping waiting on its own, never in the window's slots.
+        // A mapping's images join the window as its `concurrency:` lets them (caps.rs).
         let mut admitted = std::pin::pin!(
             plans
                 .map(|m| {
-                    let (index, cap) =
-                        (m.index, m.outcome.as_ref().ok().and_then(|r| r.concurrency));
+                    let (index, cap) = caps::of(&m);
                     take_in(m, registries, intake_ref, scheduler_ref, options)
                         .map(move |works| (index, cap, works))
                 })
@@ -470,13 +468,7 @@ async fn take_in(
                 targets: resolved,
             }
         })
-        .buffer_unordered(
-            (resolved.concurrency)
-                .map_or(options.images_in_flight, |c| {
-                    c.min(options.images_in_flight)
-                })
-                .max(1),
-        )
+        .buffer_unordered(caps::window(resolved.concurrency, options.images_in_flight))
         .collect()
         .await;
 
