@@ -115,6 +115,9 @@ pub enum Command {
     /// Print what containerd, podman/CRI-O or OpenShift need to pull the sources through the mirror.
     #[command(after_help = crate::commands::pull_config::AFTER_HELP)]
     PullConfig(crate::commands::pull_config::PullConfigArgs),
+    /// Print a mirror.yaml equivalent to a regsync.yml or a skopeo sync YAML file.
+    #[command(after_help = crate::commands::convert::AFTER_HELP)]
+    Convert(crate::commands::convert::ConvertArgs),
     /// Credentials and reachability checks.
     #[command(subcommand)]
     Auth(AuthCommand),

@@ -63,6 +63,7 @@ fn main() -> ExitCode {
             Command::Doctor(args) => commands::doctor::run(args, &progress).await,
             Command::PullConfig(args) => commands::pull_config::run(args, &progress),
             Command::Auth(AuthCommand::Check(args)) => commands::auth::run(args, &progress).await,
+            Command::Convert(args) => commands::convert::run(args, &progress),
             Command::Completions { .. } => Exit::Clean,
         }
     });

@@ -23,6 +23,16 @@ const DOCUMENTED: &[(&[&str], &str, &str)] = &[
         "docs/commands.md",
         "## ferry auth check",
     ),
+    (
+        &["convert", "regsync"],
+        "docs/commands.md",
+        "## ferry convert regsync",
+    ),
+    (
+        &["convert", "skopeo-sync"],
+        "docs/commands.md",
+        "## ferry convert skopeo-sync",
+    ),
     (&["completions"], "docs/commands.md", "## ferry completions"),
 ];
 

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod convert;
 pub mod copy;
 pub mod doctor;
 pub mod export;

@@ -35,6 +35,7 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         include: (!args.include.is_empty()).then(|| args.include.clone()),
         exclude: args.exclude.clone(),
         regex: args.regex.clone(),
+        deny: Vec::new(),
         semver: args.semver.clone(),
         sort: args.sort.map(|s| match s {
             SortArg::Semver => TagSort::Semver,

@@ -8,6 +8,7 @@
 //! which are always written in full.
 
 mod check;
+pub mod convert;
 mod covers;
 mod ecr_host;
 mod events;
@@ -27,6 +28,7 @@ mod schedule;
 pub mod shard;
 mod signatures;
 mod units;
+mod unknown;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,7 +49,6 @@ pub use glob::{RepositoryGlob, TargetPrefix};
 use locate::Locator;
 pub use locate::{FieldPath, Position, Segment};
 pub use narrow::{Narrow, Pick};
-use raw::RawConfig;
 pub use schedule::Schedule;
 pub use signatures::SignaturePolicy;
 pub use units::{parse_duration, parse_size};
@@ -292,6 +293,9 @@ pub struct Mapping {
     /// `signatures:`: an image is copied only when a signature for its digest verifies under
     /// this policy (see ferry-sync's `prepare::signatures`). `None` = no check.
     pub signatures: Option<SignaturePolicy>,
+    /// `concurrency:`: images of this mapping copied at once at most, within the engine's
+    /// `images_in_flight` (`None`: only that bound).
+    pub concurrency: Option<usize>,
 }
 
 /// Which referrers travel, by artifact type (`application/spdx+json`, or `cosign:sig`,
@@ -517,7 +521,8 @@ pub enum ConfigError {
         /// Why it could not be read.
         source: std::io::Error,
     },
-    /// One or more problems, in file order (a syntax or type error stops at the first).
+    /// One or more problems, in file order (every unknown field is reported; a syntax or type
+    /// error stops at the first).
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Invalid {
         /// Every problem found, in file order.
@@ -639,36 +644,8 @@ fn parse_as(
         redactions,
         problems: Vec::new(),
     };
-    let deserializer = serde_yaml::Deserializer::from_str(&interpolated.text);
-    let raw: RawConfig = match serde_path_to_error::deserialize(deserializer) {
-        Ok(raw) => raw,
-        Err(error) => {
-            let path = FieldPath(
-                error
-                    .path()
-                    .iter()
-                    .filter_map(|segment| match segment {
-                        serde_path_to_error::Segment::Seq { index } => Some(Segment::Index(*index)),
-                        serde_path_to_error::Segment::Map { key } => {
-                            Some(Segment::Key(key.clone()))
-                        }
-                        _ => None,
-                    })
-                    .collect(),
-            );
-            let inner = error.into_inner();
-            let position = inner
-                .location()
-                .filter(|l| l.line() > 0)
-                .map(|l| Position {
-                    line: l.line(),
-                    column: l.column(),
-                })
-                .unwrap_or_else(|| locator.value(&path));
-            let message = serde_message(&inner.to_string());
-            checker.push(&path, position, message);
-            return Err(checker.finish());
-        }
+    let Some(raw) = unknown::read_raw(&interpolated.text, &mut checker) else {
+        return Err(checker.finish());
     };
     if needs == Needs::Mappings && raw.mappings.is_empty() {
         checker.fail(
@@ -681,29 +658,6 @@ fn parse_as(
         Some(config) if checker.problems.is_empty() => Ok(config),
         _ => Err(checker.finish()),
     }
-}
-
-/// serde_yaml's message without its own path prefix and trailing position (ours replace them).
-fn serde_message(text: &str) -> String {
-    let mut message = text;
-    if let Some(at) = message.rfind(" at line ") {
-        let tail = &message[at + " at line ".len()..];
-        if tail
-            .split(" column ")
-            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        {
-            message = &message[..at];
-        }
-    }
-    if let Some((head, rest)) = message.split_once(": ")
-        && !head.is_empty()
-        && head
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c))
-    {
-        message = rest;
-    }
-    message.to_string()
 }
 
 #[cfg(test)]

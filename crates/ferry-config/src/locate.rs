@@ -90,6 +90,23 @@ struct Node {
     value: Position,
     key: Option<Position>,
     scalar: Option<String>,
+    /// A mapping's keys, in order (`None` for a scalar or a sequence).
+    keys: Option<Vec<String>>,
+    /// A sequence's length.
+    items: Option<usize>,
+    /// For a mapping entry: its text, from the key to the next key or the mapping's end, as
+    /// character indexes.
+    entry: Option<(usize, usize)>,
+}
+
+/// What a node is, for walking the document against the fields a type takes.
+pub enum Shape<'a> {
+    /// A mapping, with its keys in order.
+    Map(&'a [String]),
+    /// A sequence of this many items.
+    Seq(usize),
+    /// A scalar or an alias.
+    Other,
 }
 
 /// The positions of every node of one YAML document.
@@ -138,6 +155,37 @@ impl Locator {
             .map(|(path, _)| path.clone())
     }
 
+    /// What the node at exactly `path` is.
+    pub fn shape(&self, path: &FieldPath) -> Shape<'_> {
+        match self.nodes.get(path) {
+            Some(Node { keys: Some(k), .. }) => Shape::Map(k),
+            Some(Node { items: Some(n), .. }) => Shape::Seq(*n),
+            _ => Shape::Other,
+        }
+    }
+
+    /// `text` with the entries at `paths` (mapping keys and their values) blanked: every
+    /// character but line breaks turned into a space, so every other node keeps its line and
+    /// column.
+    pub fn blank(&self, text: &str, paths: &[FieldPath]) -> String {
+        let mut spans: Vec<(usize, usize)> = paths
+            .iter()
+            .filter_map(|p| self.nodes.get(p).and_then(|n| n.entry))
+            .collect();
+        spans.sort_unstable();
+        text.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                let inside = spans.iter().any(|(a, b)| (*a..*b).contains(&i));
+                if inside && c != '\n' && c != '\r' {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+
     /// The text of the scalar at exactly `path`, if it is one.
     pub fn scalar(&self, path: &FieldPath) -> Option<&str> {
         self.nodes.get(path).and_then(|n| n.scalar.as_deref())
@@ -168,7 +216,10 @@ impl Locator {
 enum Frame {
     Map {
         path: FieldPath,
-        key: Option<(String, Position)>,
+        /// The key read, its position and character index, waiting for its value.
+        key: Option<(String, Position, usize)>,
+        /// The entry before, whose text ends where the next key (or the mapping) does.
+        open: Option<FieldPath>,
     },
     Seq {
         path: FieldPath,
@@ -198,26 +249,67 @@ impl Builder {
     /// Places a node starting at `mark`; `None` when the node is a mapping key.
     fn place(&mut self, mark: Marker, scalar: Option<&str>) -> Option<FieldPath> {
         let here = position(mark);
-        let (path, key) = match self.stack.last_mut() {
-            None => (FieldPath::root(), None),
+        let (path, key, entry_start) = match self.stack.last_mut() {
+            None => (FieldPath::root(), None, None),
             Some(Frame::Seq { path, next }) => {
                 *next += 1;
-                (path.index(*next - 1), None)
+                (path.index(*next - 1), None, None)
             }
-            Some(Frame::Map { path, key }) => match key.take() {
+            Some(Frame::Map { path, key, open }) => match key.take() {
                 None => {
-                    *key = Some((scalar.unwrap_or("?").to_string(), here));
+                    let ended = open.take();
+                    *key = Some((scalar.unwrap_or("?").to_string(), here, mark.index()));
+                    self.end_entry(ended, mark.index());
                     return None;
                 }
-                Some((name, at)) => (path.key(&name), Some(at)),
+                Some((name, at, start)) => (path.key(&name), Some(at), Some((name, start))),
             },
         };
+        if let Some((name, start)) = entry_start {
+            if let Some(Frame::Map {
+                open, path: parent, ..
+            }) = self.stack.last_mut()
+            {
+                *open = Some(path.clone());
+                let parent = parent.clone();
+                if let Some(keys) = self.nodes.get_mut(&parent).and_then(|n| n.keys.as_mut()) {
+                    keys.push(name);
+                }
+            }
+            self.nodes.entry(path.clone()).or_insert(Node {
+                value: here,
+                key,
+                scalar: scalar.map(str::to_string),
+                keys: None,
+                items: None,
+                entry: Some((start, start)),
+            });
+            return Some(path);
+        }
+        if let Some(Frame::Seq { path: parent, .. }) = self.stack.last() {
+            let parent = parent.clone();
+            if let Some(n) = self.nodes.get_mut(&parent).and_then(|n| n.items.as_mut()) {
+                *n += 1;
+            }
+        }
         self.nodes.entry(path.clone()).or_insert(Node {
             value: here,
             key,
             scalar: scalar.map(str::to_string),
+            keys: None,
+            items: None,
+            entry: None,
         });
         Some(path)
+    }
+
+    /// The entry at `path` ends at character `end`.
+    fn end_entry(&mut self, path: Option<FieldPath>, end: usize) {
+        if let Some(node) = path.and_then(|p| self.nodes.get_mut(&p))
+            && let Some((start, _)) = node.entry
+        {
+            node.entry = Some((start, end));
+        }
     }
 }
 
@@ -236,13 +328,28 @@ impl MarkedEventReceiver for Builder {
             }
             Event::MappingStart(..) => {
                 let path = self.place(mark, None).unwrap_or_default();
-                self.stack.push(Frame::Map { path, key: None });
+                if let Some(node) = self.nodes.get_mut(&path) {
+                    node.keys = Some(Vec::new());
+                }
+                self.stack.push(Frame::Map {
+                    path,
+                    key: None,
+                    open: None,
+                });
             }
             Event::SequenceStart(..) => {
                 let path = self.place(mark, None).unwrap_or_default();
+                if let Some(node) = self.nodes.get_mut(&path) {
+                    node.items = Some(0);
+                }
                 self.stack.push(Frame::Seq { path, next: 0 });
             }
-            Event::MappingEnd | Event::SequenceEnd => {
+            Event::MappingEnd => {
+                if let Some(Frame::Map { open, .. }) = self.stack.pop() {
+                    self.end_entry(open, mark.index());
+                }
+            }
+            Event::SequenceEnd => {
                 self.stack.pop();
             }
             _ => {}

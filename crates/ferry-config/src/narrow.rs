@@ -54,6 +54,7 @@ impl Mapping {
             line: 0,
             repositories: None,
             signatures: None,
+            concurrency: None,
         }
     }
 

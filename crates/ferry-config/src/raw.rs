@@ -532,6 +532,12 @@ pub struct RawMapping {
     /// reaches a target. Replaces `defaults.signatures` as a whole.
     #[serde(default)]
     pub signatures: Option<RawSignatures>,
+    /// Images of this mapping copied at once at most (at least 1; default: no cap of its own),
+    /// within `engine.images_in_flight`, which bounds every mapping together: a slow or
+    /// rate-limited source can be held to fewer parallel copies than the rest (regsync's
+    /// `parallel`).
+    #[serde(default)]
+    pub concurrency: Option<usize>,
 }
 
 /// `signatures:`: who may sign the images a mapping mirrors, and what proves it.

@@ -88,6 +88,9 @@ impl Checker<'_> {
                 Some(s) => self.signatures(&path.key("signatures"), s, &mut public_good),
                 None => default_signatures.clone(),
             };
+            let concurrency = mapping
+                .concurrency
+                .map(|n| self.at_least_one(&path.key("concurrency"), Some(n), 1));
             if mapping.source.starts_with("oci:")
                 && (mapping.source.ends_with("/*") || mapping.source.ends_with("/**"))
             {
@@ -137,6 +140,7 @@ impl Checker<'_> {
                         line,
                         repositories: Some(glob),
                         signatures,
+                        concurrency,
                     });
                 }
                 continue;
@@ -233,6 +237,7 @@ impl Checker<'_> {
                 line,
                 repositories: None,
                 signatures,
+                concurrency,
             });
         }
         let events = raw

@@ -87,6 +87,7 @@ proptest! {
             include: None,
             exclude: if exclude_rc { vec!["*-rc*".into()] } else { vec![] },
             regex: None,
+            deny: vec![],
             semver: use_range.then(|| ">=2, <15".to_string()),
             sort: Some(if alpha { TagSort::Alpha } else { TagSort::Semver }),
             latest,

@@ -73,6 +73,9 @@ pub struct ResolvedMapping {
     /// Images whose signature verified but is younger than `min_age`: held, not copied in this
     /// run, not failed.
     pub signature_held: Vec<HeldImage>,
+    /// The mapping's own `concurrency:`: its images copied at once at most, inside the
+    /// engine's window (`None`: the window alone bounds them).
+    pub concurrency: Option<usize>,
 }
 
 pub use crate::prepare::signatures::{HeldImage, RefusalReason, SignatureRefusal};

@@ -4,7 +4,9 @@
 //! Pipeline, applied to the listed tags (duplicates ignored):
 //! 1. `include` globs — a tag must match one (default `["*"]`; see [`TagFilterSpec::include`]);
 //! 2. `exclude` globs — a tag matching any is dropped;
-//! 3. `regex` — a tag must match it (unanchored search; anchor with `^…$`);
+//! 3. `regex` — a tag must match it (unanchored search; anchor with `^…$`), then `deny` — a tag
+//!    matching any of these regexes is dropped (Rust's regex has no look-ahead, so "all but"
+//!    needs a second list);
 //! 4. `semver` range — tags that are not lenient versions are dropped, and versions outside
 //!    the range are dropped (prereleases follow semver: only matched by a range naming one);
 //! 5. `sort` — `semver` (default: non-versions first by name, then versions by precedence) or
@@ -57,6 +59,10 @@ pub struct TagFilterSpec {
     /// A regular expression (Rust `regex` syntax) a tag must match; unanchored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
+    /// Regular expressions (Rust `regex` syntax, unanchored); a tag matching any is dropped,
+    /// after `include`, `exclude` and `regex` (regsync's `deny`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
     /// A semver range such as `">=3.18, <4"`; tags that are not versions are dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semver: Option<String>,
@@ -96,6 +102,11 @@ pub enum Reason {
         /// The regex as written.
         regex: String,
     },
+    /// It matched this `deny` regex.
+    Denied {
+        /// The regex as written.
+        regex: String,
+    },
     /// A `semver` range is set and the tag is not a version.
     NotAVersion,
     /// The tag is a version outside the `semver` range.
@@ -124,6 +135,7 @@ impl fmt::Display for Reason {
             Reason::NotIncluded => f.write_str("matches no include glob"),
             Reason::Excluded { glob } => write!(f, "excluded by glob \"{glob}\""),
             Reason::RegexMismatch { regex } => write!(f, "does not match regex \"{regex}\""),
+            Reason::Denied { regex } => write!(f, "denied by regex \"{regex}\""),
             Reason::NotAVersion => f.write_str("not a version (a semver range is set)"),
             Reason::OutsideRange { range } => write!(f, "outside range \"{range}\""),
             Reason::PrereleaseNotNamed { range } => write!(
@@ -158,6 +170,7 @@ pub struct TagFilter {
     include: Option<GlobSet>,
     exclude: Vec<(String, globset::GlobMatcher)>,
     regex: Option<Regex>,
+    deny: Vec<Regex>,
     range: Option<VersionRange>,
     sort: TagSort,
 }
@@ -177,6 +190,7 @@ impl Default for TagFilter {
             include: None,
             exclude: Vec::new(),
             regex: None,
+            deny: Vec::new(),
             range: None,
             sort: TagSort::Semver,
         }
@@ -206,6 +220,7 @@ impl TagFilter {
         let only_exact = spec.include.is_none()
             && spec.exclude.is_empty()
             && spec.regex.is_none()
+            && spec.deny.is_empty()
             && spec.semver.is_none()
             && spec.latest.is_none()
             && !spec.exact.is_empty();
@@ -237,6 +252,13 @@ impl TagFilter {
                 message: format!("invalid regex \"{text}\": {e}"),
             })?),
         };
+        let mut deny = Vec::with_capacity(spec.deny.len());
+        for (i, text) in spec.deny.iter().enumerate() {
+            deny.push(Regex::new(text).map_err(|e| FilterError {
+                field: format!("deny[{i}]"),
+                message: format!("invalid regex \"{text}\": {e}"),
+            })?);
+        }
         let range = match &spec.semver {
             None => None,
             Some(text) => Some(VersionRange::parse(text).map_err(|e| FilterError {
@@ -270,6 +292,7 @@ impl TagFilter {
             include,
             exclude,
             regex,
+            deny,
             range,
             sort: spec.sort.unwrap_or_default(),
         })
@@ -281,6 +304,7 @@ impl TagFilter {
         let s = &self.spec;
         s.exclude.is_empty()
             && s.regex.is_none()
+            && s.deny.is_empty()
             && s.semver.is_none()
             && s.latest.is_none()
             && match &s.include {
@@ -367,6 +391,11 @@ impl TagFilter {
         {
             return Some(Reason::RegexMismatch {
                 regex: regex.as_str().to_string(),
+            });
+        }
+        if let Some(deny) = self.deny.iter().find(|d| d.is_match(tag)) {
+            return Some(Reason::Denied {
+                regex: deny.as_str().to_string(),
             });
         }
         if let Some(range) = &self.range {
@@ -461,6 +490,39 @@ mod tests {
 
     fn tags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn deny_drops_what_regex_let_through_and_says_which_regex() {
+        // regsync's way of writing "every 1.x but the release candidates".
+        let spec = TagFilterSpec {
+            regex: Some("^1\\.".into()),
+            deny: tags(&["-rc", "^1\\.0\\."]),
+            ..TagFilterSpec::default()
+        };
+        let filter = TagFilter::compile(&spec).unwrap();
+        let s = filter.select(&tags(&["1.0.1", "1.1.0", "1.2.0-rc1", "2.0.0", "1.3.0"]));
+        assert_eq!(s.selected, tags(&["1.1.0", "1.3.0"]));
+        let why: Vec<String> = s
+            .filtered_out
+            .iter()
+            .map(|(t, r)| format!("{t}: {r}"))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                "1.0.1: denied by regex \"^1\\.0\\.\"",
+                "1.2.0-rc1: denied by regex \"-rc\"",
+                "2.0.0: does not match regex \"^1\\.\"",
+            ]
+        );
+        assert!(!filter.names_its_tags());
+        let bad = TagFilter::compile(&TagFilterSpec {
+            deny: tags(&["ok", "(unclosed"]),
+            ..TagFilterSpec::default()
+        })
+        .unwrap_err();
+        assert_eq!(bad.field, "deny[1]");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! blob once for the whole run, and pushes manifests only once all they reference is present.
 
 pub mod blobs;
+mod caps;
 pub mod destination;
 pub(crate) mod feed;
 mod gated;
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use ferry_distribution::Digest;
@@ -156,29 +157,36 @@ where
         Arc::clone(&options.progress),
     );
     let pusher = ManifestPusher::new(Arc::clone(&options.progress));
-    let (ready, queue) = futures::channel::mpsc::unbounded::<Arc<Work>>();
+    let (ready, queue) = futures::channel::mpsc::unbounded::<(Arc<Work>, caps::Slot)>();
 
     let (intake_ref, scheduler_ref) = (&intake, &scheduler);
+    let caps = caps::Caps::default();
     let take_in = async move {
-        let mut taken = std::pin::pin!(
+        let caps = &caps;
+        // A mapping's images join the window as its `concurrency:` lets them (caps.rs).
+        let mut admitted = std::pin::pin!(
             plans
-                .map(|m| take_in(m, registries, intake_ref, scheduler_ref, options))
+                .map(|m| {
+                    let (index, cap) = caps::of(&m);
+                    take_in(m, registries, intake_ref, scheduler_ref, options)
+                        .map(move |works| (index, cap, works))
+                })
                 .buffer_unordered(options.images_in_flight.max(1))
+                .flat_map_unordered(None, |(index, cap, works)| caps.admit(index, cap, works))
         );
-        while let Some(works) = taken.next().await {
-            for w in works {
-                // The queue's receiver lives until every sender is gone: a send cannot fail.
-                let _ = ready.unbounded_send(w);
-            }
+        while let Some(w) = admitted.next().await {
+            // The queue's receiver lives until every sender is gone: a send cannot fail.
+            let _ = ready.unbounded_send(w);
         }
         // Dropping the sender ends the queue once it drains.
         drop(ready);
     };
     let run = queue
-        .map(|w| {
+        .map(|(w, slot)| {
             let (scheduler, pusher) = (&scheduler, &pusher);
             async move {
                 let statuses = run_image(&w, scheduler, pusher, stop).await;
+                drop(slot);
                 (w, statuses)
             }
         })
@@ -460,7 +468,7 @@ async fn take_in(
                 targets: resolved,
             }
         })
-        .buffer_unordered(options.images_in_flight.max(1))
+        .buffer_unordered(caps::window(resolved.concurrency, options.images_in_flight))
         .collect()
         .await;
 

@@ -256,6 +256,7 @@ fn glob_plan(m: &Mapping, outcome: Result<(Vec<String>, Vec<RejectedName>), Erro
             unfetched: Vec::new(),
             signature_refused: Vec::new(),
             signature_held: Vec::new(),
+            concurrency: m.concurrency,
             platforms: m.platforms.clone(),
             referrers: m.referrers,
             target_tags: Vec::new(),

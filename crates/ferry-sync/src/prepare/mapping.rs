@@ -259,5 +259,6 @@ pub(crate) async fn resolve_mapping(
         expanded: None,
         signature_refused: gated.refused,
         signature_held: gated.held,
+        concurrency: mapping.concurrency,
     })
 }
