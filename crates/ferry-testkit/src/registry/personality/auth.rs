@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -179,6 +180,7 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
     let Some(lag) = p.manifest_commit_lag else {
         return Ok(None);
     };
+    let lag_of = |digest: &str| commit_lag_of(lag, p.manifest_commit_lag_max, digest);
     let (repo, reference) = (repo.clone(), reference.clone());
     let body = incoming.read_body().await?;
     let now = Instant::now();
@@ -187,7 +189,7 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
         referenced(&body).into_iter().find(|d| {
             committed
                 .get(&(repo.clone(), d.clone()))
-                .is_some_and(|at| now.saturating_duration_since(*at) < lag)
+                .is_some_and(|at| now.saturating_duration_since(*at) < lag_of(d))
         })
     };
     incoming.body = Body::from(body);
@@ -199,6 +201,19 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
             format!("blob unknown to registry: {digest}"),
         )
     }))
+}
+
+/// How long `digest`'s commit stays unseen by manifest PUTs: `lag`, or with `max` a lag of its
+/// own between the two, fixed by the digest's bytes (so a run is repeatable): a registry whose
+/// lag varies from write to write.
+fn commit_lag_of(lag: Duration, max: Option<Duration>, digest: &str) -> Duration {
+    let Some(max) = max.filter(|m| *m > lag) else {
+        return lag;
+    };
+    let hex = digest.rsplit(':').next().unwrap_or(digest);
+    let seed = u64::from_str_radix(hex.get(..12).unwrap_or("0"), 16).unwrap_or(0);
+    let spread = (max - lag).as_millis() as u64;
+    lag + Duration::from_millis(seed % (spread + 1))
 }
 
 /// Notes what a write committed, after the registry answered it: a blob (closing PUT, one-POST

@@ -64,6 +64,10 @@ pub struct Personality {
     /// MANIFEST_BLOB_UNKNOWN: the registry's manifest check reads a view that lags its blob
     /// store (Amazon ECR, ocync PR #104: a few hundred ms).
     pub manifest_commit_lag: Option<Duration>,
+    /// With `manifest_commit_lag`: each commit lags a time of its own between that and this
+    /// (fixed by its digest), a registry whose lag varies from write to write (issue 39: ECR
+    /// lagging "a few hundred ms", ocync PR #104, more under load).
+    pub manifest_commit_lag_max: Option<Duration>,
     /// A manifest PUT by a tag the repository already holds is answered 400 TAG_INVALID ("The
     /// image tag '…' already exists in the '…' repository and cannot be overwritten because the
     /// repository is immutable."), the same digest included (Amazon ECR immutable repositories;
