@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::run_sync;
 use ferry_config::Config;
+use ferry_distribution::capabilities::Support;
 use ferry_sync::report::{SyncReport, Verdict};
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry};
 
@@ -65,6 +66,52 @@ fn all_tags(src: &TestRegistry, from: &str, dst: &TestRegistry, to: &str) -> Str
         src.host(),
         dst.host()
     )
+}
+
+/// awslabs/soci-snapshotter#512: GAR sends a referrers request to Google's sign-in page
+/// (HTML). No mapping asked for anything that answer could give: before, every mapping failed
+/// (`referrers index is not JSON`), 0/12 images. Now the registry is read as having no
+/// referrers API, the tag schema stands in (the cosign `.sig` tag travels), and it says so.
+#[tokio::test(start_paused = true)]
+async fn a_gar_referrers_sign_in_page_fails_no_mapping_and_the_tag_schema_stands_in() {
+    let src = start(Personality::gar(), None).await;
+    let dst = common::started().await;
+    let mut tags = seed_tags(&src, "team/app", 6);
+    let signed = src.seed_image("solo/app", "1.0", &[b"signed image"]);
+    let sig = format!("{}.sig", signed.replace(':', "-"));
+    src.seed_image("solo/app", &sig, &[b"a cosign signature"]);
+    for t in ["2.0", "2.1", "2.2", "2.3", "2.4"] {
+        src.seed_image("solo/app", t, &[t.as_bytes()]);
+    }
+    let mappings = format!(
+        "{}  - source: \"{s}/solo/app\"\n    targets: [\"{d}/solo/app\"]\n    tags: {{ exact: [\"1.0\", \"2.0\", \"2.1\", \"2.2\", \"2.3\", \"2.4\"] }}\n",
+        all_tags(&src, "team/app", &dst, "mirror/app"),
+        s = src.host(),
+        d = dst.host()
+    );
+    let report = run_sync(&config(&[&src, &dst], &mappings)).await.report;
+    let text = report.render_text();
+    assert_eq!(report.verdict(), Verdict::Clean, "{text}");
+    assert_eq!(report.totals.mappings_failed, 0, "{text}");
+    assert_eq!(
+        mirrored(&src, "team/app", &dst, "mirror/app", &tags),
+        6,
+        "{text}"
+    );
+    tags = ["1.0", "2.0", "2.1", "2.2", "2.3", "2.4"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(
+        mirrored(&src, "solo/app", &dst, "solo/app", &tags),
+        6,
+        "{text}"
+    );
+    // The signature found by the tag schema travelled with its image.
+    assert!(dst.manifest("solo/app", &sig).is_some(), "{text}");
+    let caps = registry(&report, &src).capabilities;
+    assert_eq!(caps.referrers_api, Support::Refused, "{caps:?}");
+    // Learned once: no second referrers request after the sign-in page.
+    assert_eq!(src.stats().op(OpKind::Referrers), 1, "{text}");
 }
 
 /// ocync PR #104: ECR refuses a manifest PUT naming blobs committed a moment ago with

@@ -271,3 +271,39 @@ async fn an_oci_error_knob_answers_any_code_and_message_as_given() {
     assert_eq!(body["errors"][0]["code"], code.as_str());
     assert_eq!(body["errors"][0]["message"], "m");
 }
+
+/// Issue 39, awslabs/soci-snapshotter#512: GAR sends a referrers request to a sign-in page,
+/// HTML with a 200.
+#[tokio::test]
+async fn gar_redirects_referrers_to_a_sign_in_page() {
+    let reg = TestRegistry::builder()
+        .personality(Personality::gar())
+        .start()
+        .await
+        .unwrap();
+    let digest = reg.seed_image("team/app", "1.0", &[b"layer"]);
+    let http = client();
+    let answer = http
+        .get(format!("{}/v2/team/app/referrers/{digest}", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::FOUND);
+    let location = header(&answer, "location").unwrap();
+    assert!(
+        location.starts_with("/v3/signin/identifier?continue="),
+        "{location}"
+    );
+    let page = http
+        .get(format!("{}{location}", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        header(&page, "content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.text().await.unwrap().starts_with("<!DOCTYPE html>"));
+}

@@ -146,6 +146,35 @@ pub(crate) async fn intercept(
                     .header("location", format!("/v2/{repo}/referrers-page/{digest}/")),
             )
         }
+        OpKind::Referrers if p.referrers_redirect_to_signin => {
+            let Route::Referrers { repo, digest } = &incoming.route else {
+                return Ok(None);
+            };
+            // GAR (awslabs/soci-snapshotter#512, docs/registry.md): the referrers request is
+            // sent to Google's sign-in flow, whose `continue=` names the console's page for
+            // it. The real sign-in page is on accounts.google.com; the test kit has one origin,
+            // so it serves the page itself (see the `Unknown` arm below).
+            let cont = format!(
+                "https://console.cloud.google.com/artifacts/tags/v2/{}%2Freferrers%2F{}",
+                repo.replace('/', "%2F"),
+                digest.replace(':', "%2F")
+            );
+            Some(Reply::new(StatusCode::FOUND).header(
+                "location",
+                format!(
+                    "/v3/signin/identifier?continue={cont}&service=cloudconsole&flowName=WebLiteSignIn&flowEntry=ServiceLogin"
+                ),
+            ))
+        }
+        // The sign-in page the redirect above leads to: HTML with a 200 (what soci read as
+        // "invalid character '<' looking for beginning of value").
+        OpKind::Unknown if p.referrers_redirect_to_signin => Some(
+            Reply::new(StatusCode::OK)
+                .header("content-type", "text/html; charset=utf-8")
+                .body(
+                    "<!DOCTYPE html><html lang=\"en\"><head><title>Sign in - Google Accounts</title></head><body><form method=\"post\" action=\"/v3/signin/_/AccountsSignInUi\"></form></body></html>",
+                ),
+        ),
         OpKind::ManifestPut if p.tags_immutable || p.manifest_commit_lag.is_some() => {
             manifest_put(shared, incoming).await?
         }

@@ -80,6 +80,12 @@ pub struct Personality {
     /// `GET /v2/NAME/referrers/D` is answered 303 to a page that answers 404 (GitHub Container
     /// Registry; project-zot/zot #4060).
     pub referrers_redirect_to_404: bool,
+    /// `GET /v2/NAME/referrers/D` is answered 302 to Google's sign-in flow, whose page is HTML
+    /// with a 200 (Google Artifact Registry: awslabs/soci-snapshotter#512, docs/registry.md,
+    /// "Artifact Registry appears to always redirect requests to the referrers API to an auth
+    /// flow"; the client read `invalid character '<' looking for beginning of value`). The test
+    /// kit serves the sign-in page on its own origin (any path it does not route).
+    pub referrers_redirect_to_signin: bool,
 
     // --- listing (issue 31): tag lists and catalogs as the field registries answer them; the
     // answers are built in `listing.rs`, each switch's public source named on it.
