@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::run_sync;
 use ferry_config::Config;
 use ferry_distribution::capabilities::Support;
+use ferry_distribution::ops::Paging;
 use ferry_sync::report::{SyncReport, Verdict};
 use ferry_testkit::registry::{OpKind, Personality, TestRegistry};
 
@@ -66,6 +67,49 @@ fn all_tags(src: &TestRegistry, from: &str, dst: &TestRegistry, to: &str) -> Str
         src.host(),
         dst.host()
     )
+}
+
+/// nexus-public #117/#209, renovate #18447: a group repository of 129 tags answers its first
+/// page (100 here) with no `Link`; a single-repository mapping on a fresh run has learned no
+/// page size from anything else. Before: 100/129 mirrored, exit 0, not a word.
+#[tokio::test(start_paused = true)]
+async fn a_nexus_group_cut_without_a_link_is_mirrored_whole_on_a_fresh_run() {
+    let src = start(Personality::nexus(), Some(100)).await;
+    let dst = common::started().await;
+    let tags = seed_tags(&src, "team/app", 129);
+    let report = run_sync(&config(
+        &[&src, &dst],
+        &all_tags(&src, "team/app", &dst, "mirror/app"),
+    ))
+    .await
+    .report;
+    let text = report.render_text();
+    assert_eq!(
+        mirrored(&src, "team/app", &dst, "mirror/app", &tags),
+        129,
+        "{text}"
+    );
+    assert_eq!(report.verdict(), Verdict::Clean, "{text}");
+    // The first page (100, asked without `n`), then `n=100&last=t-099` (29): the short page
+    // that answered an `n` ends it.
+    let pages: Vec<String> = src
+        .requests()
+        .into_iter()
+        .filter(|r| r.op == OpKind::TagList)
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    let listing = registry(&report, &src).listing;
+    assert_eq!(
+        (listing.paging, listing.page_size),
+        (Paging::CutWithoutLink, Some(100)),
+        "{listing:?}"
+    );
+    assert_eq!(
+        registry(&report, &src).stats.retries,
+        0,
+        "a probe is not a retry"
+    );
 }
 
 /// awslabs/soci-snapshotter#512: GAR sends a referrers request to Google's sign-in page

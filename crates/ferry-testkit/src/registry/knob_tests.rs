@@ -272,6 +272,42 @@ async fn an_oci_error_knob_answers_any_code_and_message_as_given() {
     assert_eq!(body["errors"][0]["message"], "m");
 }
 
+/// Issue 39, nexus-public #117/#209, renovate #18447: a Nexus group answers its first page
+/// without `n`, `n` tags with it (after `last`), and never a `Link`.
+#[tokio::test]
+async fn a_nexus_group_answers_n_in_full_and_never_links() {
+    let reg = TestRegistry::builder()
+        .personality(Personality::nexus())
+        .page_size(100)
+        .start()
+        .await
+        .unwrap();
+    for i in 0..129 {
+        reg.seed_image("team/app", &format!("t-{i:03}"), &[b"one layer"]);
+    }
+    let http = client();
+    for (query, count, first) in [
+        ("", 100, "t-000"),
+        ("?n=120", 120, "t-000"),
+        ("?n=10&last=t-120", 8, "t-121"),
+    ] {
+        let answer = http
+            .get(format!("{}/v2/team/app/tags/list{query}", reg.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{query}");
+        assert_eq!(header(&answer, "link"), None, "{query}");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        let tags = body["tags"].as_array().unwrap();
+        assert_eq!(
+            (tags.len(), tags[0].as_str()),
+            (count, Some(first)),
+            "{query}"
+        );
+    }
+}
+
 /// Issue 39, awslabs/soci-snapshotter#512: GAR sends a referrers request to a sign-in page,
 /// HTML with a 200.
 #[tokio::test]

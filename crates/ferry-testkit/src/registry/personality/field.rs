@@ -30,7 +30,8 @@ impl Personality {
     }
 
     /// Sonatype Nexus Repository (a group repository): tag pages cut without a `Link`
-    /// (nexus-public #117, #209; renovate #18447).
+    /// (nexus-public #117, #209; renovate #18447; NEXUS-26037), at `n` when asked with one and
+    /// at the registry's `page_size` without (see `tag_link_absent`).
     pub fn nexus() -> Self {
         Personality {
             tag_link_absent: true,

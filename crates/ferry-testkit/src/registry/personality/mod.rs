@@ -103,7 +103,16 @@ pub struct Personality {
     /// component (renovate #15030/#15080, PR #20745: JFrog RTFACT-18971).
     pub tag_link_drops_repository_key: bool,
     /// Nexus group repositories: `tags/list` is cut at a page without a `Link` header
-    /// (nexus-public #117, #209; renovate #18447).
+    /// (nexus-public #117, #209; renovate #18447). On the wire, as those reports show it: `200`,
+    /// `{"name":…,"tags":[…]}` in lexical order, and never a `Link`, whether more tags remain or
+    /// not. With `?n=N` the answer holds the first N tags (after `last`) and stops there
+    /// (renovate #18447: `GET …/renovate/renovate/tags/list?n=10000` answered tags `0` …
+    /// `32.209.0-slim` and no Link; #117: the same proxy repository outside the group links
+    /// `?n=10&last=0.0.4-slim`). Without `n` it holds the registry's `page_size` (the first
+    /// page a proxy member got from its remote, NEXUS-26037: "NXRM will return only a partial
+    /// list of tags, those on the first page"). `last` is honoured as the distribution spec's
+    /// cursor: the group's members page with `n`/`last` (#117, #1011); what a group answers to
+    /// `last` is not in the reports.
     pub tag_link_absent: bool,
     /// Nexus behind a connector port: the absolute `Link` keeps the internal
     /// `/repository/<name>/` path prefix, which the port does not serve (nexus-public #1011).
