@@ -124,9 +124,11 @@ impl RegistryClient {
     /// listing's own path (a Link naming another path keeps its query, see [`on_path`]). A
     /// `Link` back to a page already read, or pages that bring no new name while linking on,
     /// would end (or loop) the walk early: the listing is then incomplete, which is an error,
-    /// never the end of the list. A Link-less page of exactly the page size the registry
-    /// showed, in a walk that saw no Link, may be a silent cut (Nexus group repositories): the
-    /// walk asks once more with `last=` and ends when that brings nothing new.
+    /// never the end of the list. A Link-less page, in a walk that saw no Link, may be a
+    /// silent cut (Nexus group repositories): when it holds the page size the registry showed,
+    /// or more names than any Link-less listing of the registry a probe proved whole, the walk
+    /// asks once more with `n=<its size>&last=<last name>`, goes on while the answers come back
+    /// as full as asked, and ends when one is shorter or brings nothing new (issue 39).
     pub(crate) async fn walk_pages(&self, listing: Listing<'_>) -> Result<Vec<String>, Error> {
         let Listing {
             operation,
