@@ -183,7 +183,13 @@ async fn an_announced_limit_holds_from_the_first_answer_for_operations_not_yet_a
     join_all(wave).await;
     let stats = reg.stats();
     assert_eq!(stats.too_many_requests, 0, "{:?}", stats.statuses);
-    assert_eq!(stats.requests, 32, "one request each");
+    // One request each, and for the tag lists at most one `last=` probe each: a registry's
+    // first Link-less listings are asked once more to prove them whole (issue 39).
+    assert!(
+        (32..=40).contains(&stats.requests),
+        "one request each, plus probes: {}",
+        stats.requests
+    );
     // 19 tokens were left after the ping; 13 more at 20 a second.
     assert!(
         start.elapsed() >= Duration::from_millis(600),

@@ -155,6 +155,17 @@ impl Registries {
         self.settings_for(host)
     }
 
+    /// Whether `host`'s repositories are listed through the ECR API: an ECR private host whose
+    /// config sets no `auth` or `type: ecr`. An explicit other `auth` wins over the host rule
+    /// (issue 39): the registry's own catalog is read with the credentials configured.
+    pub(crate) fn lists_with_ecr_api(&self, host: &str) -> bool {
+        crate::ecr::EcrHost::parse(host).is_some()
+            && matches!(
+                self.settings_for(host).auth,
+                AuthSettings::Discover | AuthSettings::Ecr { .. }
+            )
+    }
+
     /// Every repository of the ECR registry `host` (`DescribeRepositories`), at most `max`.
     pub(crate) async fn ecr_repositories(
         &self,
@@ -474,14 +485,16 @@ async fn resolve_configured(
         )
     };
     match auth {
-        // ECR private never serves anonymous requests: its hosts use the AWS chain unless set.
-        // ECR Public serves pulls anonymously, so it asks for a token only with `type: ecr`.
-        AuthSettings::Anonymous | AuthSettings::Discover => {
-            match EcrAuth::implied_by(&settings.host) {
-                Some(ecr) => ecr.credentials(&settings.host, tokens).await,
-                None => Ok(Credentials::Anonymous),
-            }
-        }
+        // An explicit `auth` wins over the host rule (issue 39): `type: anonymous` sends no
+        // credentials even to a host named like ECR private (a proxy or a mirror in front of
+        // it, a test double), and asks AWS nothing.
+        AuthSettings::Anonymous => Ok(Credentials::Anonymous),
+        // No `auth`: ECR private never serves anonymous requests, so its hosts use the AWS
+        // chain. ECR Public serves pulls anonymously and asks for a token only with `type: ecr`.
+        AuthSettings::Discover => match EcrAuth::implied_by(&settings.host) {
+            Some(ecr) => ecr.credentials(&settings.host, tokens).await,
+            None => Ok(Credentials::Anonymous),
+        },
         AuthSettings::Basic { username, password } => Ok(Credentials::Basic {
             username: username.clone(),
             password: password.clone(),

@@ -252,15 +252,13 @@ async fn ecr_commit_lag_costs_bounded_refusals_and_never_the_breaker() {
             .count()
     };
     // Three manifests and a signature per repository: every one is refused at least once
-    // (its blobs were committed just before), none more than the lag's attempts allow.
+    // (its blobs were committed just before), none more often than the lag (300 ms) holds
+    // against waits of at least the policy's base (100 ms) each.
     let stored = puts(201);
     assert_eq!(stored, 8, "{:?}", dst.requests());
     let refused = puts(400);
     assert!(refused >= 1, "the lag was met");
-    assert!(
-        refused <= stored * (ferry_distribution::retry::classify::LAG_ATTEMPTS as usize - 1),
-        "{refused}"
-    );
+    assert!(refused <= stored * 3, "{refused}");
     let dst_stats = &report
         .registries
         .iter()

@@ -9,6 +9,8 @@
 //!
 //! Measured here (3 tags, referrers on): a warm run sent the source 7 requests (listing, 3
 //! HEADs, 3 referrers) and the target 4 (listing, 3 HEADs) before; 1 and 1 with `immutable`.
+//! Since issue 39 each registry's first Link-less listing of a run is asked once more with
+//! `last=` to prove it whole: one more request on each side, before and after.
 
 mod common;
 
@@ -21,6 +23,10 @@ use ferry_sync::dryrun::DryRun;
 use ferry_sync::plan::{Plan, TargetState};
 use ferry_sync::report::SyncReport;
 use ferry_testkit::registry::{OpKind, TestRegistry};
+
+/// A listing's requests on a fresh run: its one page, and the `last=` probe that proves a
+/// registry's first Link-less listing whole (issue 39).
+const LISTING: u64 = 2;
 
 /// `src/lib/app` to `dst/mirror/app` (and `dst/<extra target>` when given), tags `v*` and
 /// `latest`; `extra` is appended to the mapping (`immutable: …`, `prune: true`).
@@ -83,7 +89,7 @@ async fn a_warm_run_over_immutable_tags_costs_the_listings_alone() {
     assert_eq!(
         requests(&src),
         BTreeMap::from([
-            (OpKind::TagList, 1),
+            (OpKind::TagList, LISTING),
             (OpKind::ManifestHead, 3),
             (OpKind::Referrers, 3)
         ]),
@@ -91,7 +97,7 @@ async fn a_warm_run_over_immutable_tags_costs_the_listings_alone() {
     );
     assert_eq!(
         requests(&dst),
-        BTreeMap::from([(OpKind::TagList, 1), (OpKind::ManifestHead, 3)]),
+        BTreeMap::from([(OpKind::TagList, LISTING), (OpKind::ManifestHead, 3)]),
         "before: the target's listing and a HEAD per tag"
     );
 
@@ -102,12 +108,12 @@ async fn a_warm_run_over_immutable_tags_costs_the_listings_alone() {
     let (plan, after) = run(&config).await;
     assert_eq!(
         requests(&src),
-        BTreeMap::from([(OpKind::TagList, 1)]),
+        BTreeMap::from([(OpKind::TagList, LISTING)]),
         "the source is listed, and asked about nothing"
     );
     assert_eq!(
         requests(&dst),
-        BTreeMap::from([(OpKind::TagList, 1)]),
+        BTreeMap::from([(OpKind::TagList, LISTING)]),
         "the target is listed, and asked about nothing"
     );
     assert_eq!(after.totals.images_up_to_date, 3, "{}", after.render_text());
@@ -266,7 +272,7 @@ async fn exact_immutable_tags_every_target_holds_cost_the_source_nothing() {
     assert_eq!(report.totals.images_up_to_date, 2);
     // Exact tags are not listed on the source, and both are held: no request at all.
     assert_eq!(requests(&src), BTreeMap::new());
-    assert_eq!(requests(&dst), BTreeMap::from([(OpKind::TagList, 1)]));
+    assert_eq!(requests(&dst), BTreeMap::from([(OpKind::TagList, LISTING)]));
     let resolved = plan.resolved().next().unwrap().1;
     assert!(
         resolved.missing_exact.is_empty(),
@@ -297,7 +303,7 @@ async fn a_layout_target_naming_an_immutable_tag_keeps_it() {
     assert_eq!(plan.resolved().next().unwrap().1.held_immutable.len(), 3);
     assert_eq!(
         requests(&src),
-        BTreeMap::from([(OpKind::TagList, 1), (OpKind::ManifestHead, 1)]),
+        BTreeMap::from([(OpKind::TagList, LISTING), (OpKind::ManifestHead, 1)]),
         "the listing, and a HEAD for latest"
     );
 

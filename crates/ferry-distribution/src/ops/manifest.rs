@@ -228,7 +228,7 @@ impl RegistryClient {
                         }
                         _ => false,
                     };
-                    let failure = crate::retry::classify::commit_lag(failure, attempt.number, lag);
+                    let failure = crate::retry::classify::commit_lag(failure, lag);
                     if matches!(failure, Failure::Lagging { .. }) && learned.learn_commit_lag() {
                         tracing::info!(
                             registry = self.host(),

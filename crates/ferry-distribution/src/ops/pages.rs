@@ -124,9 +124,11 @@ impl RegistryClient {
     /// listing's own path (a Link naming another path keeps its query, see [`on_path`]). A
     /// `Link` back to a page already read, or pages that bring no new name while linking on,
     /// would end (or loop) the walk early: the listing is then incomplete, which is an error,
-    /// never the end of the list. A Link-less page of exactly the page size the registry
-    /// showed, in a walk that saw no Link, may be a silent cut (Nexus group repositories): the
-    /// walk asks once more with `last=` and ends when that brings nothing new.
+    /// never the end of the list. A Link-less page, in a walk that saw no Link, may be a
+    /// silent cut (Nexus group repositories): when it holds the page size the registry showed,
+    /// or more names than any Link-less listing of the registry a probe proved whole, the walk
+    /// asks once more with `n=<its size>&last=<last name>`, goes on while the answers come back
+    /// as full as asked, and ends when one is shorter or brings nothing new (issue 39).
     pub(crate) async fn walk_pages(&self, listing: Listing<'_>) -> Result<Vec<String>, Error> {
         let Listing {
             operation,
@@ -149,6 +151,8 @@ impl RegistryClient {
         let mut stale = 0;
         let mut saw_link = false;
         let mut probing = false;
+        // The size of the Link-less page the walk is probing behind (the `n` it asks with).
+        let mut cut_at: Option<usize> = None;
         for page_no in 0..MAX_PAGES {
             let page_max = walk.page_limit(MAX_PAGE_BYTES);
             let room = max_items.saturating_sub(names.len());
@@ -230,7 +234,7 @@ impl RegistryClient {
             }
             stale = if fresh == 0 { stale + 1 } else { 0 };
             if probing && fresh > 0 {
-                style.note_truncation();
+                style.note_truncation(cut_at);
                 tracing::info!(
                     registry = self.host(),
                     repository,
@@ -262,19 +266,38 @@ impl RegistryClient {
                     url = n;
                 }
                 None => {
+                    // A Link-less page may be the end or a silent cut (Nexus group
+                    // repositories: nexus-public #117, #209). It is asked on with `last=` when
+                    // it could be a cut: a probe's page that came back as full as asked, or a
+                    // first page holding the page size the registry showed, or more names than
+                    // any Link-less listing of this registry was proven whole with.
                     let cut = !saw_link
                         && fresh > 0
-                        && style.page_size() == Some(count as u64)
-                        && last_name.is_some();
+                        && last_name.is_some()
+                        && match cut_at {
+                            Some(n) => count == n,
+                            None => {
+                                style.page_size() == Some(count as u64)
+                                    || count as u64 > style.whole_up_to()
+                            }
+                        };
                     match last_name.filter(|_| cut) {
                         Some(last) => {
                             probing = true;
-                            url = with_last(&first, &last, count);
+                            let n = *cut_at.get_or_insert(count);
+                            url = with_last(&first, &last, n);
                             if read.contains(&url) {
                                 return Ok(names);
                             }
                         }
-                        None => return Ok(names),
+                        None => {
+                            // A probe that brought nothing after a first page proves listings
+                            // of that many names whole on this registry.
+                            if probing && fresh == 0 && page_no == 1 {
+                                style.note_whole(cut_at);
+                            }
+                            return Ok(names);
+                        }
                     }
                 }
             }
@@ -339,6 +362,9 @@ fn with_last(first: &url::Url, last: &str, n: usize) -> url::Url {
 #[derive(Debug, Default)]
 pub struct ListingStyle {
     page_size: AtomicU64,
+    /// The most names a Link-less listing held that a `last=` probe proved whole (nothing
+    /// came after it): listings up to that size are not probed again.
+    whole_up_to: AtomicU64,
     links: AtomicU64,
     opaque_links: AtomicU64,
     truncations: AtomicU64,
@@ -393,8 +419,26 @@ impl ListingStyle {
         }
     }
 
-    fn note_truncation(&self) {
+    /// The largest Link-less listing proven whole by a probe (0: none yet).
+    fn whole_up_to(&self) -> u64 {
+        self.whole_up_to.load(Ordering::Acquire)
+    }
+
+    fn note_whole(&self, count: Option<usize>) {
+        if let Some(count) = count {
+            self.whole_up_to.fetch_max(count as u64, Ordering::AcqRel);
+        }
+    }
+
+    /// A probe found names after a Link-less page of `cut_at` names: the registry cuts there,
+    /// which is its page size when no `Link` showed one.
+    fn note_truncation(&self, cut_at: Option<usize>) {
         self.truncations.fetch_add(1, Ordering::AcqRel);
+        if let Some(n) = cut_at.filter(|&n| n > 0) {
+            let _ =
+                self.page_size
+                    .compare_exchange(0, n as u64, Ordering::AcqRel, Ordering::Acquire);
+        }
     }
 
     fn note_repair(&self) {

@@ -38,6 +38,17 @@ struct Index {
     manifests: Vec<Referrer>,
 }
 
+/// One answer of the referrers endpoint.
+enum Answer {
+    /// No referrers API: a 404 (after a redirect on the origin or not), or a redirect elsewhere.
+    Absent,
+    /// The first page answered, but not with an image index (GAR's sign-in page, HTML): what
+    /// was wrong with it.
+    NotAnIndex(String),
+    /// A page of entries, the next page's URL and the bytes read.
+    Page(Vec<Referrer>, Option<url::Url>, usize),
+}
+
 impl RegistryClient {
     /// Every referrer of `digest`, or `None` when the registry has no referrers API (404). The
     /// answer is learned once per registry: after a 404, no request is sent again.
@@ -60,7 +71,7 @@ impl RegistryClient {
             &[Segment::Fixed("referrers"), Segment::Digest(digest)],
         );
         let mut all = Vec::new();
-        for _ in 0..MAX_PAGES {
+        for page_no in 0..MAX_PAGES {
             let page_max = walk.page_limit(MAX_PAGE_BYTES);
             let walk_ref = &walk;
             let page = self
@@ -74,12 +85,12 @@ impl RegistryClient {
                         // referrers API, as a 404 is.
                         if response.status().is_redirection() {
                             let Some(to) = redirect_target(self, &response) else {
-                                return Ok(None);
+                                return Ok(Answer::Absent);
                             };
                             response = self.send(scopes, |http| http.get(to.clone())).await?;
                         }
                         if response.status().as_u16() == 404 {
-                            return Ok(None);
+                            return Ok(Answer::Absent);
                         }
                         let response = expect_status(response, &[200]).await?;
                         let (body, next) =
@@ -90,18 +101,45 @@ impl RegistryClient {
                                     "referrers list (all pages)",
                                 )
                             })?;
-                        let index: Index = serde_json::from_slice(&body)
-                            .map_err(|e| invalid(format!("referrers index is not JSON: {e}")))?;
-                        Ok::<_, Failure>(Some((index.manifests, next, body.len())))
+                        match serde_json::from_slice::<Index>(&body) {
+                            Ok(index) => {
+                                Ok::<_, Failure>(Answer::Page(index.manifests, next, body.len()))
+                            }
+                            // The first answer that is not an index says the endpoint is not a
+                            // referrers API here (issue 39: GAR's sign-in page); a later page
+                            // of a listing that was one is a broken listing.
+                            Err(e) if page_no == 0 => Ok(Answer::NotAnIndex(format!(
+                                "{}: {e}",
+                                crate::text::for_error(&String::from_utf8_lossy(
+                                    &body[..body.len().min(64)]
+                                ))
+                            ))),
+                            Err(e) => Err(invalid(format!("referrers index is not JSON: {e}"))),
+                        }
                     }
                 })
                 .await?;
             match page {
-                None => {
+                Answer::Absent => {
                     self.learn_referrers_api(false);
                     return Ok(None);
                 }
-                Some((entries, next, read)) => {
+                Answer::NotAnIndex(what) => {
+                    // Issue 31's rule: one odd answer fails nothing that does not need it. The
+                    // spec's tag schema stands in, as for a registry without the API.
+                    if self.referrers_api().is_none() {
+                        tracing::warn!(
+                            registry = self.host(),
+                            repository,
+                            "the referrers endpoint answered something that is not an image \
+                             index ({what}): read as no referrers API; referrers are found by \
+                             the tag schema (sha256-<hex>, .sig, .att, .sbom) on this registry"
+                        );
+                    }
+                    self.learn_referrers_api(false);
+                    return Ok(None);
+                }
+                Answer::Page(entries, next, read) => {
                     walk.spend(read);
                     self.learn_referrers_api(true);
                     all.extend(entries);

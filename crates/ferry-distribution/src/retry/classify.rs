@@ -48,8 +48,9 @@ pub enum Failure {
     Inner(Box<Error>),
     /// The registry has not caught up with its own writes: a manifest PUT answered
     /// `MANIFEST_BLOB_UNKNOWN` right after ferry committed every blob it names ([`commit_lag`]).
-    /// Sent again after `wait`, a bounded number of times, without spending the retry budget or
-    /// touching the breaker.
+    /// Sent again after the policy's jittered backoff, as long as the operation's deadline
+    /// allows, without spending the retry budget or touching the breaker: the wait follows the
+    /// registry (issue 39), not a fixed schedule.
     Lagging {
         /// The HTTP status.
         status: u16,
@@ -57,41 +58,26 @@ pub enum Failure {
         code: Option<String>,
         /// The error message.
         message: Option<String>,
-        /// How long to wait before the next attempt.
-        wait: std::time::Duration,
     },
 }
 
-/// How many attempts a manifest PUT gets while the registry lags its blob commits (the first
-/// included): with [`LAG_WAIT`] growing per attempt, 0.25 + 0.5 + 0.75 + 1 s, 2.5 s at most,
-/// against the few hundred ms ECR is reported to lag (docs/registries.md).
-pub const LAG_ATTEMPTS: u32 = 5;
-
-/// The wait after the first lagging answer; the n-th waits n times this.
-pub const LAG_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// A manifest PUT's refusal read for a commit lag: `MANIFEST_BLOB_UNKNOWN` (400 or 404) on
-/// attempt `attempt`, when ferry itself committed what the refusal is about in this run
-/// (`committed`, decided by `auth::learned::AuthCapabilities::may_lag`), is [`Failure::Lagging`] while attempts remain; anything else is returned
-/// as it is (a blob really missing stays a final 400).
-pub fn commit_lag(failure: Failure, attempt: u32, committed: bool) -> Failure {
+/// A manifest PUT's refusal read for a commit lag: `MANIFEST_BLOB_UNKNOWN` (400 or 404) when
+/// ferry itself committed what the refusal is about in this run (`committed`, decided by
+/// `auth::learned::AuthCapabilities::may_lag`) is [`Failure::Lagging`], waited for by
+/// [`crate::retry::with_retry`] until the registry catches up or the deadline comes; anything
+/// else is returned as it is (a blob really missing stays a final 400).
+pub fn commit_lag(failure: Failure, committed: bool) -> Failure {
     match failure {
         Failure::Status {
             status: status @ (400 | 404),
             code,
             message,
             ..
-        } if committed
-            && attempt < LAG_ATTEMPTS
-            && code.as_deref() == Some("MANIFEST_BLOB_UNKNOWN") =>
-        {
-            Failure::Lagging {
-                status,
-                code,
-                message,
-                wait: LAG_WAIT * attempt.max(1),
-            }
-        }
+        } if committed && code.as_deref() == Some("MANIFEST_BLOB_UNKNOWN") => Failure::Lagging {
+            status,
+            code,
+            message,
+        },
         other => other,
     }
 }

@@ -208,16 +208,14 @@ where
             Err(inner) => *inner,
         };
 
-        // A registry catching up with its own writes is waited for, a bounded number of
-        // times (`classify::commit_lag`), outside the retry budget: that is not a failure.
-        let lag_wait = match &failure {
-            Failure::Lagging { wait, .. } => Some(*wait),
-            _ => None,
-        };
+        // A registry catching up with its own writes (`classify::commit_lag`) is waited for
+        // with the jittered backoff until the deadline, outside the retry budget: that is not a
+        // failure, and how long it lasts is the registry's to show (issue 39).
+        let lagging = matches!(failure, Failure::Lagging { .. });
         if !classify::may_retry(&failure, op) {
             return Err(last_answer(failure, attempts));
         }
-        if lag_wait.is_none() && !budget.take() {
+        if !lagging && !budget.take() {
             let throttled = classify::transience(&failure) == Transience::Declined;
             return Err(match throttled_error(attempts) {
                 Some(e) if throttled => e,
@@ -226,10 +224,9 @@ where
         }
         let backoff = policy.next_backoff(previous_backoff);
         previous_backoff = Some(backoff);
-        let wait = match (retry_after, lag_wait) {
-            (Some(ra), _) => ra.max(backoff),
-            (None, Some(lag)) => lag,
-            (None, None) => backoff,
+        let wait = match retry_after {
+            Some(ra) => ra.max(backoff),
+            None => backoff,
         };
         let beyond_cap = retry_after.is_some_and(|ra| ra > policy.retry_after_cap);
         // Checked: a hostile Retry-After under a configured huge cap must not overflow.
@@ -250,7 +247,7 @@ where
             // rest of the registry is not held.
             gate.pacer.hold(repository, wait);
         }
-        if lag_wait.is_none() {
+        if !lagging {
             count(gate, call.run_stats, RegistryStats::retry);
         }
         tracing::debug!(

@@ -398,3 +398,34 @@ async fn an_ecr_public_answer_without_a_token_is_an_error() {
         "{error}"
     );
 }
+
+/// Issue 39: an explicit `auth` wins over the ECR host rule; no `auth` keeps it. Through the
+/// config's loading and the run's client selection (`Registries::client`).
+#[tokio::test]
+async fn an_explicit_auth_wins_over_the_ecr_host_rule() {
+    let stub = Stub::start(200, token_body(&format!("AWS:{PASSWORD}"), TWELVE_HOURS)).await;
+    let cases = [
+        ("    auth: { type: anonymous }\n", 0, "anonymous", false),
+        (
+            "    auth: { type: basic, username: mirror, password: s3cret }\n",
+            0,
+            "basic as mirror",
+            false,
+        ),
+        ("", 1, "basic as AWS", true),
+        ("    auth: { type: ecr }\n", 1, "basic as AWS", true),
+    ];
+    for (auth, calls, described, ecr_api) in cases {
+        let before = stub.requests().len();
+        let yaml = format!(
+            "version: 1\nregistries:\n  - host: {HOST}\n{auth}mappings:\n  - source: {HOST}/team/app\n    targets: [\"oci:/tmp/out\"]\n"
+        );
+        let config = ferry_config::parse(&yaml, std::path::Path::new("mirror.yaml"), &|_| None)
+            .unwrap_or_else(|e| panic!("{auth}: {e}"));
+        let registries = crate::registries::Registries::new(&config).with_ecr_api(stub.tokens());
+        let client = registries.client(HOST).await.unwrap();
+        assert_eq!(client.credentials().describe(), described, "{auth:?}");
+        assert_eq!(stub.requests().len() - before, calls, "{auth:?}: AWS asked");
+        assert_eq!(registries.lists_with_ecr_api(HOST), ecr_api, "{auth:?}");
+    }
+}

@@ -206,8 +206,9 @@ pub(crate) async fn expand_all(
 
 /// The glob's catalog, split into matches and rejected names.
 async fn list(glob: &RepositoryGlob, registries: &Registries) -> Result<Listed, Error> {
-    // ECR serves no catalog: its API lists the repositories instead.
-    let names = if crate::ecr::EcrHost::parse(&glob.registry).is_some() {
+    // ECR serves no catalog: its API lists the repositories instead, unless the config's own
+    // `auth` for the host says it is not to be treated as ECR.
+    let names = if registries.lists_with_ecr_api(&glob.registry) {
         registries
             .ecr_repositories(&glob.registry, MAX_CATALOG)
             .await?

@@ -271,3 +271,75 @@ async fn an_oci_error_knob_answers_any_code_and_message_as_given() {
     assert_eq!(body["errors"][0]["code"], code.as_str());
     assert_eq!(body["errors"][0]["message"], "m");
 }
+
+/// Issue 39, nexus-public #117/#209, renovate #18447: a Nexus group answers its first page
+/// without `n`, `n` tags with it (after `last`), and never a `Link`.
+#[tokio::test]
+async fn a_nexus_group_answers_n_in_full_and_never_links() {
+    let reg = TestRegistry::builder()
+        .personality(Personality::nexus())
+        .page_size(100)
+        .start()
+        .await
+        .unwrap();
+    for i in 0..129 {
+        reg.seed_image("team/app", &format!("t-{i:03}"), &[b"one layer"]);
+    }
+    let http = client();
+    for (query, count, first) in [
+        ("", 100, "t-000"),
+        ("?n=120", 120, "t-000"),
+        ("?n=10&last=t-120", 8, "t-121"),
+    ] {
+        let answer = http
+            .get(format!("{}/v2/team/app/tags/list{query}", reg.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{query}");
+        assert_eq!(header(&answer, "link"), None, "{query}");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        let tags = body["tags"].as_array().unwrap();
+        assert_eq!(
+            (tags.len(), tags[0].as_str()),
+            (count, Some(first)),
+            "{query}"
+        );
+    }
+}
+
+/// Issue 39, awslabs/soci-snapshotter#512: GAR sends a referrers request to a sign-in page,
+/// HTML with a 200.
+#[tokio::test]
+async fn gar_redirects_referrers_to_a_sign_in_page() {
+    let reg = TestRegistry::builder()
+        .personality(Personality::gar())
+        .start()
+        .await
+        .unwrap();
+    let digest = reg.seed_image("team/app", "1.0", &[b"layer"]);
+    let http = client();
+    let answer = http
+        .get(format!("{}/v2/team/app/referrers/{digest}", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::FOUND);
+    let location = header(&answer, "location").unwrap();
+    assert!(
+        location.starts_with("/v3/signin/identifier?continue="),
+        "{location}"
+    );
+    let page = http
+        .get(format!("{}{location}", reg.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        header(&page, "content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(page.text().await.unwrap().starts_with("<!DOCTYPE html>"));
+}

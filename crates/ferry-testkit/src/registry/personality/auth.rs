@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
@@ -145,6 +146,35 @@ pub(crate) async fn intercept(
                     .header("location", format!("/v2/{repo}/referrers-page/{digest}/")),
             )
         }
+        OpKind::Referrers if p.referrers_redirect_to_signin => {
+            let Route::Referrers { repo, digest } = &incoming.route else {
+                return Ok(None);
+            };
+            // GAR (awslabs/soci-snapshotter#512, docs/registry.md): the referrers request is
+            // sent to Google's sign-in flow, whose `continue=` names the console's page for
+            // it. The real sign-in page is on accounts.google.com; the test kit has one origin,
+            // so it serves the page itself (see the `Unknown` arm below).
+            let cont = format!(
+                "https://console.cloud.google.com/artifacts/tags/v2/{}%2Freferrers%2F{}",
+                repo.replace('/', "%2F"),
+                digest.replace(':', "%2F")
+            );
+            Some(Reply::new(StatusCode::FOUND).header(
+                "location",
+                format!(
+                    "/v3/signin/identifier?continue={cont}&service=cloudconsole&flowName=WebLiteSignIn&flowEntry=ServiceLogin"
+                ),
+            ))
+        }
+        // The sign-in page the redirect above leads to: HTML with a 200 (what soci read as
+        // "invalid character '<' looking for beginning of value").
+        OpKind::Unknown if p.referrers_redirect_to_signin => Some(
+            Reply::new(StatusCode::OK)
+                .header("content-type", "text/html; charset=utf-8")
+                .body(
+                    "<!DOCTYPE html><html lang=\"en\"><head><title>Sign in - Google Accounts</title></head><body><form method=\"post\" action=\"/v3/signin/_/AccountsSignInUi\"></form></body></html>",
+                ),
+        ),
         OpKind::ManifestPut if p.tags_immutable || p.manifest_commit_lag.is_some() => {
             manifest_put(shared, incoming).await?
         }
@@ -179,6 +209,7 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
     let Some(lag) = p.manifest_commit_lag else {
         return Ok(None);
     };
+    let lag_of = |digest: &str| commit_lag_of(lag, p.manifest_commit_lag_max, digest);
     let (repo, reference) = (repo.clone(), reference.clone());
     let body = incoming.read_body().await?;
     let now = Instant::now();
@@ -187,7 +218,7 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
         referenced(&body).into_iter().find(|d| {
             committed
                 .get(&(repo.clone(), d.clone()))
-                .is_some_and(|at| now.saturating_duration_since(*at) < lag)
+                .is_some_and(|at| now.saturating_duration_since(*at) < lag_of(d))
         })
     };
     incoming.body = Body::from(body);
@@ -199,6 +230,19 @@ async fn manifest_put(shared: &Shared, incoming: &mut Incoming) -> Result<Option
             format!("blob unknown to registry: {digest}"),
         )
     }))
+}
+
+/// How long `digest`'s commit stays unseen by manifest PUTs: `lag`, or with `max` a lag of its
+/// own between the two, fixed by the digest's bytes (so a run is repeatable): a registry whose
+/// lag varies from write to write.
+fn commit_lag_of(lag: Duration, max: Option<Duration>, digest: &str) -> Duration {
+    let Some(max) = max.filter(|m| *m > lag) else {
+        return lag;
+    };
+    let hex = digest.rsplit(':').next().unwrap_or(digest);
+    let seed = u64::from_str_radix(hex.get(..12).unwrap_or("0"), 16).unwrap_or(0);
+    let spread = (max - lag).as_millis() as u64;
+    lag + Duration::from_millis(seed % (spread + 1))
 }
 
 /// Notes what a write committed, after the registry answered it: a blob (closing PUT, one-POST

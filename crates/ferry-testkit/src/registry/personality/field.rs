@@ -30,7 +30,8 @@ impl Personality {
     }
 
     /// Sonatype Nexus Repository (a group repository): tag pages cut without a `Link`
-    /// (nexus-public #117, #209; renovate #18447).
+    /// (nexus-public #117, #209; renovate #18447; NEXUS-26037), at `n` when asked with one and
+    /// at the registry's `page_size` without (see `tag_link_absent`).
     pub fn nexus() -> Self {
         Personality {
             tag_link_absent: true,
@@ -77,8 +78,11 @@ impl Personality {
     /// Google Artifact Registry and Container Registry: a token request with several scopes
     /// answered 403 (regclient #149, containerd #4379). Uploads: a cross-repository mount is
     /// answered 202 with an upload session, never 201 (google/go-containerregistry#1846).
+    /// Referrers: the endpoint redirects to Google's sign-in page, HTML, not an image index
+    /// (awslabs/soci-snapshotter#512; the status of the redirect is not in the report: 302).
     pub fn gar() -> Self {
         Personality {
+            referrers_redirect_to_signin: true,
             // auth: regclient #149, containerd #4379.
             multi_scope_tokens_refused: true,
             insufficient_scope_forbidden: true,

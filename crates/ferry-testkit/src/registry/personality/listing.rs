@@ -125,6 +125,9 @@ pub(crate) fn tag_list(
         },
     };
     let limit = match (asked, page_size) {
+        // Nexus group: `n` is answered in full, whatever the group's own first page (renovate
+        // #18447: `?n=10000` answered 10,000 tags); without `n` the group's first page.
+        (Some(n), _) if p.tag_link_absent => n,
         (Some(n), Some(page)) => n.min(page),
         (Some(n), None) => n,
         (None, Some(page)) => page,

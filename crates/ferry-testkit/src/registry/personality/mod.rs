@@ -64,6 +64,10 @@ pub struct Personality {
     /// MANIFEST_BLOB_UNKNOWN: the registry's manifest check reads a view that lags its blob
     /// store (Amazon ECR, ocync PR #104: a few hundred ms).
     pub manifest_commit_lag: Option<Duration>,
+    /// With `manifest_commit_lag`: each commit lags a time of its own between that and this
+    /// (fixed by its digest), a registry whose lag varies from write to write (issue 39: ECR
+    /// lagging "a few hundred ms", ocync PR #104, more under load).
+    pub manifest_commit_lag_max: Option<Duration>,
     /// A manifest PUT by a tag the repository already holds is answered 400 TAG_INVALID ("The
     /// image tag '…' already exists in the '…' repository and cannot be overwritten because the
     /// repository is immutable."), the same digest included (Amazon ECR immutable repositories;
@@ -76,6 +80,12 @@ pub struct Personality {
     /// `GET /v2/NAME/referrers/D` is answered 303 to a page that answers 404 (GitHub Container
     /// Registry; project-zot/zot #4060).
     pub referrers_redirect_to_404: bool,
+    /// `GET /v2/NAME/referrers/D` is answered 302 to Google's sign-in flow, whose page is HTML
+    /// with a 200 (Google Artifact Registry: awslabs/soci-snapshotter#512, docs/registry.md,
+    /// "Artifact Registry appears to always redirect requests to the referrers API to an auth
+    /// flow"; the client read `invalid character '<' looking for beginning of value`). The test
+    /// kit serves the sign-in page on its own origin (any path it does not route).
+    pub referrers_redirect_to_signin: bool,
 
     // --- listing (issue 31): tag lists and catalogs as the field registries answer them; the
     // answers are built in `listing.rs`, each switch's public source named on it.
@@ -93,7 +103,16 @@ pub struct Personality {
     /// component (renovate #15030/#15080, PR #20745: JFrog RTFACT-18971).
     pub tag_link_drops_repository_key: bool,
     /// Nexus group repositories: `tags/list` is cut at a page without a `Link` header
-    /// (nexus-public #117, #209; renovate #18447).
+    /// (nexus-public #117, #209; renovate #18447). On the wire, as those reports show it: `200`,
+    /// `{"name":…,"tags":[…]}` in lexical order, and never a `Link`, whether more tags remain or
+    /// not. With `?n=N` the answer holds the first N tags (after `last`) and stops there
+    /// (renovate #18447: `GET …/renovate/renovate/tags/list?n=10000` answered tags `0` …
+    /// `32.209.0-slim` and no Link; #117: the same proxy repository outside the group links
+    /// `?n=10&last=0.0.4-slim`). Without `n` it holds the registry's `page_size` (the first
+    /// page a proxy member got from its remote, NEXUS-26037: "NXRM will return only a partial
+    /// list of tags, those on the first page"). `last` is honoured as the distribution spec's
+    /// cursor: the group's members page with `n`/`last` (#117, #1011); what a group answers to
+    /// `last` is not in the reports.
     pub tag_link_absent: bool,
     /// Nexus behind a connector port: the absolute `Link` keeps the internal
     /// `/repository/<name>/` path prefix, which the port does not serve (nexus-public #1011).
