@@ -74,7 +74,9 @@ pub enum ProgressMode {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Mirror every mapping of a config.
-    #[command(after_help = "Example:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json")]
+    #[command(
+        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --repair    put back blobs `ferry verify --deep` finds missing"
+    )]
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
     #[command(
@@ -169,6 +171,12 @@ pub struct SyncArgs {
     /// End with a shallow `ferry verify` of what the run touched; findings fail the run (exit 1).
     #[arg(long, conflicts_with = "dry_run")]
     pub verify: bool,
+    /// First check every blob and child manifest of every selected image on every target (as
+    /// `ferry verify --deep`), then write again each image something under its tag is missing
+    /// from (streamed from the source, checked against its digest); the report lists what was
+    /// put back. A plain sync compares manifest digests only.
+    #[arg(long, conflicts_with_all = ["dry_run", "verify"])]
+    pub repair: bool,
     #[command(flatten)]
     pub scope: RunScope,
 }

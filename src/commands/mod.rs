@@ -21,6 +21,26 @@ use ferry_config::{self as config, Config, ConfigError};
 use crate::exit::Exit;
 use crate::progress::Progress;
 
+/// Where a command takes credentials, for the hint after a registry asked for some and none
+/// were sent: the flags `flags` (only those the command accepts), `docker login`, and the
+/// config's `auth:`. `None` when `error` is no such failure.
+pub fn credentials_hint(error: &str, flags: &[&str]) -> Option<String> {
+    if !error.contains(ferry_distribution::client::NO_CREDENTIALS) {
+        return None;
+    }
+    let mut ways: Vec<String> = flags.iter().map(|f| (*f).to_owned()).collect();
+    ways.push("`docker login HOST`".to_owned());
+    ways.push("`auth:` under the registry in the config's `registries:`".to_owned());
+    Some(format!(
+        "hint: the registry asked for credentials and ferry had none to send: give them with {}",
+        match ways.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{}, or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    ))
+}
+
 /// Loads the config at `path`; on failure prints every problem and returns exit code 3.
 pub fn load_config(path: &Path, progress: &Progress) -> Result<Config, Exit> {
     config::load(path).map_err(|e| {

@@ -74,6 +74,10 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
         Ok(t) => RejectedName::split(t),
         Err(e) => {
             progress.eprint(&format!("error: {e}"));
+            let flags = ["--creds USER:PASSWORD", "--authfile FILE"];
+            if let Some(hint) = super::credentials_hint(&e.to_string(), &flags) {
+                progress.eprint(&hint);
+            }
             return exit::for_error(&e);
         }
     };

@@ -244,7 +244,10 @@ where
                 (Ok(_), None, None) => ImageStatus::Synced,
             };
             let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
-            if let Ok(Put::KeptDigestRefused(refused)) = outcome {
+            if let Ok((_, resumed)) = outcome {
+                r.bytes_resumed = *resumed;
+            }
+            if let Ok((Put::KeptDigestRefused(refused), _)) = outcome {
                 r.digest = refused.pushed.clone();
                 r.kept_digest_refused = Some(refused.clone());
             }
@@ -269,6 +272,19 @@ where
         start,
         stop,
     );
+    // An incremental bundle names the images its base carries without carrying them: their
+    // lines say so rather than `synced`.
+    for a in &archives {
+        if a.roots_in_base.is_empty() {
+            continue;
+        }
+        let base = a.bases.join(", ");
+        for i in &mut report.images {
+            if i.status == ImageStatus::Synced && a.roots_in_base.contains(&i.digest) {
+                i.in_base = Some(base.clone());
+            }
+        }
+    }
     report.archives = archives;
     report
 }
@@ -339,6 +355,8 @@ async fn take_in(
                 status: ImageStatus::failed(&u.error),
                 pushed_as: None,
                 kept_digest_refused: None,
+                bytes_resumed: 0,
+                in_base: None,
             });
         }
     }
@@ -356,6 +374,8 @@ async fn take_in(
                 status: ImageStatus::UpToDate,
                 pushed_as: None,
                 kept_digest_refused: None,
+                bytes_resumed: 0,
+                in_base: None,
             });
         }
     }
@@ -518,8 +538,9 @@ async fn graph_of(
     Arc::clone(graph)
 }
 
-/// What one image did on one target: what its manifests' put returned, or why it failed.
-type TargetOutcome = Result<Put, SyncError>;
+/// What one image did on one target: what its manifests' put returned with the bytes of its
+/// blobs recorded upload sessions held when resumed (0: none), or why it failed.
+type TargetOutcome = Result<(Put, u64), SyncError>;
 
 /// Brings one image to each of its targets; an outcome per target, in order.
 async fn run_image(
@@ -582,6 +603,8 @@ fn summarise(
     totals.blobs_mounted = c.mounted.load(Ordering::Relaxed);
     totals.blobs_skipped = c.skipped.load(Ordering::Relaxed);
     totals.bytes_copied = c.bytes_copied.load(Ordering::Relaxed);
+    totals.blobs_resumed = c.resumed.load(Ordering::Relaxed);
+    totals.bytes_resumed = c.bytes_resumed.load(Ordering::Relaxed);
     let registries_report: Vec<RegistryReport> =
         registries.built().iter().map(RegistryReport::of).collect();
     // Bytes and requests: the layouts' share and every registry's, one meaning each.
@@ -605,6 +628,7 @@ fn summarise(
         elapsed: start.elapsed(),
         interrupted,
         archives: Vec::new(),
+        repaired: Vec::new(),
         copy: None,
     }
 }
@@ -720,6 +744,8 @@ fn report(
         status,
         pushed_as,
         kept_digest_refused: None,
+        bytes_resumed: 0,
+        in_base: None,
     }
 }
 
@@ -764,8 +790,9 @@ async fn copy_to_target(
             .map(|b| scheduler.ensure(&b.digest, place)),
     )
     .await;
+    let mut resumed = 0;
     for r in results {
-        r?;
+        resumed += r?;
     }
     let from = destination::ImageFrom {
         mapping: w.mapping,
@@ -778,9 +805,10 @@ async fn copy_to_target(
             None => format!("{}@{}", w.source_name, w.image.digest),
         },
     };
-    place
+    let put = place
         .put_graph(pusher, graph, w.image.tag.as_deref(), &from)
-        .await
+        .await?;
+    Ok((put, resumed))
 }
 
 /// `source:tag`, or `source@digest` for a digest.
