@@ -75,7 +75,7 @@ pub enum ProgressMode {
 pub enum Command {
     /// Mirror every mapping of a config.
     #[command(
-        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --repair    put back blobs `ferry verify --deep` finds missing"
+        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --repair    put back the blobs a deep `ferry verify` finds missing"
     )]
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.

@@ -388,6 +388,48 @@ async fn a_run_killed_mid_patch_is_started_over_silently() {
     );
 }
 
+/// A second SIGTERM while the fourth PATCH is held: ferry exits at once, and says what the
+/// state directory holds for the next run and what a cut PATCH costs on distribution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_and_says_what_is_recorded() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(scene) = scene().await else { return };
+    fourth_patch(&scene, FaultAction::Hang);
+    let mut run1 = scene.sync().spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(run1.stderr.take().unwrap()).lines();
+    fourth_patch_in_flight(&scene).await;
+    signal(&run1, "TERM");
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let first = line.contains("signal received");
+        seen.push(line);
+        if first {
+            break;
+        }
+    }
+    signal(&run1, "TERM");
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), run1.wait())
+        .await
+        .expect("ferry exited after the second signal")
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{seen:#?}");
+    let said = seen
+        .iter()
+        .find(|l| l.contains("interrupted twice"))
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert!(
+        said.contains(&format!(
+            "1 upload in flight recorded in {} (12.0 MiB sent): the next run resumes it",
+            scene.state_dir().display()
+        )) && said.contains("as distribution does, starts that blob over"),
+        "{said}"
+    );
+    assert_eq!(scene.records().len(), 1, "the three PATCHes are recorded");
+}
+
 #[test]
 fn the_binary_is_built() {
     assert!(Path::new(FERRY).exists());
