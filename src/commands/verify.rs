@@ -107,7 +107,7 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
     let code = render(&report, args.json, progress);
     if lacks_content(&report) {
         progress.eprint(&format!(
-            "hint: `ferry sync -c {} --repair` puts back the blobs and child manifests found missing or wrong (a plain sync compares manifest digests only, and finds these tags up to date)",
+            "hint: `ferry sync -c {} --repair` puts back the blobs and child manifests found missing (a plain sync compares manifest digests only, and finds these tags up to date)",
             args.config.path().display()
         ));
     }

@@ -3,7 +3,8 @@
 //!
 //! The verify finds what a manifest comparison cannot: a tag whose digest matches while a blob
 //! or child under it is gone (deleted from the registry's storage) or, in a layout, holds other
-//! bytes. Each such (mapping, target, image) is planned as stale instead of up to date, so the
+//! bytes (the latter is reported, not repaired: the engine skips a blob whose file is there).
+//! Each such (mapping, target, image) is planned as stale instead of up to date, so the
 //! engine HEADs its blobs (a missing one is streamed from the source and checked against its
 //! digest, as any copy) and puts its manifests again. The report lists what was put back.
 
@@ -15,14 +16,14 @@ use crate::plan::TargetState;
 use crate::verify::{Finding, Missing, VerifyReport};
 
 /// What the deep verify found under images whose tag a target holds: by (mapping, target,
-/// image name), the blobs and child manifests missing or wrong there.
+/// image name), the blobs and child manifests missing there.
 #[derive(Debug, Default)]
 pub(crate) struct Repairs {
     found: HashMap<(usize, String, String), Vec<String>>,
 }
 
 impl Repairs {
-    /// The blobs and children `report` found missing or wrong under a held tag.
+    /// The blobs and children `report` found missing under a held tag.
     pub(crate) fn of(report: &VerifyReport) -> Repairs {
         let mut found: HashMap<_, Vec<String>> = HashMap::new();
         for m in &report.mappings {
@@ -37,7 +38,10 @@ impl Repairs {
                     } = f
                     {
                         let what = match (kind, detail) {
-                            (Missing::Blob, Some(d)) => format!("blob {name} ({d})"),
+                            // A layout blob holding other bytes is there by the engine's skip
+                            // rule (a file at its name): writing the image again would not
+                            // replace it, so it is not claimed (verify goes on reporting it).
+                            (Missing::Blob, Some(_)) => continue,
                             (Missing::Blob, None) => format!("blob {name}"),
                             (_, _) => format!("child manifest {name}"),
                         };
@@ -115,7 +119,7 @@ pub struct Repaired {
     pub image: String,
     /// The target.
     pub target: String,
-    /// What the deep verify found missing or wrong under it (`blob sha256:…`, `child manifest
+    /// What the deep verify found missing under it (`blob sha256:…`, `child manifest
     /// sha256:…`), now there again.
     pub put_back: Vec<String>,
 }

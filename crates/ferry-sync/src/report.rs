@@ -243,7 +243,7 @@ pub struct Totals {
     /// (image, target) pairs held by a `min_age` cooldown (signed too recently; not failed).
     pub images_held: u64,
     /// Of `images_synced`, the pairs `ferry sync --repair` wrote again because a blob or child
-    /// manifest under the tag was missing or wrong on the target.
+    /// manifest under the tag was missing on the target.
     pub images_repaired: u64,
     /// Mappings the prepare phase could not resolve.
     pub mappings_failed: u64,
@@ -507,7 +507,7 @@ pub struct SyncReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archives: Vec<ArchiveReport>,
     /// `ferry sync --repair`: each image written again on a target because a deep verify found
-    /// a blob or child manifest under its tag missing or wrong there, with what was put back.
+    /// a blob or child manifest under its tag missing there, with what was put back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repaired: Vec<crate::repair::Repaired>,
     /// `ferry copy`'s `SRC -> DST` (firsthour, issue 29): the run is one copy, not a config,
