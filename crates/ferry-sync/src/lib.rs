@@ -64,6 +64,7 @@ pub mod repair;
 pub mod report;
 pub mod run;
 mod source;
+mod totals;
 pub mod verify;
 
 pub use dryrun::DryRun;

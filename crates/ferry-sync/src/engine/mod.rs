@@ -6,6 +6,7 @@ pub mod destination;
 pub(crate) mod feed;
 mod gated;
 pub mod graph;
+mod log;
 pub(crate) mod manifests;
 pub(crate) mod referrers;
 pub mod transfer;
@@ -185,7 +186,7 @@ where
         .buffer_unordered(options.images_in_flight.max(1))
         .inspect(|(w, done)| {
             options.progress.images_done(done.len() as u64);
-            log_image(w, done);
+            log::log_image(w, done);
         })
         .collect::<Vec<_>>();
     let ((), ran) = futures::join!(take_in, run);
@@ -686,41 +687,6 @@ fn referrer_to_index(
         referrer: graph.root().clone(),
         report,
     })
-}
-
-/// One log line per (image, target) as it finishes, while the run goes on (`ferry::image`,
-/// info): what a `--log-format json` consumer follows. Never a secret: errors name no credential.
-fn log_image(w: &Work, outcomes: &[TargetOutcome]) {
-    for (t, outcome) in w.targets.iter().zip(outcomes) {
-        match outcome {
-            Ok(_) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                digest = %w.image.digest,
-                destination = %t.target,
-                "synced"
-            ),
-            Err(SyncError::Interrupted) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                destination = %t.target,
-                "interrupted"
-            ),
-            Err(e) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                destination = %t.target,
-                error = %e,
-                "failed"
-            ),
-        }
-    }
 }
 
 fn report(
