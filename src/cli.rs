@@ -75,7 +75,7 @@ pub enum ProgressMode {
 pub enum Command {
     /// Mirror every mapping of a config.
     #[command(
-        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --dest-tls-verify=false --dest-creds \"$USER:$TOKEN\" --retry-times 5\n  ferry sync -c mirror.yaml --src-authfile ~/.docker/config.json --dest-cert-dir ./certs"
+        after_help = "Examples:\n  ferry sync -c mirror.yaml --dry-run --json > plan.json\n  ferry sync -c mirror.yaml --dest-tls-verify=false --dest-creds \"$USER:$TOKEN\" --retry-times 5\n  ferry sync -c mirror.yaml --repair    put back the blobs a deep `ferry verify` finds missing\n  ferry sync -c mirror.yaml --src-authfile ~/.docker/config.json --dest-cert-dir ./certs"
     )]
     Sync(SyncArgs),
     /// Sync again and again on an interval, each run bounded, with /healthz, /readyz and /metrics.
@@ -179,6 +179,12 @@ pub struct SyncArgs {
     /// Accepted as skopeo takes it: ferry always keeps the source's digests (a no-op, always on).
     #[arg(long)]
     pub preserve_digests: bool,
+    /// First check every blob and child manifest of every selected image on every target (as
+    /// `ferry verify --deep`), then write again each image something under its tag is missing
+    /// from (streamed from the source, checked against its digest); the report lists what was
+    /// put back. A plain sync compares manifest digests only.
+    #[arg(long, conflicts_with_all = ["dry_run", "verify"])]
+    pub repair: bool,
     #[command(flatten)]
     pub scope: RunScope,
     #[command(flatten)]

@@ -419,6 +419,8 @@ mod tests {
                 false => ImageStatus::UpToDate,
             },
             kept_digest_refused: None,
+            bytes_resumed: 0,
+            in_base: None,
             pushed_as: None,
         }
     }
@@ -436,6 +438,7 @@ mod tests {
             elapsed: Duration::ZERO,
             interrupted: false,
             archives: Vec::new(),
+            repaired: Vec::new(),
             copy: None,
         }
     }

@@ -20,6 +20,8 @@ use ferry_testkit::registry::{FaultAction, FaultProxy, FaultRule, OpKind, Reques
 const MIB: usize = 1 << 20;
 const LAYER: usize = 24 * MIB;
 const CHUNK: usize = 4 * MIB;
+/// The image's config blob.
+const CONFIG: &str = "{\"resume\":1}";
 
 struct Scene {
     _real: RealRegistry,
@@ -42,13 +44,14 @@ impl Scene {
     }
 
     fn sync(&self) -> tokio::process::Command {
-        let mut c = common::command(&[
-            "sync",
-            "-c",
-            self.config.to_str().unwrap(),
-            "--progress",
-            "none",
-        ]);
+        self.sync_with(&["--progress", "none"])
+    }
+
+    /// `ferry sync -c CONFIG` with `extra` arguments.
+    fn sync_with(&self, extra: &[&str]) -> tokio::process::Command {
+        let mut args = vec!["sync", "-c", self.config.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut c = common::command(&args);
         c.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         c
@@ -57,6 +60,51 @@ impl Scene {
     fn layer_bytes_read(&self) -> u64 {
         self.src.stats().blob_bytes(&self.digest.to_string())
     }
+
+    fn report_path(&self) -> PathBuf {
+        PathBuf::from(format!("{}.report.json", self.config.display()))
+    }
+}
+
+/// What run 2 showed of the resume (issue 40): its text, its JSON report, its log and its
+/// plain progress line all say the upload went on from `resumed` bytes.
+fn assert_resume_shown(scene: &Scene, stderr: &str, resumed: usize) {
+    let at = format!("{:.1} MiB", resumed as f64 / MIB as f64);
+    assert!(
+        stderr.contains(&format!("synced  {}", scene.src.host()))
+            && stderr.contains(&format!("(resumed at {at})")),
+        "the image's line says where it resumed:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "2 copied (1 resumed: {at} an interrupted run had uploaded)"
+        )),
+        "the summary counts the resume:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("resumed at {at} of 24.0 MiB")) && stderr.contains("INFO"),
+        "logged at info when it goes on:\n{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scene.report_path()).unwrap()).unwrap();
+    assert_eq!(json["totals"]["blobs_resumed"], 1, "{json:#}");
+    assert_eq!(json["totals"]["bytes_resumed"], resumed as u64, "{json:#}");
+    assert_eq!(
+        json["images"][0]["bytes_resumed"], resumed as u64,
+        "{json:#}"
+    );
+    // The plain progress line's last word on the source bytes: what run 2 read (the config and
+    // the rest of the layer), not the tee's count (it read the config alone).
+    let last = stderr
+        .lines()
+        .rfind(|l| l.contains("sync images_done="))
+        .expect("a plain progress line");
+    let read: u64 = last
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("blob_bytes_read="))
+        .and_then(|n| n.parse().ok())
+        .expect("blob_bytes_read");
+    assert_eq!(read, (LAYER - resumed + CONFIG.len()) as u64, "{last}");
 }
 
 /// A layer whose bytes differ along its length (so an offset mistake changes its digest).
@@ -71,7 +119,7 @@ async fn scene() -> Option<Scene> {
     let client = RegistryClient::new(RegistryOptions::insecure_at(&real.url())).unwrap();
     let layer = layer();
     let digest = Digest::of_bytes(Algorithm::Sha256, &layer);
-    push_one_layer(&client, "src/app", "v1", "{\"resume\":1}", &layer).await;
+    push_one_layer(&client, "src/app", "v1", CONFIG, &layer).await;
     let src = FaultProxy::start(&real.url()).await.unwrap();
     let dst = FaultProxy::start(&real.url()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -152,7 +200,9 @@ async fn second_run(scene: &Scene) -> String {
     scene.src.wait_idle().await;
     scene.src.reset_stats();
     scene.dst.reset_stats();
-    let out = tokio::time::timeout(Duration::from_secs(120), scene.sync().output())
+    let report = scene.report_path();
+    let mut run2 = scene.sync_with(&["--progress", "plain", "--report", report.to_str().unwrap()]);
+    let out = tokio::time::timeout(Duration::from_secs(120), run2.output())
         .await
         .expect("run 2 finished within two minutes")
         .unwrap();
@@ -195,6 +245,7 @@ async fn a_run_killed_between_patches_is_resumed_by_the_next() {
     assert_eq!(mode(&records[0]), 0o600);
     assert_eq!(mode(&scene.state_dir()), 0o700);
     let stderr = second_run(&scene).await;
+    assert_resume_shown(&scene, &stderr, 3 * CHUNK);
     let read = scene.layer_bytes_read();
     eprintln!("killed between PATCHes: run 2 read {read} of {LAYER} bytes from the source");
     assert!(
@@ -263,7 +314,16 @@ async fn sigterm_mid_patch_ends_the_chunk_records_it_and_exits() {
         "the layer was not closed"
     );
     assert_eq!(scene.records().len(), 1, "the offset is recorded");
-    second_run(&scene).await;
+    // The interrupted run says what it recorded, where, and that the next run resumes it.
+    assert!(
+        stderr1.contains(&format!(
+            "interrupted: 1 upload in flight recorded in {} (16.0 MiB sent): the next run resumes it",
+            scene.state_dir().display()
+        )),
+        "{stderr1}"
+    );
+    let stderr2 = second_run(&scene).await;
+    assert_resume_shown(&scene, &stderr2, 4 * CHUNK);
     let read = scene.layer_bytes_read();
     eprintln!(
         "SIGTERM mid-PATCH: run 1 exit {:?}; run 2 read {read} of {LAYER} bytes from the source",
@@ -326,6 +386,48 @@ async fn a_run_killed_mid_patch_is_started_over_silently() {
         LAYER / CHUNK,
         "the layer went up again from byte 0"
     );
+}
+
+/// A second SIGTERM while the fourth PATCH is held: ferry exits at once, and says what the
+/// state directory holds for the next run and what a cut PATCH costs on distribution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_and_says_what_is_recorded() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(scene) = scene().await else { return };
+    fourth_patch(&scene, FaultAction::Hang);
+    let mut run1 = scene.sync().spawn().unwrap();
+    let mut lines = tokio::io::BufReader::new(run1.stderr.take().unwrap()).lines();
+    fourth_patch_in_flight(&scene).await;
+    signal(&run1, "TERM");
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let first = line.contains("signal received");
+        seen.push(line);
+        if first {
+            break;
+        }
+    }
+    signal(&run1, "TERM");
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), run1.wait())
+        .await
+        .expect("ferry exited after the second signal")
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "{seen:#?}");
+    let said = seen
+        .iter()
+        .find(|l| l.contains("interrupted twice"))
+        .unwrap_or_else(|| panic!("{seen:#?}"));
+    assert!(
+        said.contains(&format!(
+            "1 upload in flight recorded in {} (12.0 MiB sent): the next run resumes it",
+            scene.state_dir().display()
+        )) && said.contains("as distribution does, starts that blob over"),
+        "{said}"
+    );
+    assert_eq!(scene.records().len(), 1, "the three PATCHes are recorded");
 }
 
 #[test]

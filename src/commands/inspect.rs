@@ -386,11 +386,17 @@ impl Shown {
         })
     }
 
+    /// Every text from outside (a media type, a label, a platform, a creation time) goes out
+    /// escaped and capped (`ferry_distribution::text::for_error`): a label's newline cannot
+    /// start a line of its own (a second `digest` line), nor an escape sequence reach the
+    /// terminal.
     fn render(&self, image: &str, manifest: &Manifest) -> String {
+        use ferry_distribution::text::for_error as esc;
         let mut out = format!(
-            "image       {image}\ndigest      {}\nmedia type  {}\nsize        {} bytes\n",
+            "image       {}\ndigest      {}\nmedia type  {}\nsize        {} bytes\n",
+            esc(image),
             manifest.digest,
-            manifest.media_type,
+            esc(&manifest.media_type),
             manifest.bytes.len()
         );
         if !self.platforms.is_empty() {
@@ -402,6 +408,7 @@ impl Shown {
                 .max()
                 .unwrap_or(0);
             for (p, d) in &self.platforms {
+                let p = esc(p);
                 out.push_str(&format!(
                     "  {p:<width$}  {}  {}\n",
                     d.digest,
@@ -415,18 +422,19 @@ impl Shown {
                 d.digest,
                 human_bytes(d.size)
             ));
-            let text = |v: &Value| v.as_str().map(str::to_owned);
+            let text = |v: &Value| v.as_str().map(esc);
             if let Some(created) = text(&c["created"]) {
                 out.push_str(&format!("  created   {created}\n"));
             }
             if c["os"].is_string() {
-                out.push_str(&format!("  platform  {}\n", platform_of(c)));
+                out.push_str(&format!("  platform  {}\n", esc(&platform_of(c))));
             }
             if let Some(labels) = c["config"]["Labels"].as_object() {
                 for (k, v) in labels {
                     out.push_str(&format!(
-                        "  label     {k}={}\n",
-                        v.as_str().unwrap_or_default()
+                        "  label     {}={}\n",
+                        esc(k),
+                        esc(v.as_str().unwrap_or_default())
                     ));
                 }
             }
@@ -451,7 +459,7 @@ impl Shown {
                     out.push_str(&format!(
                         "  {}  {}\n",
                         r.digest,
-                        r.artifact_type.as_deref().unwrap_or(&r.media_type)
+                        esc(r.artifact_type.as_deref().unwrap_or(&r.media_type))
                     ));
                 }
             }
@@ -468,7 +476,9 @@ fn render_signatures(list: &[ferry_sync::SignatureCheck], policy: bool) -> Strin
     };
     let mut out = format!("signatures  {} ({under})\n", list.len());
     for s in list {
-        let signer = s.signer.as_deref().unwrap_or("signer unknown");
+        // The signer comes from the signature's certificate: outside text.
+        let signer =
+            ferry_distribution::text::for_error(s.signer.as_deref().unwrap_or("signer unknown"));
         let state = match (&s.error, &s.logged_at) {
             (None, Some(at)) => format!("verified, logged {at}"),
             (None, None) => "verified".to_owned(),

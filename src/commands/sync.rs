@@ -97,7 +97,11 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         command: "sync",
         digestfile: None,
     };
-    run_door(&config, &options, progress, args.verify, Door::Sync).await
+    let door = match args.repair {
+        true => Door::Repair,
+        false => Door::Sync,
+    };
+    run_door(&config, &options, progress, args.verify, door).await
 }
 
 /// Counters the signal handler prints when a second signal ends the run at once.
@@ -105,6 +109,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
 pub struct Known {
     tracker: OnceLock<Arc<PrepareTracker>>,
     sync: OnceLock<Arc<SyncProgress>>,
+    state: OnceLock<Arc<ferry_store::resume::StateDir>>,
 }
 
 impl Known {
@@ -124,7 +129,36 @@ impl Known {
                 s.images_done, s.images_total
             ));
         }
+        if let Some(line) = self.recorded(true) {
+            out.push_str(&format!("; {line}"));
+        }
         out
+    }
+
+    /// What the state directory holds of this run's unfinished uploads, for an interrupted
+    /// run: `None` when nothing was recorded. `cut`: the second signal's exit, which cuts the
+    /// PATCH in flight.
+    fn recorded(&self, cut: bool) -> Option<String> {
+        let state = self.state.get()?;
+        let (uploads, bytes) = state.recorded();
+        if uploads == 0 {
+            return None;
+        }
+        let plural = if uploads == 1 { "" } else { "s" };
+        let mut line = format!(
+            "{uploads} upload{plural} in flight recorded in {} ({} sent): the next run resumes {}",
+            state.dir().display(),
+            ferry_sync::report::human_bytes(bytes),
+            if uploads == 1 { "it" } else { "them" },
+        );
+        if cut {
+            // docs/operations.md, "Resuming uploads": distribution refuses a session whose
+            // PATCH was cut mid-body.
+            line.push_str(
+                " (a registry that refuses a session whose PATCH was cut, as distribution does, starts that blob over)",
+            );
+        }
+        Some(line)
     }
 }
 
@@ -138,6 +172,8 @@ pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progre
 pub enum Door {
     /// `ferry sync` (and `copy`, `watch`): the config's mappings.
     Sync,
+    /// `ferry sync --repair`: a deep verify, then the sync writing again what it found lacking.
+    Repair,
     /// `ferry export`: every target written into one bundle.
     Export(ExportSpec),
     /// `ferry import BUNDLE [--target-prefix P]`.
@@ -169,8 +205,12 @@ pub async fn run_door(
     if let Some(adjust) = &options.every_host {
         registries = registries.with_every_host(Arc::clone(adjust));
     }
-    let journal = state_dir(options, &stop, progress);
+    let state = state_dir(options, &stop, progress);
     let known = Arc::new(Known::default());
+    if let Some(state) = &state {
+        let _ = known.state.set(Arc::clone(state));
+    }
+    let journal = state.map(|s| s as Arc<dyn ferry_distribution::ops::UploadJournal>);
     // Registered before any work starts, so no signal falls back to the default action.
     // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
     let _signals = match Signals::new() {
@@ -194,6 +234,7 @@ pub async fn run_door(
         options.dry_run,
     ));
     let mode = match (options.dry_run, verify) {
+        _ if matches!(door, Door::Repair) => Mode::Repair,
         (true, _) => Mode::DryRun,
         (false, true) => Mode::WriteThenVerify,
         (false, false) => Mode::Write,
@@ -231,7 +272,7 @@ pub async fn run_door(
         run = run.labelled(label.clone());
     }
     let (outcome, floor) = match door {
-        Door::Sync => (run.sync().await, Exit::Clean),
+        Door::Sync | Door::Repair => (run.sync().await, Exit::Clean),
         Door::Export(spec) => (run.export(spec).await, Exit::Clean),
         Door::Import {
             bundle,
@@ -314,6 +355,13 @@ pub async fn run_door(
         }
         Outcome::Synced(outcome) => {
             progress.eprint_report(&outcome.render_text());
+            // Only the flags this command takes: `copy` its two sides', `import` the login
+            // file; sync, export and watch read credentials from the config and logins.
+            if outcome.report.interrupted
+                && let Some(line) = known.recorded(false)
+            {
+                progress.eprint(&format!("interrupted: {line}"));
+            }
             emit(options, progress, outcome.to_json(), || {});
             if let Some(verified) = &outcome.verify {
                 progress.eprint_report(&verified.render_text());
@@ -346,7 +394,7 @@ fn state_dir(
     options: &RunOptions,
     stop: &StopSignal,
     progress: &Progress,
-) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
+) -> Option<Arc<ferry_store::resume::StateDir>> {
     let dir = options.state_dir.as_deref().filter(|_| !options.dry_run)?;
     open_state_dir(dir, options.state_dir_named, stop, progress)
 }
@@ -358,7 +406,7 @@ fn open_state_dir(
     named: bool,
     stop: &StopSignal,
     progress: &Progress,
-) -> Option<Arc<dyn ferry_distribution::ops::UploadJournal>> {
+) -> Option<Arc<ferry_store::resume::StateDir>> {
     match ferry_store::resume::StateDir::open(dir, stop.clone()) {
         Ok(state) => Some(Arc::new(state)),
         // The default beside a read-only config (a ConfigMap) is not worth a warning per run.

@@ -120,7 +120,34 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
         })
         .await;
     display.finish().await;
-    render(&report, args, progress)
+    let code = render(&report, args, progress);
+    if lacks_content(&report) {
+        progress.eprint(&format!(
+            "hint: `ferry sync -c {} --repair` puts back the blobs and child manifests found missing (a plain sync compares manifest digests only, and finds these tags up to date)",
+            args.config.path().display()
+        ));
+    }
+    code
+}
+
+/// Whether `report` found a blob or child manifest missing (or wrong) under a tag a target
+/// holds: what `ferry sync --repair` puts back.
+fn lacks_content(report: &VerifyReport) -> bool {
+    use ferry_sync::verify::{Finding, Missing};
+    report
+        .mappings
+        .iter()
+        .flat_map(|m| &m.targets)
+        .flat_map(|t| &t.findings)
+        .any(|f| {
+            matches!(
+                f,
+                Finding::Missing {
+                    kind: Missing::Blob | Missing::Child,
+                    ..
+                }
+            )
+        })
 }
 
 /// `ferry verify --bundle`: the bundle's images (and its bases') on the site.

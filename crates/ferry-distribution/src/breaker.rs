@@ -63,6 +63,9 @@ struct State {
     /// The window's answers: when, and whether each was a fault.
     answers: VecDeque<(Instant, bool)>,
     connect_streak: u32,
+    /// Whether the breaker last opened because the registry's host name did not resolve: what
+    /// an operation it refuses then says (a DNS failure, naming the host).
+    unresolved: bool,
 }
 
 /// The breaker's public state, for logs and tests.
@@ -101,6 +104,7 @@ impl Breaker {
                 phase: Phase::Closed,
                 answers: VecDeque::new(),
                 connect_streak: 0,
+                unresolved: false,
             }),
             repositories: repository::RepositoryThrottles::default(),
         }
@@ -192,6 +196,7 @@ impl Breaker {
         s.phase = Phase::Open {
             until: Instant::now() + self.settings.cooldown,
         };
+        s.unresolved = fault == Fault::Unresolved && s.connect_streak > 0;
         tracing::warn!(
             registry = %self.registry,
             cooldown_secs = self.settings.cooldown.as_secs(),
@@ -211,11 +216,24 @@ impl Breaker {
 
     /// Opens the breaker at once (a registry whose ping failed outright).
     pub fn trip(&self) {
+        self.trip_for(false);
+    }
+
+    /// Opens the breaker at once; `unresolved`: because the host name did not resolve (what
+    /// the operations it then refuses say).
+    pub(crate) fn trip_for(&self, unresolved: bool) {
         let mut s = self.lock();
         s.phase = Phase::Open {
             until: Instant::now() + self.settings.cooldown,
         };
+        s.unresolved = unresolved;
         tracing::warn!(registry = %self.registry, "breaker open: registry unreachable");
+    }
+
+    /// Whether the breaker is open because the registry's host name did not resolve.
+    pub(crate) fn opened_unresolved(&self) -> bool {
+        let s = self.lock();
+        s.unresolved && !matches!(s.phase, Phase::Closed)
     }
 
     /// The state now, for logs and tests.

@@ -23,6 +23,10 @@ use crate::retry::{Attempt, Call, Failure, with_retry};
 /// Attempts the ping makes on a fault of the registry (docs/retry.md, "two attempts").
 pub const PING_FAULT_ATTEMPTS: u32 = 2;
 
+/// How an authentication failure that sent no credentials starts (the registry asked for
+/// some and none were configured or found): a command adds where it takes them.
+pub const NO_CREDENTIALS: &str = "no credentials were sent";
+
 /// Everything needed to talk to one registry.
 #[derive(Debug, Clone)]
 pub struct RegistryOptions {
@@ -356,9 +360,18 @@ impl RegistryClient {
         } else {
             Support::Refused
         };
+        let before = self.inner.capabilities.support(Feature::ReferrersApi);
         self.inner
             .capabilities
             .learn(Feature::ReferrersApi, support);
+        // Not serving the referrers API (distribution answers 404) is ordinary: referrers are
+        // found under the tag schema instead. Said once, at info, never as a warning.
+        if !supported && before == Support::Unknown {
+            tracing::info!(
+                registry = self.host(),
+                "the registry does not serve the referrers API: using the referrers tag schema"
+            );
+        }
     }
 
     /// What this registry has shown it accepts, learned during the run.
@@ -423,8 +436,12 @@ impl RegistryClient {
             .get_or_try_init(|| async {
                 let fault = std::sync::atomic::AtomicBool::new(false);
                 let result = self.ping(&fault).await;
-                if result.is_err() && fault.load(std::sync::atomic::Ordering::Relaxed) {
-                    self.inner.gate.breaker.trip();
+                if let Err(e) = &result
+                    && fault.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    let unresolved = matches!(&e.kind, ErrorKind::Transport(m)
+                        if m.starts_with(crate::retry::classify::UNRESOLVED));
+                    self.inner.gate.breaker.trip_for(unresolved);
                 }
                 result
             })
@@ -471,17 +488,26 @@ impl RegistryClient {
         .await
     }
 
+    /// Counts a request that went out: one answered, or one whose failure came after the
+    /// connection was made. A name that did not resolve or a connection that could not be
+    /// opened sent nothing, and the registry's access log never sees it.
+    fn count_sent(&self, failure: Option<&reqwest::Error>) {
+        if !failure.is_some_and(reqwest::Error::is_connect) {
+            self.count(RegistryStats::http_request);
+        }
+    }
+
     /// One `GET /v2/`: learns the registry's authentication from its answer.
     async fn ping_once(&self, timeout: Duration) -> Result<(), Failure> {
-        self.count(RegistryStats::http_request);
         let response = self
             .inner
             .http
             .get(self.api_url(""))
             .timeout(timeout)
             .send()
-            .await
-            .map_err(|e| Failure::from_transport(&e))?;
+            .await;
+        self.count_sent(response.as_ref().err());
+        let response = response.map_err(|e| Failure::from_transport(&e))?;
         // The ping's answer is the first: a quota it announces paces everything after it.
         self.observe(&response);
         match response.status() {
@@ -523,10 +549,16 @@ impl RegistryClient {
         let widened = scopes.with(asked.as_deref());
         let retry = self.send_once(&widened, &build).await?;
         if retry.status() == StatusCode::UNAUTHORIZED {
-            return Err(Failure::Final(ErrorKind::Auth(format!(
-                "the registry refused the credentials ({})",
-                self.inner.auth.credentials().describe()
-            ))));
+            return Err(Failure::Final(ErrorKind::Auth(
+                match self.inner.auth.credentials() {
+                    // Nothing was refused: nothing was sent.
+                    Credentials::Anonymous => format!(
+                        "{NO_CREDENTIALS}: {} asks for them, and none are configured or found for it",
+                        self.host()
+                    ),
+                    c => format!("the registry refused the credentials ({})", c.describe()),
+                },
+            )));
         }
         Ok(retry)
     }
@@ -578,8 +610,8 @@ impl RegistryClient {
         // query can carry signed state) nor a header.
         let (method, path) = (request.method().clone(), request.url().path().to_owned());
         let started = Instant::now();
-        self.count(RegistryStats::http_request);
         let response = http.execute(request).await;
+        self.count_sent(response.as_ref().err());
         let ms = started.elapsed().as_millis();
         let response = match response {
             Ok(response) => response,

@@ -142,7 +142,7 @@ impl fmt::Display for ErrorKind {
                 write!(f, "throttled: the registry asked to wait {seconds}s")
             }
             ErrorKind::BreakerOpen => {
-                f.write_str("breaker open: the registry failed repeatedly, nothing was sent")
+                f.write_str("breaker open: the registry was found failing earlier in this run (its first error says how), nothing was sent")
             }
             ErrorKind::DeadlineExceeded => f.write_str("deadline exceeded"),
             ErrorKind::DigestMismatch { expected, actual } => {

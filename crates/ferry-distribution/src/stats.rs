@@ -29,7 +29,8 @@ pub struct StatsSnapshot {
     /// totals, progress and metrics give the word.
     #[serde(rename = "requests")]
     pub http_requests: u64,
-    /// Attempts after the first.
+    /// Attempts after the first that went out (one whose connection never opened, a name that
+    /// did not resolve or a refused connect, sent nothing and is not counted).
     pub retries: u64,
     /// Answers that asked ferry to slow down (429, or a 503 with `Retry-After`).
     pub throttled: u64,

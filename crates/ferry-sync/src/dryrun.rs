@@ -472,10 +472,10 @@ impl DryRun {
             let _ = writeln!(out, "create  repository {r}  (create_repositories)");
         }
         let t = &self.totals;
-        let failed = if t.mappings_failed > 0 {
-            format!(", {} mappings failed", t.mappings_failed)
-        } else {
-            String::new()
+        let failed = match t.mappings_failed {
+            0 => String::new(),
+            1 => ", 1 mapping failed".to_owned(),
+            n => format!(", {n} mappings failed"),
         };
         let unmeasured = if t.images_not_measured > 0 {
             format!(" ({} images not measured)", t.images_not_measured)

@@ -60,9 +60,11 @@ pub(crate) mod prepare;
 pub mod progress;
 pub mod prune;
 pub mod registries;
+pub mod repair;
 pub mod report;
 pub mod run;
 mod source;
+mod totals;
 pub mod verify;
 
 pub use dryrun::DryRun;

@@ -146,6 +146,20 @@ pub struct ImageReport {
     /// filtered one (`digest` names it). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_digest_refused: Option<KeptDigestRefused>,
+    /// Bytes of the image's blobs that upload sessions an earlier (interrupted) run recorded
+    /// already held on this target: the uploads went on from there. Absent when none was
+    /// resumed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bytes_resumed: u64,
+    /// An incremental export (`--since`): the base bundle that carries the image, which this
+    /// bundle names in its record but does not carry (unchanged since the base). Absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_base: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A target refused the source's index (`platforms_keep_digest`) and got the filtered one.
@@ -213,99 +227,7 @@ pub struct ExpansionReport {
 
 pub use ferry_store::archive::writer::ArchiveReport;
 
-/// Sums over the run: the one counters value of a run. The report's totals, the progress
-/// display and `ferry watch`'s metrics all read these fields, each with the one meaning its doc
-/// gives; parts (a registry's, the layouts', a worker's) add up with `+`/`+=`/`sum()`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Totals {
-    /// (image, target) pairs written.
-    pub images_synced: u64,
-    /// (image, target) pairs already identical.
-    pub images_up_to_date: u64,
-    /// (image, target) pairs that failed.
-    pub images_failed: u64,
-    /// (image, target) pairs not started because the run was interrupted.
-    pub images_interrupted: u64,
-    /// (image, target) pairs held by a `min_age` cooldown (signed too recently; not failed).
-    pub images_held: u64,
-    /// Mappings the prepare phase could not resolve.
-    pub mappings_failed: u64,
-    /// Blob copies streamed from a source, one per place written.
-    pub blobs_copied: u64,
-    /// Blobs a registry got by a cross-repository mount.
-    pub blobs_mounted: u64,
-    /// Places that already held a blob.
-    pub blobs_skipped: u64,
-    /// Blob bytes that reached a place (a registry repository or a layout) by a copy, once per
-    /// place written: a blob copied to two targets counts twice, a mounted one not at all.
-    pub bytes_copied: u64,
-    /// Blob bytes ferry read: blob GET bodies received from registries (retried reads
-    /// included) and blob bytes read from layout and archive sources. Manifests and listings
-    /// are not counted.
-    pub bytes_read: u64,
-    /// Bytes ferry wrote: blob upload and manifest PUT bodies sent to registries, and the blob
-    /// and manifest bytes written into layout targets.
-    pub bytes_written: u64,
-    /// Of `bytes_written`, the blob and manifest bytes written into layout targets.
-    pub layout_bytes_written: u64,
-    /// HTTP requests sent to registries' own endpoints, retries included, each counted (an
-    /// upload session's POST and PUT are two; token realms and redirects to object storage not):
-    /// what the registries' access logs show.
-    pub requests: u64,
-    /// Attempts sent again after a transient failure, over every registry.
-    pub retries: u64,
-    /// Throttling answers (429, or 503 with `Retry-After`) over every registry.
-    pub throttled: u64,
-}
-
-impl Totals {
-    /// One registry's share: the bytes, requests, retries and throttles its client counted.
-    pub fn of(stats: &ferry_distribution::stats::StatsSnapshot) -> Totals {
-        Totals {
-            bytes_read: stats.bytes_read,
-            bytes_written: stats.bytes_written,
-            requests: stats.http_requests,
-            retries: stats.retries,
-            throttled: stats.throttled,
-            ..Totals::default()
-        }
-    }
-}
-
-impl std::ops::AddAssign for Totals {
-    fn add_assign(&mut self, o: Totals) {
-        self.images_synced += o.images_synced;
-        self.images_up_to_date += o.images_up_to_date;
-        self.images_failed += o.images_failed;
-        self.images_interrupted += o.images_interrupted;
-        self.images_held += o.images_held;
-        self.mappings_failed += o.mappings_failed;
-        self.blobs_copied += o.blobs_copied;
-        self.blobs_mounted += o.blobs_mounted;
-        self.blobs_skipped += o.blobs_skipped;
-        self.bytes_copied += o.bytes_copied;
-        self.bytes_read += o.bytes_read;
-        self.bytes_written += o.bytes_written;
-        self.layout_bytes_written += o.layout_bytes_written;
-        self.requests += o.requests;
-        self.retries += o.retries;
-        self.throttled += o.throttled;
-    }
-}
-
-impl std::ops::Add for Totals {
-    type Output = Totals;
-    fn add(mut self, o: Totals) -> Totals {
-        self += o;
-        self
-    }
-}
-
-impl std::iter::Sum for Totals {
-    fn sum<I: Iterator<Item = Totals>>(parts: I) -> Totals {
-        parts.fold(Totals::default(), std::ops::Add::add)
-    }
-}
+pub use crate::totals::Totals;
 
 /// One registry's counters and what it turned out to accept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -397,7 +319,16 @@ impl RegistryReport {
         };
         let mut learned: Vec<String> = [
             ("cross-repository mount", c.mount),
-            ("referrers API", c.referrers_api),
+            // A registry without the referrers API (distribution answers 404) is ordinary:
+            // the tag schema stands in, logged at info when learned; named only when it worked
+            // in part (ignored), never as a refusal.
+            (
+                "referrers API",
+                match c.referrers_api {
+                    Support::Refused => Support::Unknown,
+                    s => s,
+                },
+            ),
             ("tag listing", c.tag_list),
             ("tag deletion", c.tag_delete),
             ("one-component names", c.one_component_names),
@@ -469,6 +400,10 @@ pub struct SyncReport {
     /// when there are some.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archives: Vec<ArchiveReport>,
+    /// `ferry sync --repair`: each image written again on a target because a deep verify found
+    /// a blob or child manifest under its tag missing there, with what was put back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<crate::repair::Repaired>,
     /// `ferry copy`'s `SRC -> DST` (firsthour, issue 29): the run is one copy, not a config,
     /// so the text names its mapping by it. Not in the JSON (`images` names source and target).
     #[serde(skip)]
@@ -662,10 +597,23 @@ impl SyncReport {
                         target_ref(&i.target, i.pushed_as.as_deref())
                     );
                 }
-                ImageStatus::Synced => {
+                ImageStatus::Synced if i.in_base.is_some() => {
                     let _ = writeln!(
                         out,
-                        "synced  {} -> {}",
+                        "unchanged  {} -> {}: in base {}, not carried",
+                        image_ref(&i.source, &i.image),
+                        target_ref(&i.target, i.pushed_as.as_deref()),
+                        i.in_base.as_deref().unwrap_or_default()
+                    );
+                }
+                ImageStatus::Synced => {
+                    let resumed = match i.bytes_resumed {
+                        0 => String::new(),
+                        n => format!(" (resumed at {})", human_bytes(n)),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "synced  {} -> {}{resumed}",
                         image_ref(&i.source, &i.image),
                         target_ref(&i.target, i.pushed_as.as_deref())
                     );
@@ -689,6 +637,15 @@ impl SyncReport {
                 _ => {}
             }
         }
+        for r in &self.repaired {
+            let _ = writeln!(
+                out,
+                "repaired  {} -> {}: put back {}",
+                image_ref(&r.source, &r.image),
+                r.target,
+                r.put_back.join(", ")
+            );
+        }
         for r in &self.registries {
             let line = r.render_capabilities();
             if !line.is_empty() {
@@ -696,28 +653,46 @@ impl SyncReport {
             }
         }
         let t = &self.totals;
+        let in_base = self.images.iter().filter(|i| i.in_base.is_some()).count();
         let _ = writeln!(
             out,
-            "{} synced, {} up to date, {} failed{}{}{}; blobs {} copied, {} mounted, {} skipped; {} read, {} written; {} requests, {} retries, {} throttled; {:.1}s",
+            "{} synced{}, {} up to date, {} failed{}{}{}; blobs {} copied{}, {} mounted, {} skipped; {} read, {} written; {} requests, {} retries, {} throttled; {:.1}s",
             t.images_synced,
+            match in_base {
+                0 => String::new(),
+                n => format!(" ({n} of them in a base bundle, not carried)"),
+            },
             t.images_up_to_date,
-            t.images_failed,
-            if t.mappings_failed > 0 {
-                format!(", {} mappings failed", t.mappings_failed)
-            } else {
-                String::new()
+            // A copy's one mapping is its image: a source it could not read is that image
+            // failed, not a mapping beside it.
+            match &self.copy {
+                Some(_) => t.images_failed + t.mappings_failed,
+                None => t.images_failed,
+            },
+            match (t.mappings_failed, &self.copy) {
+                (0, _) | (_, Some(_)) => String::new(),
+                (1, None) => ", 1 mapping failed".to_owned(),
+                (n, None) => format!(", {n} mappings failed"),
             },
             if t.images_interrupted > 0 {
                 format!(", {} interrupted", t.images_interrupted)
             } else {
                 String::new()
             },
-            if t.images_held > 0 {
-                format!(", {} held", t.images_held)
-            } else {
-                String::new()
+            match (t.images_held, t.images_repaired) {
+                (0, 0) => String::new(),
+                (held, 0) => format!(", {held} held"),
+                (0, repaired) => format!(", {repaired} repaired"),
+                (held, repaired) => format!(", {held} held, {repaired} repaired"),
             },
             t.blobs_copied,
+            match t.blobs_resumed {
+                0 => String::new(),
+                n => format!(
+                    " ({n} resumed: {} an interrupted run had uploaded)",
+                    human_bytes(t.bytes_resumed)
+                ),
+            },
             t.blobs_mounted,
             t.blobs_skipped,
             human_bytes(t.bytes_read),
@@ -748,9 +723,16 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// The source image as a reference: `repo:tag`, or `repo@digest` for an image copied by digest
-/// (a tag never holds a `:`, a digest always does).
+/// (a tag never holds a `:`, a digest always does). An archive source that names its one image
+/// already (`oci-archive:bundle.tar:host/app:v2`, `ferry import`'s one-image mappings) is that
+/// image's reference as it is.
 fn image_ref(source: &str, image: &str) -> String {
-    if image.contains(':') {
+    let named = source.strip_prefix("oci-archive:").is_some_and(|rest| {
+        rest.ends_with(&format!(":{image}")) || rest.ends_with(&format!("@{image}"))
+    });
+    if named {
+        source.to_owned()
+    } else if image.contains(':') {
         format!("{source}@{image}")
     } else {
         format!("{source}:{image}")

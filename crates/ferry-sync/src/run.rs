@@ -35,6 +35,10 @@ pub enum Mode {
     WriteThenVerify,
     /// Resolve and measure; write nothing.
     DryRun,
+    /// `ferry sync --repair`: a deep verify first (every blob of every selected image on every
+    /// target), then [`Mode::Write`] with every image it found a blob or child manifest missing
+    /// or wrong under written again; the report lists what was put back.
+    Repair,
 }
 
 /// What watches a run as its phases end (a display); every method does nothing by default.
@@ -318,6 +322,7 @@ impl Run {
             Mode::Write | Mode::WriteThenVerify => {
                 Outcome::Synced(Box::new(self.write(prepare).await))
             }
+            Mode::Repair => Outcome::Synced(Box::new(self.repair(prepare).await)),
         }
     }
 
@@ -364,6 +369,30 @@ impl Run {
             verify,
             authenticity: None,
         }
+    }
+
+    /// `ferry sync --repair`: the deep verify (read-only, its own prepare phase), then the
+    /// write with what it found planned stale, and the report's list of what was put back.
+    async fn repair(self, mut prepare: PrepareOptions) -> RunOutcome {
+        let checked = crate::verify::run(
+            &self.config,
+            &self.ctx.registries,
+            &prepare,
+            Arc::new(PrepareTracker::new(self.config.mappings.len())),
+            VerifyOptions {
+                deep: true,
+                signatures: false,
+            },
+        )
+        .await;
+        let repairs = Arc::new(crate::repair::Repairs::of(&checked));
+        if !repairs.is_empty() {
+            prepare.repair = Some(Arc::clone(&repairs));
+        }
+        let mut outcome = self.write(prepare).await;
+        outcome.report.repaired = repairs.repaired(&outcome.report);
+        outcome.report.totals.images_repaired = outcome.report.repaired.len() as u64;
+        outcome
     }
 
     /// The dry run: resolve, then measure what a sync would copy and pruning would delete.

@@ -294,7 +294,9 @@ pub async fn serve_all(
                                 metrics.listener_refused("probes_only");
                                 busy()
                             }
-                            (Room::Served, p) if p == "/v1/events" || p.starts_with("/v1/events/") => {
+                            (Room::Served, p)
+                                if p == "/v1/events" || p.starts_with("/v1/events/") =>
+                            {
                                 super::endpoint::answer(request, intake.as_deref(), &metrics).await
                             }
                             (Room::Served, path) => {

@@ -59,6 +59,12 @@ pub trait BlobBytes: Sync {
     fn poisoned(&self) -> Option<ErrorKind> {
         None
     }
+
+    /// The upload goes on from `offset` bytes a session an earlier process recorded already
+    /// holds (told once, before the rest is read): the caller reports the resume.
+    fn resumed(&self, offset: u64) {
+        let _ = offset;
+    }
 }
 
 /// One blob to push.
@@ -324,7 +330,13 @@ impl RegistryClient {
                     tracing::debug!(registry = self.host(), repository = blob.repository, blob = %blob.digest, held, "upload session holds more than the blob: starting over");
                     current = None;
                 }
-                Ok(held) => offset = held,
+                Ok(held) => {
+                    offset = held;
+                    if ask == Ask::Recalled && held > 0 {
+                        tracing::debug!(registry = self.host(), repository = blob.repository, blob = %blob.digest, held, "recorded upload session: going on from its offset");
+                        bytes.resumed(held);
+                    }
+                }
                 // A recalled session the registry refuses in any way (404 or 400
                 // BLOB_UPLOAD_INVALID/UNKNOWN: distribution 2.8 after a PATCH cut mid-body, or
                 // purged; 401/403 for another credential) starts over, with nothing reported.

@@ -284,7 +284,7 @@ fn describe_transport(error: &reqwest::Error) -> String {
         text.push_str(": ");
         text.push_str(&host_of(error));
     } else if error.is_connect() {
-        text.push_str("could not connect");
+        text.push_str(UNCONNECTED);
     } else if error.is_body() || error.is_decode() {
         text.push_str("response body broke off");
     } else {
@@ -360,6 +360,9 @@ fn is_unresolved(error: &reqwest::Error) -> bool {
 
 /// The message of a transport failure whose host name did not resolve starts with this.
 pub const UNRESOLVED: &str = "name not resolved";
+
+/// The message of a transport failure whose connection could not be opened starts with this.
+pub const UNCONNECTED: &str = "could not connect";
 
 /// Whether this failure is a host name that did not resolve (the breaker names it so).
 pub fn is_unresolved_failure(failure: &Failure) -> bool {

@@ -64,6 +64,23 @@ impl<'a> Call<'a> {
     }
 }
 
+/// Whether a failed attempt sent nothing: its connection never opened (a name that did not
+/// resolve, a refused connect), as the attempt saw it or as an operation ended it for good
+/// (the ping stops after `PING_FAULT_ATTEMPTS` such faults).
+fn sent_nothing(failure: &Failure) -> bool {
+    match failure {
+        Failure::Transport {
+            sent: Sent::No,
+            local: false,
+            ..
+        } => true,
+        Failure::Final(ErrorKind::Transport(message)) => {
+            message.starts_with(classify::UNRESOLVED) || message.starts_with(classify::UNCONNECTED)
+        }
+        _ => false,
+    }
+}
+
 /// Runs `attempt` until it succeeds, fails for good, the budget is spent or the deadline would
 /// pass. This is the only retry loop in ferry: everything that sends a request goes through it.
 ///
@@ -106,11 +123,26 @@ where
     };
     let mut attempts = 0u32;
     let mut previous_backoff = None;
+    // A retry is counted once its attempt has gone out: one whose connection never opened (a
+    // name that did not resolve, a refused connect) sent nothing again (`Totals::retries`).
+    let mut retrying = false;
     loop {
         if Instant::now() >= deadline {
             return Err(fail(attempts, ErrorKind::DeadlineExceeded));
         }
         if attempts == 0 && gate.breaker.admit().is_err() {
+            // Held back because the host name did not resolve: said as the DNS failure it is,
+            // naming the host, not as a registry that failed.
+            if gate.breaker.opened_unresolved() {
+                return Err(fail(
+                    attempts,
+                    ErrorKind::Transport(format!(
+                        "{}: {} (not asked again until the breaker's cooldown ends; nothing was sent)",
+                        classify::UNRESOLVED,
+                        gate.registry()
+                    )),
+                ));
+            }
             return Err(fail(attempts, ErrorKind::BreakerOpen));
         }
         // A repository that has answered 429 to as many requests in a row as one operation may
@@ -170,6 +202,9 @@ where
         .await;
         // The slot is released here unless the attempt kept it.
         drop(held);
+        if std::mem::take(&mut retrying) && !matches!(&outcome, Ok(Err(f)) if sent_nothing(f)) {
+            count(gate, call.run_stats, RegistryStats::retry);
+        }
         let failure = match outcome {
             Ok(Ok(value)) => {
                 gate.breaker.record_success();
@@ -248,7 +283,7 @@ where
             gate.pacer.hold(repository, wait);
         }
         if !lagging {
-            count(gate, call.run_stats, RegistryStats::retry);
+            retrying = true;
         }
         tracing::debug!(
             registry = gate.registry(),

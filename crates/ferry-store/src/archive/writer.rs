@@ -391,17 +391,20 @@ impl ArchiveWriter {
             .iter()
             .filter(|d| !state.written.contains_key(*d))
             .count() as u64;
-        let in_base = state
+        let roots_in_base: Vec<String> = state
             .images
             .iter()
             .filter(|i| !state.written.contains_key(&i.digest))
-            .count() as u64;
+            .map(|i| i.digest.clone())
+            .collect();
+        let in_base = roots_in_base.len() as u64;
         let mut report = ArchiveReport {
             archive: self.inner.output.display(),
             bytes: 0,
             entries_carried: carried.len() as u64,
             images_indexed: state.index.len() as u64,
             images_in_base: in_base,
+            roots_in_base,
             digests_left_out: left_out,
             bundle_digest: None,
             bases: Vec::new(),
@@ -702,6 +705,9 @@ pub struct ArchiveReport {
     pub images_indexed: u64,
     /// Images whose root manifest a base bundle carries (in the record, not in `index.json`).
     pub images_in_base: u64,
+    /// Their root digests: the images this bundle names but does not carry.
+    #[serde(skip)]
+    pub roots_in_base: Vec<String>,
     /// Digests the images need that a base bundle carries: left out of the tar.
     pub digests_left_out: u64,
     /// A bundle's digest (`ferry-bundle.json`'s `digest`).

@@ -72,6 +72,9 @@ pub struct StateDir {
     lifetime: Duration,
     /// Set once a write failed, so a full disk warns once, not once per chunk.
     write_warned: AtomicBool,
+    /// The uploads this process recorded and has not finished (by record file): the bytes
+    /// each session holds, what an interrupted run says the next one resumes.
+    held: std::sync::Mutex<std::collections::BTreeMap<PathBuf, u64>>,
 }
 
 impl StateDir {
@@ -109,9 +112,17 @@ impl StateDir {
             stop,
             lifetime: RECORD_LIFETIME,
             write_warned: AtomicBool::new(false),
+            held: Default::default(),
         };
         state.sweep();
         Ok(state)
+    }
+
+    /// The uploads this process recorded here that are not finished, and the bytes their
+    /// sessions hold: what the next run resumes (an interrupted run says so).
+    pub fn recorded(&self) -> (usize, u64) {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        (held.len(), held.values().sum())
     }
 
     /// The same directory with records kept `lifetime` (tests).
@@ -231,6 +242,7 @@ impl StateDir {
             stop: self.stop.clone(),
             lifetime: self.lifetime,
             write_warned: AtomicBool::new(true),
+            held: Default::default(),
         }
     }
 }
@@ -297,6 +309,13 @@ impl UploadJournal for StateDir {
             let written = blocking(move || state.write(owned.key(), &location, offset))
                 .await
                 .unwrap_or_else(|| Err(std::io::Error::other("the blocking task did not run")));
+            let path = self.path_for(key.host, key.repository, key.digest);
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            match &written {
+                Ok(()) => held.insert(path, offset),
+                Err(_) => held.remove(&path),
+            };
+            drop(held);
             if let Err(e) = written
                 && !self.write_warned.swap(true, Ordering::AcqRel)
             {
@@ -309,6 +328,11 @@ impl UploadJournal for StateDir {
     }
 
     fn forget<'a>(&'a self, key: UploadKey<'a>) -> BoxFuture<'a, ()> {
+        let path = self.path_for(key.host, key.repository, key.digest);
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&path);
         let (state, key) = (self.detached(), OwnedKey::of(key));
         Box::pin(async move {
             blocking(move || state.remove(key.key())).await;

@@ -37,6 +37,10 @@ pub struct BlobCounters {
     pub skipped: AtomicU64,
     /// Blob bytes streamed to targets, counted once per place written.
     pub bytes_copied: AtomicU64,
+    /// Uploads that went on from a session an earlier process recorded.
+    pub resumed: AtomicU64,
+    /// The bytes those sessions already held when resumed (not read or sent again).
+    pub bytes_resumed: AtomicU64,
 }
 
 #[derive(Debug, Clone)]
@@ -50,7 +54,9 @@ struct Job {
     held: Vec<Destination>,
 }
 
-type Outcome = HashMap<Destination, Result<(), SyncError>>;
+/// Per place: the bytes a recorded upload session held when the place's upload went on from
+/// it (0 when none was resumed), or the failure.
+type Outcome = HashMap<Destination, Result<u64, SyncError>>;
 
 /// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
 /// it to the end, then done with a result for every place it was planned for. The job stays in
@@ -154,7 +160,8 @@ impl BlobScheduler {
     }
 
     /// Waits until `digest` is at `place`, running the blob's transfer (to every place planned
-    /// for it) if no other caller is running it. Asking for a blob or a place that was never
+    /// for it) if no other caller is running it; `Ok` holds the bytes a recorded upload session
+    /// held when the place's upload resumed it (0: none was). Asking for a blob or a place that was never
     /// planned is an error, never a success: the scheduler only vouches for work it did.
     ///
     /// # Cancel safety
@@ -167,7 +174,7 @@ impl BlobScheduler {
         &self,
         digest: &Digest,
         place: &Destination,
-    ) -> Result<(), SyncError> {
+    ) -> Result<u64, SyncError> {
         let unplanned = |what: &'static str| {
             Err(SyncError::Unplanned {
                 destination: place.name(),
@@ -229,7 +236,7 @@ async fn run_job(
     job: &Job,
     shape: UploadShape,
     counters: &BlobCounters,
-    progress: &crate::progress::SyncProgress,
+    progress: &Arc<crate::progress::SyncProgress>,
 ) -> Outcome {
     let mut outcome: Outcome = HashMap::new();
     let digest = &job.blob.digest;
@@ -241,7 +248,7 @@ async fn run_job(
         match place.holds_blob_from(&job.source, digest, *new_repo).await {
             Ok((true, _)) => {
                 counters.skipped.fetch_add(1, Ordering::Relaxed);
-                outcome.insert(place.clone(), Ok(()));
+                outcome.insert(place.clone(), Ok(0));
             }
             Ok((false, _)) => needed.push(place),
             Err(e) => {
@@ -297,7 +304,7 @@ async fn run_job(
         match place.mount(digest, &from).await {
             Ok(MountOutcome::Mounted) => {
                 counters.mounted.fetch_add(1, Ordering::Relaxed);
-                outcome.insert(place, Ok(()));
+                outcome.insert(place, Ok(0));
             }
             Ok(MountOutcome::Session(s)) => {
                 // The blob was just uploaded to `from`: a registry that has never mounted and
@@ -335,7 +342,7 @@ async fn copy_to(
     sessions: &HashMap<Destination, ferry_distribution::ops::UploadSession>,
     shape: UploadShape,
     counters: &BlobCounters,
-    progress: &crate::progress::SyncProgress,
+    progress: &Arc<crate::progress::SyncProgress>,
 ) -> Outcome {
     let mut outcome = HashMap::new();
     if places.is_empty() {
@@ -347,7 +354,13 @@ async fn copy_to(
         .collect();
     let results = transfer(&job.source, &job.blob, to, shape, progress).await;
     for (place, result) in places.into_iter().zip(results) {
-        if result.is_ok() {
+        if let Ok(resumed) = &result {
+            if *resumed > 0 {
+                counters.resumed.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .bytes_resumed
+                    .fetch_add(*resumed, Ordering::Relaxed);
+            }
             counters.copied.fetch_add(1, Ordering::Relaxed);
             counters
                 .bytes_copied

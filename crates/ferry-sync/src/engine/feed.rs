@@ -2,6 +2,7 @@
 //! source after that (each cut off at the declared size), and the source's own failure.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -38,6 +39,14 @@ pub(crate) struct Feed<'a> {
     pub(crate) blob: &'a BlobRef,
     pub(crate) first: std::sync::Mutex<Option<mpsc::Receiver<Result<Bytes, Failure>>>>,
     pub(crate) poisoned: &'a OnceLock<Error>,
+    /// Where the blob goes, as reports name it (for the resume's log line).
+    pub(crate) place: String,
+    /// Set when this destination resumes an upload an earlier process recorded and nothing
+    /// else reads the source for the blob: its own reads are the blob's source bytes read
+    /// (`blob_bytes_read`), and the bytes the session already held are not to be read.
+    pub(crate) reads: Option<std::sync::Arc<crate::progress::SyncProgress>>,
+    /// The offset a recorded session was resumed at (0: none was).
+    pub(crate) resumed: AtomicU64,
 }
 
 impl Feed<'_> {
@@ -61,11 +70,53 @@ impl Feed<'_> {
     pub(crate) async fn reopen(&self, offset: u64) -> Result<ByteStream, Failure> {
         reopen(self.source, self.blob, offset).await
     }
+
+    /// The bytes of the blob an upload session an earlier process recorded held when this
+    /// destination went on from it (0: it did not).
+    pub(crate) fn resumed_at(&self) -> u64 {
+        self.resumed.load(Ordering::Relaxed)
+    }
+
+    /// A read of the source from `offset`, counted as the blob's source bytes read when this
+    /// destination is the only reader (see `reads`).
+    async fn open_counted(&self, offset: u64) -> Result<ByteStream, Failure> {
+        let stream = reopen(self.source, self.blob, offset).await?;
+        let Some(progress) = self.reads.clone() else {
+            return Ok(stream);
+        };
+        let name = self.blob.digest.to_string();
+        let layout = self.source.is_store();
+        Ok(Box::pin(stream.inspect(move |item| {
+            if let Ok(chunk) = item {
+                progress.blob_read(&name, chunk.len() as u64);
+                if layout {
+                    progress.layout_read(chunk.len() as u64);
+                }
+            }
+        })))
+    }
 }
 
 impl BlobBytes for Feed<'_> {
     fn open(&self, offset: u64) -> impl Future<Output = Result<ByteStream, Failure>> + Send {
-        reopen(self.source, self.blob, offset)
+        self.open_counted(offset)
+    }
+
+    fn resumed(&self, offset: u64) {
+        self.resumed.store(offset, Ordering::Relaxed);
+        if let Some(progress) = &self.reads {
+            // Bytes the session held are not read from the source: the expected total shrinks.
+            progress.bytes_not_needed(offset);
+        }
+        tracing::info!(
+            destination = %self.place,
+            blob = %self.blob.digest,
+            offset,
+            size = self.blob.size,
+            "resumed at {} of {}: the upload an earlier run recorded goes on",
+            crate::report::human_bytes(offset),
+            crate::report::human_bytes(self.blob.size)
+        );
     }
 
     fn poisoned(&self) -> Option<ErrorKind> {

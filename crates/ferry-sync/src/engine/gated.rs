@@ -23,6 +23,8 @@ pub(super) fn reports(
                 status: status.clone(),
                 pushed_as: None,
                 kept_digest_refused: None,
+                bytes_resumed: 0,
+                in_base: None,
             })
             .collect::<Vec<_>>()
     };

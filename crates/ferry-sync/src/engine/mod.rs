@@ -7,6 +7,7 @@ pub mod destination;
 pub(crate) mod feed;
 mod gated;
 pub mod graph;
+mod log;
 pub(crate) mod manifests;
 pub(crate) mod referrers;
 pub mod transfer;
@@ -193,7 +194,7 @@ where
         .buffer_unordered(options.images_in_flight.max(1))
         .inspect(|(w, done)| {
             options.progress.images_done(done.len() as u64);
-            log_image(w, done);
+            log::log_image(w, done);
         })
         .collect::<Vec<_>>();
     let ((), ran) = futures::join!(take_in, run);
@@ -252,7 +253,10 @@ where
                 (Ok(_), None, None) => ImageStatus::Synced,
             };
             let mut r = report(w.mapping, &w.source_name, &w.image, &t.target, status);
-            if let Ok(Put::KeptDigestRefused(refused)) = outcome {
+            if let Ok((_, resumed)) = outcome {
+                r.bytes_resumed = *resumed;
+            }
+            if let Ok((Put::KeptDigestRefused(refused), _)) = outcome {
                 r.digest = refused.pushed.clone();
                 r.kept_digest_refused = Some(refused.clone());
             }
@@ -277,6 +281,19 @@ where
         start,
         stop,
     );
+    // An incremental bundle names the images its base carries without carrying them: their
+    // lines say so rather than `synced`.
+    for a in &archives {
+        if a.roots_in_base.is_empty() {
+            continue;
+        }
+        let base = a.bases.join(", ");
+        for i in &mut report.images {
+            if i.status == ImageStatus::Synced && a.roots_in_base.contains(&i.digest) {
+                i.in_base = Some(base.clone());
+            }
+        }
+    }
     report.archives = archives;
     report
 }
@@ -347,6 +364,8 @@ async fn take_in(
                 status: ImageStatus::failed(&u.error),
                 pushed_as: None,
                 kept_digest_refused: None,
+                bytes_resumed: 0,
+                in_base: None,
             });
         }
     }
@@ -364,6 +383,8 @@ async fn take_in(
                 status: ImageStatus::UpToDate,
                 pushed_as: None,
                 kept_digest_refused: None,
+                bytes_resumed: 0,
+                in_base: None,
             });
         }
     }
@@ -526,8 +547,9 @@ async fn graph_of(
     Arc::clone(graph)
 }
 
-/// What one image did on one target: what its manifests' put returned, or why it failed.
-type TargetOutcome = Result<Put, SyncError>;
+/// What one image did on one target: what its manifests' put returned with the bytes of its
+/// blobs recorded upload sessions held when resumed (0: none), or why it failed.
+type TargetOutcome = Result<(Put, u64), SyncError>;
 
 /// Brings one image to each of its targets; an outcome per target, in order.
 async fn run_image(
@@ -590,6 +612,8 @@ fn summarise(
     totals.blobs_mounted = c.mounted.load(Ordering::Relaxed);
     totals.blobs_skipped = c.skipped.load(Ordering::Relaxed);
     totals.bytes_copied = c.bytes_copied.load(Ordering::Relaxed);
+    totals.blobs_resumed = c.resumed.load(Ordering::Relaxed);
+    totals.bytes_resumed = c.bytes_resumed.load(Ordering::Relaxed);
     let registries_report: Vec<RegistryReport> =
         registries.built().iter().map(RegistryReport::of).collect();
     // Bytes and requests: the layouts' share and every registry's, one meaning each.
@@ -613,6 +637,7 @@ fn summarise(
         elapsed: start.elapsed(),
         interrupted,
         archives: Vec::new(),
+        repaired: Vec::new(),
         copy: None,
     }
 }
@@ -672,41 +697,6 @@ fn referrer_to_index(
     })
 }
 
-/// One log line per (image, target) as it finishes, while the run goes on (`ferry::image`,
-/// info): what a `--log-format json` consumer follows. Never a secret: errors name no credential.
-fn log_image(w: &Work, outcomes: &[TargetOutcome]) {
-    for (t, outcome) in w.targets.iter().zip(outcomes) {
-        match outcome {
-            Ok(_) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                digest = %w.image.digest,
-                destination = %t.target,
-                "synced"
-            ),
-            Err(SyncError::Interrupted) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                destination = %t.target,
-                "interrupted"
-            ),
-            Err(e) => tracing::info!(
-                target: "ferry::image",
-                mapping = w.mapping,
-                source = %w.source_name,
-                image = %w.image.name(),
-                destination = %t.target,
-                error = %e,
-                "failed"
-            ),
-        }
-    }
-}
-
 fn report(
     mapping: usize,
     source: &str,
@@ -728,6 +718,8 @@ fn report(
         status,
         pushed_as,
         kept_digest_refused: None,
+        bytes_resumed: 0,
+        in_base: None,
     }
 }
 
@@ -772,8 +764,9 @@ async fn copy_to_target(
             .map(|b| scheduler.ensure(&b.digest, place)),
     )
     .await;
+    let mut resumed = 0;
     for r in results {
-        r?;
+        resumed += r?;
     }
     let from = destination::ImageFrom {
         mapping: w.mapping,
@@ -786,9 +779,10 @@ async fn copy_to_target(
             None => format!("{}@{}", w.source_name, w.image.digest),
         },
     };
-    place
+    let put = place
         .put_graph(pusher, graph, w.image.tag.as_deref(), &from)
-        .await
+        .await?;
+    Ok((put, resumed))
 }
 
 /// `source:tag`, or `source@digest` for a digest.

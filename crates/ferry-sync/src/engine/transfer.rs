@@ -25,14 +25,14 @@ pub use ferry_distribution::ops::UploadShape;
 
 /// Reads `blob` from `source` once and writes it to every destination (into the upload session
 /// given with it, if any), each retried and resumed on its own. The result for destination `i`
-/// is at position `i`.
+/// is at position `i`: the bytes a recorded upload session held when it was resumed (0: none).
 pub(crate) async fn transfer(
     source: &Source,
     blob: &BlobRef,
     to: Vec<(Destination, Option<UploadSession>)>,
     shape: UploadShape,
-    progress: &crate::progress::SyncProgress,
-) -> Vec<Result<(), SyncError>> {
+    progress: &Arc<crate::progress::SyncProgress>,
+) -> Vec<Result<u64, SyncError>> {
     // Set when the source's bytes do not match their digest: every sink fails with the
     // source's error (it names the source, not the target that refused to finish).
     let poisoned: Arc<OnceLock<Error>> = Arc::new(OnceLock::new());
@@ -53,19 +53,27 @@ pub(crate) async fn transfer(
         receivers.push(rx);
         recalled.push(left);
     }
+    // Nothing reads the source for the tee when every destination resumes a recorded
+    // upload: the first of them counts its own reads as the blob's (`blob_bytes_read`).
+    let mut counter = senders.is_empty().then(|| Arc::clone(progress));
     let reader = read_once(source, blob, senders, Arc::clone(&poisoned), progress);
     let writers = futures::future::join_all(to.into_iter().zip(receivers).zip(recalled).map(
         |(((destination, session), rx), recalled)| {
+            let reads = match recalled {
+                Some(_) => counter.take(),
+                None => None,
+            };
             let upload = Upload { session, recalled };
-            write_one(
+            let feed = Feed {
                 source,
                 blob,
-                destination,
-                upload,
-                rx,
-                shape,
-                Arc::clone(&poisoned),
-            )
+                first: std::sync::Mutex::new(Some(rx)),
+                poisoned: &poisoned,
+                place: destination.name(),
+                reads,
+                resumed: Default::default(),
+            };
+            write_one(destination, upload, feed, shape)
         },
     ));
     let ((), results) = futures::join!(reader, writers);
@@ -171,26 +179,19 @@ async fn read_once(
     drop(live);
 }
 
+/// Writes one destination's copy; `Ok` holds the bytes a recorded upload session already had
+/// when this destination went on from it (0 when none was resumed).
 async fn write_one(
-    source: &Source,
-    blob: &BlobRef,
     destination: Destination,
     upload: Upload,
-    rx: mpsc::Receiver<Result<Bytes, Failure>>,
+    feed: Feed<'_>,
     shape: UploadShape,
-    poisoned: Arc<OnceLock<Error>>,
-) -> Result<(), SyncError> {
-    let feed = Feed {
-        source,
-        blob,
-        first: std::sync::Mutex::new(Some(rx)),
-        poisoned: &poisoned,
-    };
+) -> Result<u64, SyncError> {
     match destination.write_blob(&feed, shape, upload).await {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(feed.resumed_at()),
         // The destination could not be written: its own failure, whatever the source did.
         Err(e @ SyncError::Store(_)) => Err(e),
         // The source's bytes were wrong: that stands for whatever the destination answered.
-        Err(e) => Err(poisoned.get().cloned().map_or(e, SyncError::Registry)),
+        Err(e) => Err(feed.poisoned.get().cloned().map_or(e, SyncError::Registry)),
     }
 }

@@ -229,6 +229,10 @@ pub(crate) async fn resolve_mapping(
             target_tags.push((target.clone(), listing.listed_tags()));
         }
         for (image, state) in images.iter_mut().zip(states) {
+            let state = match &options.repair {
+                Some(repair) => repair.state(mapping.index, target, image, state),
+                None => state,
+            };
             image.targets.push(TargetPlan {
                 target: target.clone(),
                 state,

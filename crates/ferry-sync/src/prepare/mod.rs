@@ -49,6 +49,9 @@ pub struct PrepareOptions {
     /// Where `signatures: {min_age}` finds when a digest was first seen (the state directory's
     /// records), for signatures no log entry dates; `None`: every such digest is new.
     pub(crate) first_seen: Option<ferry_store::resume::FirstSeen>,
+    /// `ferry sync --repair`: what a deep verify found missing under held tags; those images
+    /// are planned stale on those targets (written again) instead of up to date.
+    pub(crate) repair: Option<Arc<crate::repair::Repairs>>,
 }
 
 /// Target listings by target, each taken once for the run.
@@ -91,6 +94,7 @@ impl PrepareOptions {
             refused: Arc::default(),
             shared_listings: None,
             first_seen: None,
+            repair: None,
         }
     }
 }
