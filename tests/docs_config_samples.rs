@@ -94,6 +94,16 @@ fn variables(text: &str) -> Vec<String> {
     out
 }
 
+/// RFC 7515 appendix A.2's RSA public key (2048 bits) as a JWK Set.
+const RFC7515_A2_JWKS: &str = concat!(
+    r#"{"keys":[{"kty":"RSA","kid":"2011-04-29","e":"AQAB","n":""#,
+    "ofgWCuLjybRlzo0tZWJjNiuSfb4p4fAkd_wWJcyQoTbji9k0l8W26mPddxHmfHQp-Vaw-4qPCJrcS2mJPMEzP1Pt0Bm4d4",
+    "QlL-yRT-SFd2lZS-pCgNMsD1W_YpRPEwOWvG6b32690r2jZ47soMZo9wGzjb_7OMg0LOL-bSf63kpaSHSXndS5z5rexMdb",
+    "BYUsLA9e-KXBdQOS-UTo7WTBEMa2R2CapHg665xsmtdVMTBQY4uDZlxvb3qCo5ZwKh9kG4LT6_I5IhlJH7aGhyxXFvUK-D",
+    "WNmoudF8NAco9_h9iaGNj8q2ethFkMLs91kzk2PAcDTW9gb54h4FRWyuXpoQ",
+    r#""}]}"#
+);
+
 /// Paths of files the block names, by their extension.
 fn named_files(text: &str) -> Vec<String> {
     let mut out: Vec<String> = text
@@ -142,6 +152,9 @@ async fn every_config_sample_in_the_docs_validates() {
             std::fs::create_dir_all(local.parent().unwrap()).unwrap();
             let content = if file.ends_with(".pub") {
                 public_key.clone().into_bytes()
+            } else if file.ends_with(".json") && file.contains("jwks") {
+                // An `events.oidc` key file: RFC 7515 appendix A.2's RSA public key as a JWK Set.
+                RFC7515_A2_JWKS.as_bytes().to_vec()
             } else if file.ends_with(".json") {
                 root_json.clone().into_bytes()
             } else if file.ends_with(".key") {

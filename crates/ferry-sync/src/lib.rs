@@ -60,7 +60,7 @@ pub(crate) mod prepare;
 pub mod progress;
 pub mod prune;
 pub mod registries;
-pub mod repair;
+mod repair;
 pub mod report;
 pub mod run;
 mod source;

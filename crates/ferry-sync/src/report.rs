@@ -227,6 +227,7 @@ pub struct ExpansionReport {
 
 pub use ferry_store::archive::writer::ArchiveReport;
 
+pub use crate::repair::Repaired;
 pub use crate::totals::Totals;
 
 /// One registry's counters and what it turned out to accept.
@@ -403,7 +404,7 @@ pub struct SyncReport {
     /// `ferry sync --repair`: each image written again on a target because a deep verify found
     /// a blob or child manifest under its tag missing there, with what was put back.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub repaired: Vec<crate::repair::Repaired>,
+    pub repaired: Vec<Repaired>,
     /// `ferry copy`'s `SRC -> DST` (firsthour, issue 29): the run is one copy, not a config,
     /// so the text names its mapping by it. Not in the JSON (`images` names source and target).
     #[serde(skip)]
