@@ -52,7 +52,25 @@ async fn every_command_that_prints_ends_quietly_when_its_reader_goes_away() {
     )
     .unwrap();
     let config = config.to_str().unwrap();
+    // A registry mapping for pull-config, and a regsync file for convert.
+    let mirror = dir.path().join("registry.yaml");
+    std::fs::write(
+        &mirror,
+        "version: 1\nmappings:\n  - { source: \"quay.io/org/app\", targets: [\"mirror.local/org/app\"] }\n",
+    )
+    .unwrap();
+    let mirror = mirror.to_str().unwrap();
+    let regsync = dir.path().join("regsync.yml");
+    std::fs::write(
+        &regsync,
+        "version: 1\nsync:\n  - { source: quay.io/org/app, target: mirror.local/org/app, type: repository }\n",
+    )
+    .unwrap();
+    let regsync = regsync.to_str().unwrap();
     let commands: Vec<Vec<&str>> = vec![
+        vec!["pull-config", "-c", mirror, "--format", "registries-conf"],
+        vec!["pull-config", "-c", mirror, "--format", "idms", "--json"],
+        vec!["convert", "regsync", regsync],
         vec!["tags", &repo, "--tls-verify=false"],
         vec!["tags", &repo, "--tls-verify=false", "--json"],
         vec!["inspect", &image, "--tls-verify=false"],

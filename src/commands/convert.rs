@@ -102,8 +102,11 @@ pub fn run(args: &ConvertArgs, progress: &Progress) -> Exit {
     };
     match converted {
         Ok(Converted { yaml, notes, env }) => {
-            print!("{yaml}");
-            let mut said = format!("converted {name}: {notes} notes to read (# ferry convert:)");
+            crate::progress::write_stdout(yaml.as_bytes());
+            let mut said = format!(
+                "converted {name}: {notes} {} to read (# ferry convert:)",
+                if notes == 1 { "note" } else { "notes" }
+            );
             if !env.is_empty() {
                 said.push_str(&format!("; set {} before running it", env.join(", ")));
             }

@@ -164,7 +164,7 @@ pub fn run(args: &PullConfigArgs, progress: &Progress) -> Exit {
                 "target": u.target, "reason": u.reason,
             })).collect::<Vec<_>>(),
         });
-        println!("{value:#}");
+        crate::progress::println_stdout(&format!("{value:#}"));
     } else if args.root.is_none() {
         let many = files.len() > 1 || args.format == PullFormat::Containerd;
         for f in &files {
