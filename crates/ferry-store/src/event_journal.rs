@@ -198,8 +198,14 @@ impl EventJournal {
         let writers = n.clamp(1, WRITERS);
         let mut shares: Vec<Vec<(usize, JournalEntry)>> =
             (0..writers).map(|_| Vec::new()).collect();
+        // Shared out by file, not by position: the entries of one file go to one task in the
+        // order given, so the last of them is what the file holds (two tasks renaming over one
+        // file would leave either).
         for (i, e) in entries.into_iter().enumerate() {
-            shares[i % writers].push((i, e));
+            use std::hash::{Hash as _, Hasher as _};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            e.id().hash(&mut h);
+            shares[(h.finish() % writers as u64) as usize].push((i, e));
         }
         let tasks: Vec<_> = shares
             .into_iter()
