@@ -8,7 +8,6 @@
 // writable by others, too large, not a journal entry, filed under another name, from the
 // future) is logged by name with the reason and removed, never trusted and never a panic.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -339,41 +338,8 @@ fn is_hex64(s: &str) -> bool {
 /// The entry at `path`, filed as `id`, after every check; `Err(why)` names what failed, never
 /// the content.
 fn load(path: &Path, id: &str, now: u64) -> Result<JournalEntry, String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // No link is followed, and a FIFO planted at the name does not block the open.
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
-    }
-    let file = match options.open(path) {
-        Ok(f) => f,
-        #[cfg(unix)]
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err("it is a symbolic link".into());
-        }
-        Err(e) => return Err(format!("cannot open it: {e}")),
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read its metadata: {e}"))?;
-    if let Some(why) = crate::resume::unsafe_file(&meta) {
-        return Err(why);
-    }
-    if meta.len() > MAX_ENTRY_BYTES {
-        return Err(format!(
-            "it is {} bytes, more than an entry's {MAX_ENTRY_BYTES}",
-            meta.len()
-        ));
-    }
-    let mut text = Vec::new();
-    file.take(MAX_ENTRY_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if text.len() as u64 > MAX_ENTRY_BYTES {
-        return Err("it grew past an entry's size while being read".into());
-    }
+    let text = crate::resume::read_small(path, MAX_ENTRY_BYTES, "an entry")?
+        .ok_or("it was removed while being read")?;
     let entry: JournalEntry = serde_json::from_slice(&text).map_err(|e| {
         format!(
             "it is not an event journal entry (line {}, column {})",

@@ -26,7 +26,7 @@ use ferry_distribution::StopSignal;
 
 pub use first_seen::FirstSeen;
 pub use record::{MAX_RECORD_BYTES, Record};
-pub(crate) use record::{unsafe_dir, unsafe_file};
+pub(crate) use record::{read_small, unsafe_dir};
 
 /// Whether `name` is a record's file name as [`StateDir::path_for`] makes it: 64 lowercase hex
 /// digits and `.json`.

@@ -135,6 +135,29 @@ pub fn load(
     lifetime: Duration,
     now: SystemTime,
 ) -> Result<Option<Record>, String> {
+    let Some(text) = read_small(path, MAX_RECORD_BYTES, "a record")? else {
+        return Ok(None);
+    };
+    // The parser's error names a line and column, never the content.
+    let record: Record = serde_json::from_slice(&text).map_err(|e| {
+        format!(
+            "it is not a state record (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
+    match record.distrust(key, origin, lifetime, now) {
+        Some(why) => Err(why),
+        None => Ok(Some(record)),
+    }
+}
+
+/// The bytes of the small state file at `path` (`Ok(None)` when there is none), read only after
+/// every check a file ferry wrote itself must pass: opened without following a link (and
+/// without blocking on a planted FIFO), a regular file of this user's that others cannot write,
+/// at most `max` bytes (`what`, e.g. "a record", names it in the reason). `Err(why)` names what
+/// failed, never the content.
+pub(crate) fn read_small(path: &Path, max: u64, what: &str) -> Result<Option<Vec<u8>>, String> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -158,31 +181,20 @@ pub fn load(
     if let Some(why) = unsafe_file(&meta) {
         return Err(why);
     }
-    if meta.len() > MAX_RECORD_BYTES {
+    if meta.len() > max {
         return Err(format!(
-            "it is {} bytes, more than a record's {MAX_RECORD_BYTES}",
+            "it is {} bytes, more than {what}'s {max}",
             meta.len()
         ));
     }
     let mut text = Vec::new();
-    file.take(MAX_RECORD_BYTES + 1)
+    file.take(max + 1)
         .read_to_end(&mut text)
         .map_err(|e| format!("cannot read it: {e}"))?;
-    if text.len() as u64 > MAX_RECORD_BYTES {
-        return Err("it grew past a record's size while being read".into());
+    if text.len() as u64 > max {
+        return Err(format!("it grew past {what}'s size while being read"));
     }
-    // The parser's error names a line and column, never the content.
-    let record: Record = serde_json::from_slice(&text).map_err(|e| {
-        format!(
-            "it is not a state record (line {}, column {})",
-            e.line(),
-            e.column()
-        )
-    })?;
-    match record.distrust(key, origin, lifetime, now) {
-        Some(why) => Err(why),
-        None => Ok(Some(record)),
-    }
+    Ok(Some(text))
 }
 
 /// Why a record file may not be trusted by its metadata: not a regular file, not this user's,
