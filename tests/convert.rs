@@ -356,3 +356,26 @@ async fn one_validate_run_lists_the_four_mistakes_with_did_you_mean() {
         text(&out.stderr)
     );
 }
+
+// A file whose every entry is refused says why in the error itself (nothing else is printed),
+// with the foreign names escaped: no terminal escape or line break from the file reaches stderr.
+#[tokio::test]
+async fn nothing_convertible_says_why_with_the_files_text_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.yml");
+    std::fs::write(
+        &file,
+        "version: 1\nsync:\n  - source: \"quay.io/../etc/\\x1b[31mred\"\n    target: \"mirror.local/a\\nb: c\"\n    type: repository\n",
+    )
+    .unwrap();
+    let out = ferry(&["convert", "regsync", file.to_str().unwrap()]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 3, "{stderr}");
+    assert!(out.stdout.is_empty(), "{stderr}");
+    assert!(
+        stderr.contains("sync[0]") && stderr.contains("is not a reference ferry reads"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr:?}");
+}

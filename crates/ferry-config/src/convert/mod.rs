@@ -93,6 +93,22 @@ struct Doc {
 }
 
 impl Doc {
+    /// The error when nothing could be converted: `what`, then every note saying why (each
+    /// escaped and capped: they quote the foreign file).
+    fn nothing_converted(&self, file: &str, what: &str) -> ConvertError {
+        let mut message = what.to_owned();
+        for note in &self.notes {
+            message.push_str("; ");
+            message.push_str(&ferry_distribution::text::for_error(note));
+        }
+        ConvertError::Shape {
+            file: file.to_owned(),
+            message,
+        }
+    }
+}
+
+impl Doc {
     fn registry(&mut self, host: &str) -> &mut Registry {
         let at = match self.registries.iter().position(|r| r.host == host) {
             Some(at) => at,

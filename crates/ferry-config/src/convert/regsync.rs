@@ -71,10 +71,7 @@ pub fn regsync(file: &str, input: &str) -> Result<Converted, ConvertError> {
         }
     }
     if doc.mappings.is_empty() {
-        return Err(ConvertError::Shape {
-            file: file.to_owned(),
-            message: "no `sync:` entry could be converted (see above)".to_owned(),
-        });
+        return Err(doc.nothing_converted(file, "no `sync:` entry could be converted"));
     }
     Ok(doc.render())
 }

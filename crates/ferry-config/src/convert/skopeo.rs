@@ -76,7 +76,8 @@ pub fn skopeo_sync(
         registry(&mut doc, &host, reg, dest, options.scoped);
     }
     if doc.mappings.is_empty() {
-        return Err(shape(
+        return Err(doc.nothing_converted(
+            file,
             "no image to convert (no registry names `images` and the like)",
         ));
     }
