@@ -126,6 +126,16 @@ impl BlobScheduler {
     ) -> u64 {
         let mut cells = self.cells();
         let generations = cells.entry(blob.digest.clone()).or_default();
+        // Already on its way there (or already there) in a generation that started: checked
+        // before joining the pending one, or that one would plan the place again and, holding
+        // it from the earlier generation, mount the blob into the repository from itself (an
+        // extra upload POST; the flake of import_roundtrip's request count, issue 39).
+        if generations.iter().any(|c| {
+            let planned = c.planned();
+            planned.started && planned.job.places.contains_key(&place)
+        }) {
+            return 0;
+        }
         if let Some(last) = generations.last() {
             let mut planned = last.planned();
             if !planned.started {
@@ -133,13 +143,6 @@ impl BlobScheduler {
                 *entry &= new_repository;
                 return 0;
             }
-        }
-        if generations
-            .iter()
-            .any(|c| c.planned().job.places.contains_key(&place))
-        {
-            // Already on its way there (or already there) in a generation that started.
-            return 0;
         }
         let job = Job {
             blob: blob.clone(),
