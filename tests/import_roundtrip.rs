@@ -157,6 +157,15 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
     }
 }
 
+/// Each logged request as `METHOD path?query status`, in the order logged: what a failed
+/// comparison prints, so a mount (`?mount=…&from=…`) tells itself from an upload.
+fn in_order(log: &ferry_testkit::distribution::AccessLog) -> Vec<String> {
+    log.entries
+        .iter()
+        .map(|e| format!("{} {} {}", e.method, e.path, e.status))
+        .collect()
+}
+
 /// Each logged request as `METHOD path` with digests and upload session ids folded, sorted:
 /// what two runs of the same images into two registries can be compared by.
 fn requests(log: &ferry_testkit::distribution::AccessLog) -> Vec<String> {
@@ -225,8 +234,9 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
     let out = run(&["sync", "-c", s(&sync_config)]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
 
-    let by_import = requests(&imported.access_log().await.unwrap());
-    let by_sync = requests(&synced.access_log().await.unwrap());
+    let import_log = imported.access_log().await.unwrap();
+    let sync_log = synced.access_log().await.unwrap();
+    let (by_import, by_sync) = (requests(&import_log), requests(&sync_log));
     // Both put the same three images there: three manifests each, and the blobs (one shared
     // layer, three configs) pushed at least once.
     assert_eq!(
@@ -247,9 +257,11 @@ async fn an_import_sends_the_target_no_more_requests_than_a_direct_sync_of_the_s
     );
     assert!(
         by_import.len() <= by_sync.len(),
-        "the import sent {} requests, the direct sync {}:\nimport {by_import:#?}\nsync {by_sync:#?}",
+        "the import sent {} requests, the direct sync {}, in order with query and status:\nimport {:#?}\nsync {:#?}",
         by_import.len(),
-        by_sync.len()
+        by_sync.len(),
+        in_order(&import_log),
+        in_order(&sync_log)
     );
     let dst = RegistryClient::new(RegistryOptions::insecure_at(&imported.url())).unwrap();
     let other = RegistryClient::new(RegistryOptions::insecure_at(&synced.url())).unwrap();
