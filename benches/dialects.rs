@@ -564,13 +564,14 @@ async fn main() {
         all.extend(&secs);
         let n = secs.len();
         let (median, max) = if n == 0 {
-            (f64::NAN, f64::NAN)
+            ("-".to_owned(), "-".to_owned())
         } else {
-            median_max(secs)
+            let (median, max) = median_max(secs);
+            (format!("{median:.3}s"), format!("{max:.3}s"))
         };
         println!(
-            "{:<26} {:<15} {:>7.3}s {:>7.3}s {:>2}/{runs}",
-            d.name, d.auth, median, max, n
+            "{:<26} {:<15} {median:>8} {max:>8} {n:>2}/{runs}",
+            d.name, d.auth
         );
     }
     if !all.is_empty() {
