@@ -259,6 +259,12 @@ fn sweep(dir: &Path) {
 /// Every registry's entries in `dir`; a file that fails a check is left out with a warning.
 fn read_all(dir: &Path) -> HashMap<String, HashMap<Key, (Digest, u64)>> {
     let mut out = HashMap::new();
+    if let Ok(meta) = std::fs::symlink_metadata(dir)
+        && let Some(why) = super::unsafe_dir(&meta)
+    {
+        tracing::warn!(dir = %dir.display(), "tag cache ignored: {why}");
+        return out;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
     };
