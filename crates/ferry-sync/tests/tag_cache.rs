@@ -219,3 +219,17 @@ async fn another_state_directory_or_target_registry_learns_nothing_from_it() {
         BTreeMap::from([(OpKind::TagList, LISTING), (OpKind::ManifestHead, TAGS)])
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_verify_handed_the_cache_still_asks_the_target() {
+    let (_src, dst, config) = seeded().await;
+    let state = tempfile::tempdir().unwrap();
+    run(&config, state.path(), T0, false).await;
+    dst.seed_image("mirror/app", "v1.1.0", &[b"changed by hand"]);
+    let mut ctx = ferry_sync::run::RunContext::new(&config);
+    ctx.tag_cache = Some(Arc::new(
+        TagCache::load(state.path(), HOUR, T0 + 60, false).await,
+    ));
+    let report = ferry_sync::run::Run::new(&config, ctx).verify(false).await;
+    assert_eq!(report.totals.drifted, 1, "the changed tag is found");
+}
