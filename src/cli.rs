@@ -223,6 +223,11 @@ pub struct RunScope {
     /// [default: the config's `state_dir:`, else <config>.state beside the lock file].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Ask every target about every listed tag (a manifest HEAD each) instead of believing the
+    /// state directory's tag cache for `engine.tag_cache_ttl`, and rewrite the cache from the
+    /// answers (e.g. `ferry sync -c mirror.yaml --no-cache` after a target was changed by hand).
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 #[derive(Debug, Args)]

@@ -59,6 +59,7 @@ pub async fn run(args: &CopyArgs, progress: &Progress) -> Exit {
         every_host: Some(access.every_host()),
         command: "copy",
         digestfile: args.digestfile.clone(),
+        tag_cache: super::sync::TagCacheUse::Off,
     };
     super::sync::run_config(&config, &options, progress).await
 }

@@ -129,6 +129,7 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         every_host: Some(access.every_host()),
         command: "export",
         digestfile: None,
+        tag_cache: super::sync::TagCacheUse::Off,
     };
     let spec = ferry_sync::run::ExportSpec {
         output,

@@ -119,6 +119,7 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         every_host: Some(access.every_host()),
         command: "import",
         digestfile: None,
+        tag_cache: super::sync::TagCacheUse::Off,
     };
     let keys = match super::bundle_keys(&config, &args.verify_key, progress) {
         Ok(k) => k,

@@ -46,6 +46,30 @@ pub struct RunOptions {
     pub command: &'static str,
     /// `ferry copy --digestfile`: where the copied image's digest is written.
     pub digestfile: Option<PathBuf>,
+    /// Whether the state directory's tag cache is believed (`ferry sync`, `ferry watch`'s
+    /// periodic runs), only rewritten (`--no-cache`), or not used.
+    pub tag_cache: TagCacheUse,
+}
+
+/// How a run uses the state directory's tag cache (`engine.tag_cache_ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagCacheUse {
+    /// Not read, not written (a copy, an export, an import, an event sync).
+    Off,
+    /// A listed tag it vouches for gets no HEAD; what the run confirms is written back.
+    Believe,
+    /// `--no-cache`: nothing believed, every listed tag asked; the answers written back.
+    Rewrite,
+}
+
+impl TagCacheUse {
+    /// `ferry sync` and `ferry watch`: believed, unless `--no-cache`.
+    pub fn of(no_cache: bool) -> Self {
+        match no_cache {
+            true => TagCacheUse::Rewrite,
+            false => TagCacheUse::Believe,
+        }
+    }
 }
 
 pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
@@ -96,6 +120,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         every_host: Some(access.every_host()),
         command: "sync",
         digestfile: None,
+        tag_cache: TagCacheUse::of(args.scope.no_cache),
     };
     let door = match args.repair {
         true => Door::Repair,
@@ -210,6 +235,26 @@ pub async fn run_door(
     if let Some(state) = &state {
         let _ = known.state.set(Arc::clone(state));
     }
+    // The tag cache lives in the state directory: the one this run opened, or for a dry run
+    // (which opens none) the one it names, read only.
+    let cache_dir = match &state {
+        Some(s) => Some(s.dir().to_path_buf()),
+        None if options.dry_run => options.state_dir.clone(),
+        None => None,
+    };
+    let tag_cache = match (options.tag_cache, cache_dir) {
+        (TagCacheUse::Off, _) | (_, None) => None,
+        (usage, Some(dir)) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let ttl = config.engine.tag_cache_ttl;
+            let ignore = usage == TagCacheUse::Rewrite;
+            Some(Arc::new(
+                ferry_store::resume::TagCache::load(&dir, ttl, now, ignore).await,
+            ))
+        }
+    };
     let journal = state.map(|s| s as Arc<dyn ferry_distribution::ops::UploadJournal>);
     // Registered before any work starts, so no signal falls back to the default action.
     // Aborted when this future ends or is dropped (`ferry watch` drops a run at its bound).
@@ -266,6 +311,7 @@ pub async fn run_door(
             .state_dir
             .as_deref()
             .map(|d| ferry_store::resume::FirstSeen::new(d, !options.dry_run)),
+        tag_cache,
     };
     let mut run = Run::new(config, ctx);
     if let Some(label) = &options.copy {

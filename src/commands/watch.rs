@@ -171,6 +171,7 @@ pub async fn run(args: &WatchArgs, progress: &Progress) -> Exit {
         every_host: None,
         command: "watch",
         digestfile: None,
+        tag_cache: super::sync::TagCacheUse::of(args.scope.no_cache),
     };
     // Each mapping runs on its own schedule (`interval:`/`schedule:`) or every --interval; a
     // run syncs the mappings due, so runs never overlap and a long one never makes a burst.
@@ -312,6 +313,7 @@ async fn event_syncs(
                 every_host: None,
                 command: "watch",
                 digestfile: None,
+                tag_cache: super::sync::TagCacheUse::Off,
             };
             let code = run_config(&config, &options, progress).await;
             clients.count(metrics);

@@ -112,6 +112,9 @@ pub struct EngineSettings {
     pub chunk_size: u64,
     /// Blobs up to this many bytes are uploaded in one request.
     pub monolithic_limit: u64,
+    /// How long a target tag ferry confirmed (in the state directory's tag cache) is believed
+    /// without asking the target again; zero: always asked (`engine.tag_cache_ttl`).
+    pub tag_cache_ttl: std::time::Duration,
 }
 
 impl Default for EngineSettings {
@@ -121,6 +124,7 @@ impl Default for EngineSettings {
             blobs_in_flight: 16,
             chunk_size: 64 << 20,
             monolithic_limit: 64 << 20,
+            tag_cache_ttl: std::time::Duration::from_secs(3600),
         }
     }
 }

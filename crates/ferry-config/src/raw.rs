@@ -124,6 +124,10 @@ pub struct RawEngine {
     /// Blobs up to this size are uploaded in one request, e.g. "64MiB" (default "64MiB").
     #[serde(default)]
     pub monolithic_limit: Option<String>,
+    /// How long a target tag ferry gave (or confirmed) a digest is believed without a HEAD on
+    /// the target, e.g. "30m" (default "1h"; "0s": the target is always asked).
+    #[serde(default)]
+    pub tag_cache_ttl: Option<String>,
 }
 
 /// Settings inherited by every mapping.

@@ -290,6 +290,9 @@ impl Checker<'_> {
                 raw.monolithic_limit.as_deref(),
                 d.monolithic_limit,
             ),
+            tag_cache_ttl: self
+                .duration(&path.key("tag_cache_ttl"), raw.tag_cache_ttl.as_deref())
+                .unwrap_or(d.tag_cache_ttl),
         }
     }
 

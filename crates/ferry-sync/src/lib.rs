@@ -64,6 +64,7 @@ mod repair;
 pub mod report;
 pub mod run;
 mod source;
+mod tag_cache;
 mod totals;
 pub mod verify;
 

@@ -93,6 +93,9 @@ pub struct RunContext {
     pub progress: RunProgress,
     /// The state directory's first-seen records (`signatures: {min_age, tlog: skip}`), if any.
     pub first_seen: Option<ferry_store::resume::FirstSeen>,
+    /// The state directory's tag cache (`engine.tag_cache_ttl`), loaded for the run; a
+    /// writing run records what it confirmed there. `None`: every listed tag gets a HEAD.
+    pub tag_cache: Option<Arc<ferry_store::resume::TagCache>>,
 }
 
 impl RunContext {
@@ -107,6 +110,7 @@ impl RunContext {
             stop: StopSignal::default(),
             progress: RunProgress::default(),
             first_seen: None,
+            tag_cache: None,
         }
     }
 }
@@ -294,6 +298,7 @@ impl Run {
         let mut prepare = PrepareOptions::from_config(&self.config);
         prepare.stores = self.ctx.stores.clone();
         prepare.first_seen = self.ctx.first_seen.clone();
+        prepare.tag_cache = self.ctx.tag_cache.clone();
         if self.ctx.progress.observer.is_some() {
             prepare.watch_interval = None;
         }
@@ -346,6 +351,11 @@ impl Run {
         .await;
         if let Some(o) = &self.ctx.progress.observer {
             o.synced().await;
+        }
+        if let Some(cache) = &self.ctx.tag_cache {
+            Arc::clone(cache)
+                .store(crate::tag_cache::seen(&plan, &report))
+                .await;
         }
         let prune = match prunes(config) {
             true => {

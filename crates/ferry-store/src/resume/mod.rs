@@ -10,6 +10,7 @@
 
 mod first_seen;
 mod record;
+mod tag_cache;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +28,7 @@ use ferry_distribution::StopSignal;
 pub use first_seen::FirstSeen;
 pub use record::{MAX_RECORD_BYTES, Record};
 pub(crate) use record::{read_small, unsafe_dir};
+pub use tag_cache::{Seen, TagCache};
 
 /// Whether `name` is a record's file name as [`StateDir::path_for`] makes it: 64 lowercase hex
 /// digits and `.json`.

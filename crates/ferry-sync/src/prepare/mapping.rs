@@ -171,7 +171,10 @@ pub(crate) async fn resolve_mapping(
             listed,
             tags: &in_listing,
         };
-        let found = referrers::find(mapping, &source, &subjects, listing, &compare).await?;
+        // Vouched for on every target by the tag cache (never in a verify).
+        let believed = |image: &ImagePlan| listings.iter().all(|l| l.believed(image, options));
+        let found =
+            referrers::find(mapping, &source, &subjects, listing, &compare, &believed).await?;
         // An image missing a required referrer is not copied, nor are its referrers.
         let failed: HashSet<_> = found.refused.iter().map(|(d, _)| d.clone()).collect();
         for (digest, error) in found.refused {

@@ -52,6 +52,9 @@ pub struct PrepareOptions {
     /// `ferry sync --repair`: what a deep verify found missing under held tags; those images
     /// are planned stale on those targets (written again) instead of up to date.
     pub(crate) repair: Option<Arc<crate::repair::Repairs>>,
+    /// The state directory's tag cache (`engine.tag_cache_ttl`): a listed target tag it vouches
+    /// for is up to date without a HEAD, and its image's referrers are not asked again.
+    pub(crate) tag_cache: Option<Arc<ferry_store::resume::TagCache>>,
 }
 
 /// Target listings by target, each taken once for the run.
@@ -95,6 +98,7 @@ impl PrepareOptions {
             shared_listings: None,
             first_seen: None,
             repair: None,
+            tag_cache: None,
         }
     }
 }

@@ -51,6 +51,7 @@ pub(crate) async fn find(
     images: &[ImagePlan],
     listing: Listing<'_>,
     on_some_target: &(dyn Fn(&str) -> bool + Sync),
+    believed: &(dyn Fn(&ImagePlan) -> bool + Sync),
 ) -> Result<Referrers, Error> {
     let filter = &mapping.referrer_filter;
     let copying = mapping.referrers;
@@ -129,7 +130,10 @@ pub(crate) async fn find(
         // rewritten by a platform filter (or that may be, `platforms_keep_digest`) has no
         // referrers of its own to copy.
         let own = image.digest == image.source_digest && image.fallback_digest.is_none();
-        if (copying && own) || requiring {
+        // Not asked again for an image the tag cache vouches for on every target (its
+        // referrers went with it when it was confirmed; a new one is found once the TTL is
+        // over), unless a required kind must be checked.
+        if (copying && own && !believed(image)) || requiring {
             for r in source.list_referrers(subject).await?.unwrap_or_default() {
                 if let Some(kind) = &r.artifact_type {
                     kinds.insert(kind.clone());

@@ -20,6 +20,8 @@ pub(crate) enum TargetListing {
     Registry {
         /// A client for the target's registry.
         client: RegistryClient,
+        /// The target registry, as the config names it (the tag cache's key).
+        registry: String,
         /// The target repository.
         repository: String,
         /// The tags listed; `None` when the repository does not exist yet.
@@ -103,6 +105,7 @@ impl TargetListing {
         };
         Ok(TargetListing::Registry {
             client,
+            registry: registry.clone(),
             repository: repository.clone(),
             tags,
         })
@@ -141,6 +144,30 @@ impl TargetListing {
         }
     }
 
+    /// Whether the run's tag cache vouches for `image` here: a listed registry repository
+    /// whose listing names the tag, which ferry gave (or saw holding) the image's digest less
+    /// than the TTL ago. Never in a verify, which looks at the target itself.
+    pub(crate) fn believed(&self, image: &ImagePlan, options: &PrepareOptions) -> bool {
+        let (Some(cache), Some(tag)) = (options.tag_cache.as_ref(), image.tag.as_ref()) else {
+            return false;
+        };
+        match self {
+            TargetListing::Registry {
+                registry,
+                repository,
+                tags: Some(tags),
+                ..
+            } if !options.audit && tags.iter().any(|t| t == tag.as_str()) => cache.holds(
+                registry,
+                repository,
+                tag.as_str(),
+                &image.digest,
+                image.fallback_digest.as_ref(),
+            ),
+            _ => false,
+        }
+    }
+
     /// The state of every image on this target: a HEAD for each tag the target has (and each
     /// pinned digest in a repository that exists), nothing for the rest. A tag in `immutable`
     /// that the listing names is up to date without a HEAD: it never changes once pushed.
@@ -176,6 +203,7 @@ impl TargetListing {
                 client,
                 repository,
                 tags: Some(tags),
+                ..
             } => (
                 client,
                 repository.as_str(),
@@ -195,6 +223,11 @@ impl TargetListing {
                         }
                         // Listed, and immutable: what it names is what the source has.
                         Some(tag) if present.is_some() && immutable.contains(tag) => {
+                            return Ok(TargetState::UpToDate);
+                        }
+                        // Listed, and the tag cache says ferry gave it this digest within
+                        // the TTL: no HEAD (`engine.tag_cache_ttl`).
+                        Some(_) if self.believed(image, options) => {
                             return Ok(TargetState::UpToDate);
                         }
                         Some(tag) => tag.to_string(),

@@ -139,6 +139,8 @@ pub struct RunOptions<'a> {
     pub state_dir: Option<&'a Path>,
     /// The upload journal in place of the state directory's (a test that counts its calls).
     pub journal: Option<Arc<dyn ferry_distribution::ops::UploadJournal>>,
+    /// The tag cache the run believes and writes (`engine.tag_cache_ttl`); none by default.
+    pub tag_cache: Option<Arc<ferry_store::resume::TagCache>>,
 }
 
 /// `ferry sync` over `config`, as the binary runs it.
@@ -194,6 +196,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
     ctx.registries = registries.clone();
     ctx.journal = Some(options.journal.unwrap_or_else(|| Arc::new(journal)));
     ctx.first_seen = Some(ferry_store::resume::FirstSeen::new(&state_dir, true));
+    ctx.tag_cache = options.tag_cache;
     ctx.stop = stop;
     ctx.progress = RunProgress {
         sync: options.progress.unwrap_or_default(),
