@@ -330,6 +330,22 @@ async fn run(
             arrivals(&source_proxy.requests(), started_tokio)
         );
     }
+    if condition == Condition::LostReplies {
+        // Where the retries went (issue 42): per write, requests and answers lost (502).
+        let mut by_op: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for record in target_proxy.requests() {
+            if WRITES.contains(&record.op) {
+                let entry = by_op.entry(format!("{:?}", record.op)).or_default();
+                entry.0 += 1;
+                entry.1 += u32::from(record.status == 502);
+            }
+        }
+        let line: Vec<String> = by_op
+            .iter()
+            .map(|(op, (all, lost))| format!("{op} {all} ({lost} lost)"))
+            .collect();
+        eprintln!("resilience: lost writes: {}", line.join(", "));
+    }
     let verified = verify(corpus, &target).await?;
     let source_stats = source_proxy.stats();
     let outcome = Outcome {

@@ -161,7 +161,13 @@ async fn condition(
     digest: &Digest,
     size: u64,
 ) -> Figures {
-    let half = (size / MIB / CHUNK_MIB / 2) as u32;
+    // Larger blobs go in larger chunks (`UploadShape::chunk_for`): half of the PATCHes sent.
+    let chunk = UploadShape {
+        chunk_size: CHUNK_MIB * MIB,
+        monolithic_limit: 0,
+    }
+    .chunk_for(size);
+    let half = (size.div_ceil(chunk) / 2) as u32;
     let config = dir.join(format!("{name}.yaml"));
     let registries = [src, dst]
         .iter()

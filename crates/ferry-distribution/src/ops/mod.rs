@@ -3,6 +3,7 @@
 
 pub(crate) mod blob;
 pub(crate) mod catalog;
+pub mod chunks;
 pub mod doctor;
 pub mod manifest;
 mod memory;

@@ -449,7 +449,9 @@ impl RegistryClient {
         while offset < blob.size {
             let chunk = caps
                 .max_patch()
-                .map_or(blob.shape.chunk_size, |m| m.min(blob.shape.chunk_size));
+                .map_or(blob.shape.chunk_for(blob.size), |m| {
+                    m.min(blob.shape.chunk_for(blob.size))
+                });
             let n = chunk.max(1).min(blob.size - offset);
             // Stopping (SIGTERM): no further PATCH; the last acknowledged one is recorded, and
             // the next process resumes from it.

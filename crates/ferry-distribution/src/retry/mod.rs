@@ -258,6 +258,16 @@ where
             });
         }
         let backoff = policy.next_backoff(previous_backoff);
+        // A registry that answered with an unknown outcome (a 5xx without `Retry-After`, a
+        // reply lost after the request went out) is alive and already did or did not do the
+        // work: waiting longer teaches it nothing, and an uncapped chain is what made one lost-
+        // replies run (issue 42) several times another. Its waits stop growing at
+        // `UNKNOWN_OUTCOME_CAP`, so one operation's sleeps are bounded by its attempts.
+        let backoff = if classify::transience(&failure) == Transience::Unknown {
+            backoff.min(UNKNOWN_OUTCOME_CAP.max(policy.base))
+        } else {
+            backoff
+        };
         previous_backoff = Some(backoff);
         let wait = match retry_after {
             Some(ra) => ra.max(backoff),
@@ -297,6 +307,11 @@ where
         tokio::time::sleep(wait).await;
     }
 }
+
+/// The longest wait after an answer whose outcome is unknown (see `with_retry`): with the
+/// default 50 ms base, the waits run 50-150 ms, up to 450 ms, then at most this each, so the
+/// seven retries of one operation sleep at most 0.15 + 0.45 + 5 x 1 = 5.6 s (30 s cap: 78 s).
+pub const UNKNOWN_OUTCOME_CAP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The fewest 429s in a row that make a repository's operations end unsent, whatever the
 /// policy's attempts: with `attempts: 1`, one throttle must not shut a repository for a while.

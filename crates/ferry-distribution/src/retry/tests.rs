@@ -631,3 +631,44 @@ async fn only_the_registrys_answers_dilute_the_evidence_of_a_throttle() {
         Some(Scope::Registry)
     );
 }
+
+/// Issue 42: lost replies (a write committed, its answer a 502) must not grow one operation's
+/// waits into a long tail. Seven in a row on a replay-safe write, for 300 jitter seeds under the
+/// default policy (30 s cap): every operation ends within the bound `UNKNOWN_OUTCOME_CAP`
+/// gives (0.15 + 0.45 + 5 x 1 s), after exactly eight attempts.
+#[tokio::test(start_paused = true)]
+async fn lost_replies_in_a_row_sleep_a_bounded_time() {
+    let bound = Duration::from_millis(150 + 450) + UNKNOWN_OUTCOME_CAP * 5;
+    let mut longest = Duration::ZERO;
+    for seed in 0..300u64 {
+        let gate = gate_with(RetryPolicy::default().with_seed(seed));
+        let mut script: Vec<Option<Failure>> = vec![Some(status(502, None)); 7];
+        script.push(None);
+        let (r, calls, took) = run(&gate, Operation::UploadFinish, script).await;
+        assert_eq!(r.unwrap(), 8, "seed {seed}");
+        assert_eq!(calls, 8, "seed {seed}");
+        assert!(
+            took <= bound,
+            "seed {seed}: slept {took:?} (bound {bound:?})"
+        );
+        longest = longest.max(took);
+    }
+    // The bound is reached by the draws, not vacuous: some chain waited past 2 s.
+    assert!(longest > Duration::from_secs(2), "{longest:?}");
+}
+
+/// The cap is for unknown outcomes only: a throttle without `Retry-After` (the registry asks
+/// for less) keeps the growing schedule toward the policy's cap.
+#[tokio::test(start_paused = true)]
+async fn throttles_keep_the_growing_backoff() {
+    let mut longest = Duration::ZERO;
+    for seed in 0..50u64 {
+        let gate = gate_with(RetryPolicy::default().with_seed(seed));
+        let mut script: Vec<Option<Failure>> = vec![Some(status(429, None)); 7];
+        script.push(None);
+        let (r, _, took) = run(&gate, Operation::UploadFinish, script).await;
+        assert_eq!(r.unwrap(), 8, "seed {seed}");
+        longest = longest.max(took);
+    }
+    assert!(longest > Duration::from_secs(10), "{longest:?}");
+}
