@@ -299,9 +299,29 @@ impl SyncJob<'_> {
         let log = self
             .workdir
             .join(format!("{}-{label}.log", self.tool.name()));
+        let cpu_before = [self.source, self.target].map(measure::registry_cpu_secs);
         let cost = measure::run_measured(&program, &args, &envs, &log).await?;
+        let cpu_after = [self.source, self.target].map(measure::registry_cpu_secs);
         let source_log = measure::requests(self.source).await?;
         let target_log = measure::requests(self.target).await?;
+        eprintln!(
+            "compare: {} {label}: wall {:.2} s, its CPU {:.2} s, registry CPU source {:.2} s target {:.2} s, requests source {} target {}",
+            self.tool.name(),
+            cost.wall.as_secs_f64(),
+            cost.cpu_secs,
+            cpu_after[0] - cpu_before[0],
+            cpu_after[1] - cpu_before[1],
+            source_log.len() - source_before,
+            target_log.len() - target_before,
+        );
+        // With FERRY_BENCH_KEEP=1, the registries' own logs go beside the tool's.
+        for (side, registry) in [("source", self.source), ("target", self.target)] {
+            let _ = std::fs::copy(
+                registry.stderr_log_path(),
+                self.workdir
+                    .join(format!("{}-{label}-{side}-registry.log", self.tool.name())),
+            );
+        }
         Ok(Sample {
             cost,
             source: Traffic::of(&source_log[source_before..]),
@@ -387,7 +407,7 @@ async fn cold_and_warm(
     workdir: &Path,
     run: usize,
 ) -> Result<(Sample, Sample), String> {
-    let target = RealRegistry::start()
+    let target = measure::start_registry()
         .await
         .map_err(|e| format!("starting a target registry: {e}"))?;
     let job = SyncJob {
@@ -419,7 +439,7 @@ pub struct ShapeResult {
 async fn bench_shape(options: &Options, shape: &Shape) -> Result<ShapeResult, String> {
     eprintln!("compare: generating corpus {}", shape.name);
     let corpus = Corpus::generate(shape);
-    let source = RealRegistry::start()
+    let source = measure::start_registry()
         .await
         .map_err(|e| format!("starting the source registry: {e}"))?;
     eprintln!(

@@ -110,9 +110,11 @@ impl Traffic {
 pub struct ProcessCost {
     pub wall: Duration,
     pub peak_rss_kib: u64,
+    /// User plus system CPU seconds of the process and its children (`/usr/bin/time`).
+    pub cpu_secs: f64,
 }
 
-/// Runs `program args…` under `/usr/bin/time -f %M`, its output to `log`. Fails with the
+/// Runs `program args…` under `/usr/bin/time -f "%M %U %S"`, its output to `log`. Fails with the
 /// output's tail when it exits non-zero.
 pub async fn run_measured(
     program: &str,
@@ -128,7 +130,7 @@ pub async fn run_measured(
     let mut command = tokio::process::Command::new(TIME_BINARY);
     command
         .arg("-f")
-        .arg("%M")
+        .arg("%M %U %S")
         .arg("-o")
         .arg(&rss_file)
         .arg(program)
@@ -157,12 +159,61 @@ pub async fn run_measured(
     }
     let rss_text = std::fs::read_to_string(&rss_file)
         .map_err(|e| format!("reading {}: {e}", rss_file.display()))?;
-    let peak_rss_kib = rss_text
+    let figures: Vec<f64> = rss_text
         .lines()
         .rev()
-        .find_map(|line| line.trim().parse().ok())
-        .ok_or_else(|| format!("{} holds no RSS figure: {rss_text:?}", rss_file.display()))?;
-    Ok(ProcessCost { wall, peak_rss_kib })
+        .find_map(|line| {
+            let v: Vec<f64> = line
+                .split_whitespace()
+                .filter_map(|f| f.parse().ok())
+                .collect();
+            (v.len() == 3).then_some(v)
+        })
+        .ok_or_else(|| {
+            format!(
+                "{} holds no RSS/CPU figures: {rss_text:?}",
+                rss_file.display()
+            )
+        })?;
+    Ok(ProcessCost {
+        wall,
+        peak_rss_kib: figures[0] as u64,
+        cpu_secs: figures[1] + figures[2],
+    })
+}
+
+/// Starts a registry for the bench: its stderr log at `FERRY_BENCH_REGISTRY_LOG` (`info` logs
+/// every response with its duration and the client's port, for a profile; `warn` by default).
+pub async fn start_registry() -> Result<RealRegistry, String> {
+    let level = match std::env::var("FERRY_BENCH_REGISTRY_LOG").as_deref() {
+        Ok("info") => "info",
+        Ok("debug") => "debug",
+        _ => "warn",
+    };
+    RealRegistry::start_with(ferry_testkit::distribution::RealRegistryOptions {
+        log_level: level,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("starting a registry: {e}"))
+}
+
+/// CPU seconds (user plus system) the registry process has used so far, from
+/// `/proc/PID/stat` (fields 14 and 15, in clock ticks of 1/100 s: Linux's USER_HZ).
+pub fn registry_cpu_secs(registry: &RealRegistry) -> f64 {
+    let Some(pid) = registry.pid() else {
+        return 0.0;
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    fields.iter().sum::<u64>() as f64 / 100.0
 }
 
 /// The first line a command prints, for the versions table.

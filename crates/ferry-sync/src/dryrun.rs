@@ -365,7 +365,12 @@ impl DryRun {
                             let places = reached.entry(blob.digest).or_default();
                             // The engine's own question (`Destination::mounts_from`): a
                             // registry that refused or ignored mounts this run is uploaded to.
-                            let mounts = places.iter().any(|p| size.destination.mounts_from(p));
+                            let mounts = size
+                                .source
+                                .iter()
+                                .filter(|s| **s != size.destination)
+                                .chain(places.iter())
+                                .any(|p| size.destination.mounts_from(p));
                             places.push(size.destination.clone());
                             match mounts {
                                 false => bytes = bytes.saturating_add(blob.size),
@@ -506,6 +511,9 @@ struct TargetSize {
     target: usize,
     /// The target, opened as the engine opens it.
     destination: Destination,
+    /// The source's repository, which a target of its registry mounts from (the engine's
+    /// `BlobScheduler` does).
+    source: Option<Destination>,
     missing: Vec<BlobRef>,
 }
 
@@ -547,6 +555,7 @@ impl<'a> BlobChecker<'a> {
             out.push(TargetSize {
                 target: n,
                 destination,
+                source: Destination::source_repository(&source),
                 missing,
             });
         }

@@ -203,3 +203,67 @@ async fn an_exact_mapping_against_the_real_registry_lists_nothing_and_learns_its
     );
     assert_eq!(s.tag_list, Support::Unknown, "the source was never listed");
 }
+
+/// A sync within ONE registry (issue 42): every blob is mounted from the source repository the
+/// run reads, never read and uploaded again, and the dry run says so first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_within_one_registry_mounts_every_blob_from_the_source_repository() {
+    let Some(reg) = RealRegistry::start_for_test().await.unwrap() else {
+        return;
+    };
+    let c = RegistryClient::new(RegistryOptions::insecure_at(&reg.url())).unwrap();
+    let base = noise(9, 600_000);
+    push_image(&c, "lib/app", "1.0", &base, &noise(10, 1000)).await;
+    push_image(&c, "lib/app", "2.0", &base, &noise(11, 1000)).await;
+
+    let h = reg.host();
+    let config = common::config()
+        .engine("chunk_size: \"256KiB\", monolithic_limit: \"400KiB\"")
+        .entry(&h, &reg.url(), &[])
+        .mapping(
+            format!("{h}/lib/app"),
+            &[format!("{h}/mirror/app"), format!("{h}/second/app")],
+            &[ALL_TAGS],
+        )
+        .build();
+    let dry = common::dry_run(&config, None).await.dry.totals;
+    // Five distinct blobs (a shared base, two configs, two own layers) into two repositories.
+    assert_eq!(
+        (
+            dry.blobs_to_transfer,
+            dry.blobs_to_mount,
+            dry.bytes_to_transfer
+        ),
+        (0, 10, 0),
+        "{dry:?}"
+    );
+
+    let before = reg.access_log().await.unwrap();
+    let report = run_sync(&config).await.report;
+    assert_eq!(report.totals.images_failed, 0, "{}", report.render_text());
+    assert_eq!(report.totals.images_synced, 4, "{}", report.render_text());
+    assert_eq!(
+        (report.totals.blobs_copied, report.totals.blobs_mounted),
+        (0, 10),
+        "{}",
+        report.render_text()
+    );
+    let after = reg.access_log().await.unwrap();
+    let sent =
+        |method: &str, prefix: &str| after.count(method, prefix) - before.count(method, prefix);
+    // Not a byte read from the source or sent to a target: no blob GET, PATCH or upload PUT.
+    assert_eq!(sent("GET", "/v2/lib/app/blobs/"), 0);
+    assert_eq!(sent("PATCH", "/v2/"), 0);
+    assert_eq!(sent("PUT", "/v2/mirror/app/blobs/"), 0);
+    assert_eq!(sent("PUT", "/v2/second/app/blobs/"), 0);
+    let t = RegistryClient::new(RegistryOptions::insecure_at(&reg.url())).unwrap();
+    for repo in ["mirror/app", "second/app"] {
+        let got = t.get_manifest(repo, "1.0").await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&got.bytes).unwrap();
+        for layer in v["layers"].as_array().unwrap() {
+            let d = Digest::parse(layer["digest"].as_str().unwrap()).unwrap();
+            let size = t.head_blob(repo, &d).await.unwrap();
+            assert_eq!(size, layer["size"].as_u64(), "{repo} {d}");
+        }
+    }
+}

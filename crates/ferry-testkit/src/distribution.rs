@@ -386,6 +386,11 @@ impl RealRegistry {
         }
     }
 
+    /// The registry process's id while it runs (a bench reads its CPU time from `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
     /// Kills the registry and waits for it to exit; its storage is removed when `self` drops.
     pub async fn stop(mut self) -> Result<(), HarnessError> {
         if let Some(mut child) = self.child.take() {

@@ -270,12 +270,18 @@ async fn run_job(
     });
     let mut primaries: Vec<Destination> = Vec::new();
     let mut mounts: Vec<(Destination, Destination)> = Vec::new();
+    // The source repository itself, when it is a repository of a target's registry: the run
+    // reads it with that registry's one client (one set of credentials), so mounting from it
+    // lends no access the run does not use already (issue 37's confused deputy), and the blob
+    // goes over without a byte read or sent (issue 42).
+    let source_repository = Destination::source_repository(&job.source);
     for place in needed {
         // A registry that refused or ignored a mount this run is uploaded to directly, from
         // the same source read; a layout always is.
-        let primary = job
-            .held
+        let primary = source_repository
             .iter()
+            .filter(|s| *s != place)
+            .chain(job.held.iter())
             .chain(&primaries)
             .find(|p| place.mounts_from(p))
             .cloned();
@@ -311,8 +317,11 @@ async fn run_job(
             }
             Ok(MountOutcome::Session(s)) => {
                 // The blob was just uploaded to `from`: a registry that has never mounted and
-                // does not mount it ignores mounts (learned; later blobs skip the request).
-                if let Destination::Registry { client, .. } = &place
+                // does not mount it ignores mounts (learned; later blobs skip the request). A
+                // mount from the source repository proves nothing: the source may list a blob
+                // it does not serve from there.
+                if source_repository.as_ref() != Some(&from)
+                    && let Destination::Registry { client, .. } = &place
                     && client.capabilities().support(Feature::Mount) == Support::Unknown
                 {
                     client

@@ -205,6 +205,19 @@ impl Destination {
         Ok((held, !assumed_empty))
     }
 
+    /// The source as a place a target of the same registry can mount from: a registry
+    /// source's repository, through the source's client (the one client the run holds for that
+    /// host, so the mount asks with the credentials the run reads the source with).
+    pub(crate) fn source_repository(source: &crate::source::Source) -> Option<Destination> {
+        match source {
+            crate::source::Source::Registry { client, repository } => Some(Destination::Registry {
+                client: client.clone(),
+                repository: repository.clone(),
+            }),
+            crate::source::Source::Store(_) => None,
+        }
+    }
+
     /// Whether a blob can reach it by a mount from `from`: two repositories of one registry
     /// that has not refused or ignored mounts this run.
     pub(crate) fn mounts_from(&self, from: &Destination) -> bool {

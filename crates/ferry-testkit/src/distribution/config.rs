@@ -23,6 +23,10 @@ pub struct RealRegistryOptions {
     /// Where the registry POSTs its notifications (`notifications.endpoints`, distribution's
     /// envelope of events), with the headers each carries; `None` sends none.
     pub notifications: Option<RealRegistryNotifications>,
+    /// The registry's `log.level` in its stderr log: `warn` by default; `info` logs every
+    /// response with its duration, status and the client's address and port (a profile's
+    /// per-request costs and connections, benches/compare.rs).
+    pub log_level: &'static str,
 }
 
 /// One notifications endpoint of the registry.
@@ -57,6 +61,7 @@ impl Default for RealRegistryOptions {
             htpasswd: None,
             tls: None,
             notifications: None,
+            log_level: "warn",
         }
     }
 }
@@ -68,7 +73,11 @@ pub(super) fn config_text(
     addr: SocketAddr,
     workdir: &Path,
 ) -> Result<String, HarnessError> {
-    let mut config = config_yaml(storage, addr);
+    let mut config = config_yaml(storage, addr).replacen(
+        "level: warn",
+        &format!("level: {}", options.log_level),
+        1,
+    );
     // `http:` ends the base config, so its `tls` block goes right after it.
     if let Some(tls) = &options.tls {
         config.push_str(&tls_yaml(tls));
