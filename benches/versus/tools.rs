@@ -112,9 +112,13 @@ impl Job<'_> {
                 // ocync's configuration.md: a registry `url` given with its `http://` scheme is
                 // used as is (plain HTTP); `cache_dir` holds the persistent cache a warm run
                 // reads, valid for `cache_ttl` (default 12h). Engine settings stay at its defaults.
+                // Its anonymous auth asks `https://HOST/v2/` for a challenge whatever the url's
+                // scheme (v0.5.2, ocync-distribution's `auth/anonymous.rs`), so both registries
+                // get `static_token`, which sends a fixed bearer token without asking anything;
+                // the test registries have no auth and ignore it.
                 let cache = self.dir.join("ocync-cache");
                 let mut yaml = format!(
-                    "global:\n  cache_dir: \"{}\"\n  cache_ttl: \"12h\"\nregistries:\n  source:\n    url: \"{}\"\n    auth_type: anonymous\n  target:\n    url: \"{}\"\n    auth_type: anonymous\ndefaults:\n  source: source\n  targets: target\n  tags:\n    glob: \"*\"\nmappings:\n",
+                    "global:\n  cache_dir: \"{}\"\n  cache_ttl: \"12h\"\nregistries:\n  source:\n    url: \"{}\"\n    auth_type: static_token\n    token: \"unused\"\n  target:\n    url: \"{}\"\n    auth_type: static_token\n    token: \"unused\"\ndefaults:\n  source: source\n  targets: target\n  tags:\n    glob: \"*\"\nmappings:\n",
                     cache.display(),
                     self.source.url(),
                     self.target.url()
