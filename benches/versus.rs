@@ -102,6 +102,8 @@ pub type Found = Vec<(Tool, PathBuf)>;
 pub struct RowRuns {
     pub cold: BTreeMap<Tool, Vec<Run>>,
     pub warm: BTreeMap<Tool, Vec<Run>>,
+    /// Tools whose sync failed (or left the target incomplete), with the error: not run again.
+    pub failed: BTreeMap<Tool, String>,
 }
 
 /// One measured corpus.
@@ -191,6 +193,9 @@ async fn bench_corpus(
             tools.iter().rev().collect()
         };
         for (tool, binary) in order {
+            if row.failed.contains_key(tool) {
+                continue;
+            }
             let target = RealRegistry::start()
                 .await
                 .map_err(|e| format!("starting a target registry: {e}"))?;
@@ -202,9 +207,18 @@ async fn bench_corpus(
                 repos: &repos,
                 dir: workdir.path().join(format!("{key}-{}-{run}", tool.name())),
             };
-            let fail = |e: String| format!("{key}, {} run {run}: {e}", tool.name());
-            let cold = job.run("cold").await.map_err(fail)?;
-            verify_target(&corpus, &target).await.map_err(fail)?;
+            let checked = match job.run("cold").await {
+                Ok(cold) => verify_target(&corpus, &target).await.map(|()| cold),
+                Err(e) => Err(e),
+            };
+            let cold = match checked {
+                Ok(cold) => cold,
+                Err(e) => {
+                    eprintln!("versus: {key}, {} run {run} failed: {e}", tool.name());
+                    row.failed.insert(*tool, e);
+                    continue;
+                }
+            };
             eprintln!(
                 "versus: {key} {} run {run}: cold {:.2}s, {} + {} requests, CPU {:.1}s tool / {:.1}s + {:.1}s registries",
                 tool.name(),
@@ -217,7 +231,10 @@ async fn bench_corpus(
             );
             row.cold.entry(*tool).or_default().push(cold);
             if warm {
-                let again = job.run("warm").await.map_err(fail)?;
+                let again = job
+                    .run("warm")
+                    .await
+                    .map_err(|e| format!("{key}, {} run {run}, warm: {e}", tool.name()))?;
                 eprintln!(
                     "versus: {key} {} run {run}: warm {:.2}s, {} + {} requests",
                     tool.name(),

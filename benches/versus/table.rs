@@ -105,6 +105,13 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
 fn cell(inputs: &Inputs, tool: Tool, runs: Option<&Vec<Run>>, text: String) -> String {
     if !inputs.found.iter().any(|(t, _)| *t == tool) {
         "not installed".to_owned()
+    } else if runs.is_none()
+        && inputs
+            .rows
+            .iter()
+            .any(|r| r.runs.failed.contains_key(&tool))
+    {
+        "failed (error in the JSON)".to_owned()
     } else if runs.is_none() {
         "not run".to_owned()
     } else {
@@ -494,6 +501,7 @@ pub fn raw_json(inputs: &Inputs) -> Value {
                     "bytes": row.corpus.unique_bytes(),
                 },
                 "cold": phase(&row.runs.cold),
+                "failed": row.runs.failed.iter().map(|(t, e)| (t.name(), e.clone())).collect::<BTreeMap<_, _>>(),
                 "warm": phase(&row.runs.warm),
             })
         })
