@@ -387,7 +387,7 @@ fn kinds_table(inputs: &Inputs, out: &mut String) {
     };
     let _ = writeln!(
         out,
-        "\nCorpus A cold, per run (mean over runs): requests and the registry's summed handler time (`http.response.duration` from its app log: request to response written, waiting included) by request kind.\n\n| side | kind | ferry requests | ferry handler s | ocync requests | ocync handler s | skopeo requests | skopeo handler s |\n|---|---|---:|---:|---:|---:|---:|---:|"
+        "\nCorpus A cold, per run (mean over runs): requests and the registry's summed handler time (`http.response.duration` from its app log: request to response written, waiting included) by request kind. The test registry logs at a level that keeps only `response completed with error` lines (404s and the like), so the handler time covers those answers only; 0.00 means no such line.\n\n| side | kind | ferry requests | ferry handler s | ocync requests | ocync handler s | skopeo requests | skopeo handler s |\n|---|---|---:|---:|---:|---:|---:|---:|"
     );
     for (side_name, side) in [
         ("source", (|r: &Run| &r.source) as fn(&Run) -> &Side),
