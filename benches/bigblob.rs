@@ -12,7 +12,8 @@
 //! Run: `cargo build --release --bin ferry && cargo bench --bench bigblob -- --sizes 1,4,8`.
 //! Options after `--`: `--sizes 1,4` (GiB, default 4), `--variants default,chunk256,one-put`
 //! (engine settings: defaults, 64 MiB PATCHes; `chunk_size: 256MiB`, any `chunk<MiB>`; `monolithic_limit` above the layer, one
-//! PUT), `--runs N` (ferry runs per variant, default 1). `FERRY_BIN` names the ferry binary
+//! PUT), `--runs N` (ferry runs per variant, default 1), `--json PATH` (the figures as JSON, for
+//! `scripts/bench compare`: benches/versus.rs reads them). `FERRY_BIN` names the ferry binary
 //! (default: the one cargo built with this bench). Storage goes where `TMPDIR` points; a size is
 //! skipped, with a note, when the disk has less than twice the layer plus 8 GiB free.
 
@@ -80,6 +81,7 @@ struct Options {
     sizes: Vec<u64>,
     variants: Vec<Variant>,
     runs: usize,
+    json: Option<PathBuf>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -87,6 +89,7 @@ fn parse_options() -> Result<Options, String> {
         sizes: vec![4],
         variants: vec![Variant::Default],
         runs: 1,
+        json: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -109,6 +112,7 @@ fn parse_options() -> Result<Options, String> {
                     .parse()
                     .map_err(|e| format!("--runs: {e}"))?;
             }
+            "--json" => options.json = Some(value("--json")?.into()),
             // cargo bench passes `--bench`.
             "--bench" => {}
             other => return Err(format!("unknown option {other:?}")),
@@ -470,19 +474,25 @@ fn rate(size: u64, secs: f64) -> f64 {
     size as f64 / MIB / secs.max(1e-6)
 }
 
-async fn bench_size(options: &Options, gib: u64, workdir: &Path) -> Result<(), String> {
+/// One size: its figures for `--json` (`skipped` with the reason when the disk is short).
+async fn bench_size(
+    options: &Options,
+    gib: u64,
+    workdir: &Path,
+) -> Result<serde_json::Value, String> {
     let size = gib * GIB;
     let tmp = std::env::temp_dir();
     let free = free_bytes(&tmp).unwrap_or(0);
     let want = 2 * size + 8 * GIB;
     if free < want {
-        println!(
-            "bigblob: {gib} GiB skipped: {} GiB free under {}, {} GiB wanted",
+        let note = format!(
+            "{} GiB free under {}, {} GiB wanted",
             free / GIB,
             tmp.display(),
             want / GIB
         );
-        return Ok(());
+        println!("bigblob: {gib} GiB skipped: {note}");
+        return Ok(serde_json::json!({ "gib": gib, "skipped": note }));
     }
     let source = RealRegistry::start()
         .await
@@ -501,6 +511,7 @@ async fn bench_size(options: &Options, gib: u64, workdir: &Path) -> Result<(), S
         "bigblob: {gib} GiB: (a) curl GET {get:.2}s {:.0} MiB/s",
         rate(size, get)
     );
+    let mut runs = Vec::new();
     // Each ferry run is paired with a curl PUT just before it: the machine's load moves the
     // registry's rate by a fifth between minutes, so a ratio compares neighbours.
     for variant in &options.variants {
@@ -523,12 +534,27 @@ async fn bench_size(options: &Options, gib: u64, workdir: &Path) -> Result<(), S
                 r.patches,
                 r.puts
             );
+            runs.push(serde_json::json!({
+                "variant": variant.name(),
+                "run": run,
+                "curl_get_s": get,
+                "curl_put_s": put,
+                "floor_mib_s": floor,
+                "ferry_s": r.secs,
+                "ferry_mib_s": ferry_rate,
+                "ratio": ferry_rate / floor,
+                "peak_rss_kib": r.rss_kib,
+                "cpu_s": r.cpu,
+                "patches": r.patches,
+                "puts": r.puts,
+            }));
         }
     }
     source
         .stop()
         .await
-        .map_err(|e| format!("stopping the source registry: {e}"))
+        .map_err(|e| format!("stopping the source registry: {e}"))?;
+    Ok(serde_json::json!({ "gib": gib, "curl_get_s": get, "runs": runs }))
 }
 
 async fn bench(options: Options) -> Result<(), String> {
@@ -549,8 +575,14 @@ async fn bench(options: Options) -> Result<(), String> {
         .prefix("ferry-bench-bigblob-")
         .tempdir()
         .map_err(|e| format!("creating a work directory: {e}"))?;
+    let mut sizes = Vec::new();
     for gib in &options.sizes {
-        bench_size(&options, *gib, workdir.path()).await?;
+        sizes.push(bench_size(&options, *gib, workdir.path()).await?);
+    }
+    if let Some(path) = &options.json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "sizes": sizes }))
+            .map_err(|e| format!("encoding JSON: {e}"))?;
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -14,7 +14,8 @@
 //!   the write committed.
 //!
 //! Run: `cargo bench --bench resilience` (or `scripts/bench`). Options after `--`: `--runs N`
-//! (default 1), `--only clean,mixed,...`. `RUST_LOG=ferry_distribution=debug` logs each retry.
+//! (default 1), `--only clean,mixed,...`, `--json PATH` (every outcome as JSON, for
+//! `scripts/bench compare`: benches/versus.rs reads it). `RUST_LOG=ferry_distribution=debug` logs each retry.
 
 #[allow(dead_code)]
 #[path = "compare/corpus.rs"]
@@ -489,12 +490,14 @@ fn table(run: usize, outcomes: &[Outcome], tags: usize) -> String {
 struct Options {
     runs: usize,
     only: Vec<Condition>,
+    json: Option<std::path::PathBuf>,
 }
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
         runs: 1,
         only: Condition::ALL.to_vec(),
+        json: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -519,6 +522,9 @@ fn parse_options() -> Result<Options, String> {
                     }
                 }
                 options.only = only;
+            }
+            "--json" => {
+                options.json = Some(args.next().ok_or("--json takes a path")?.into());
             }
             // cargo bench passes `--bench`.
             "--bench" => {}
@@ -557,6 +563,7 @@ async fn bench(options: Options) -> Result<(), String> {
         corpus.blobs.len(),
         corpus.unique_bytes() as f64 / f64::from(1 << 20)
     );
+    let mut runs = Vec::new();
     for run_index in 1..=options.runs {
         let mut outcomes = Vec::new();
         for (i, condition) in options.only.iter().enumerate() {
@@ -573,6 +580,26 @@ async fn bench(options: Options) -> Result<(), String> {
             outcomes.push(outcome);
         }
         println!("{}", table(run_index, &outcomes, tags));
+        let conditions: Vec<serde_json::Value> = outcomes
+            .iter()
+            .map(|o| {
+                serde_json::json!({
+                    "condition": o.condition.key(),
+                    "wall_s": o.wall.as_secs_f64(),
+                    "source_requests": o.source_requests,
+                    "target_requests": o.target_requests,
+                    "synced": o.synced,
+                    "failed": o.failed,
+                    "verified": o.verified,
+                })
+            })
+            .collect();
+        runs.push(serde_json::json!({ "run": run_index, "conditions": conditions }));
+    }
+    if let Some(path) = &options.json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "tags": tags, "runs": runs }))
+            .map_err(|e| format!("encoding JSON: {e}"))?;
+        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     source
         .stop()

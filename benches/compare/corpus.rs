@@ -217,6 +217,30 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// The scale corpora of issue 42: `repos` repositories × 5 tags, one platform each, small
+    /// layers (2–8 KiB per tag, 4–16 KiB per repository) over 8 shared base layers (16–32 KiB).
+    pub fn scale(repos: usize) -> Shape {
+        Shape {
+            name: match repos {
+                250 => "250 repositories × 5 tags",
+                1000 => "1,000 repositories × 5 tags",
+                _ => "repositories × 5 tags",
+            },
+            seed: 0xF3_22_D0 ^ repos as u64,
+            small_repos: repos,
+            small_tags: (5, 5),
+            deep_repos: 0,
+            deep_tags: 0,
+            layer_size: (2 << 10, 8 << 10),
+            base_size: (16 << 10, 32 << 10),
+            repo_layer_size: (4 << 10, 16 << 10),
+            base_pool: 8,
+            index_every: 0,
+        }
+    }
+}
+
 /// A generated corpus: every blob once, and the repositories that use them.
 #[derive(Debug, Clone)]
 pub struct Corpus {

@@ -1,0 +1,360 @@
+//! Benchmark (issue 42): ferry against ocync and skopeo on every issue-42 target, one table of
+//! ratios and a JSON file of raw figures. Run it as `scripts/bench compare` (which also runs the
+//! big-layer and fault rows through benches/bigblob.rs and benches/resilience.rs and passes their
+//! JSON here).
+//!
+//! Options after `--`: `--runs N` (default 3), `--only corpus-a,scale-250,scale-1000,bigblob,s1,s6`,
+//! `--json PATH` (raw figures; default `bench-compare.json` in the temp directory),
+//! `--bigblob-json PATH` and `--resilience-json PATH` (the other benches' figures, read into the
+//! table), `--skopeo-scale` (skopeo in the scale rows too: slow), `--write-doc` (the section of
+//! docs/performance.md). `OCYNC_BIN` / `FERRY_BIN` name the binaries; `FERRY_BENCH_KEEP=1` keeps
+//! the work directories.
+
+#[allow(dead_code)]
+#[path = "compare/corpus.rs"]
+mod corpus;
+#[path = "versus/cost.rs"]
+mod cost;
+#[allow(dead_code)]
+#[path = "compare/measure.rs"]
+mod measure;
+#[path = "versus/table.rs"]
+mod table;
+#[path = "versus/tools.rs"]
+mod tools;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ferry_distribution::{RegistryClient, RegistryOptions};
+use ferry_testkit::distribution::RealRegistry;
+use futures::StreamExt as _;
+
+use corpus::{Corpus, Shape};
+use cost::Run;
+use tools::{Job, Tool, target_repository};
+
+/// The rows this binary measures itself; `bigblob`, `s1` and `s6` come from the JSON files.
+pub const ROWS: [&str; 6] = ["corpus-a", "scale-250", "scale-1000", "bigblob", "s1", "s6"];
+
+pub struct Options {
+    pub runs: usize,
+    pub only: Vec<String>,
+    pub json: PathBuf,
+    pub bigblob_json: Option<PathBuf>,
+    pub resilience_json: Option<PathBuf>,
+    pub skopeo_scale: bool,
+    pub write_doc: bool,
+}
+
+fn parse_options() -> Result<Options, String> {
+    let mut options = Options {
+        runs: 3,
+        only: ROWS.iter().map(|s| (*s).to_owned()).collect(),
+        json: std::env::temp_dir().join("bench-compare.json"),
+        bigblob_json: None,
+        resilience_json: None,
+        skopeo_scale: false,
+        write_doc: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--runs" => {
+                options.runs = value("--runs")?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--runs takes a positive number")?;
+            }
+            "--only" => {
+                options.only = value("--only")?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| {
+                        ROWS.contains(&s)
+                            .then(|| s.to_owned())
+                            .ok_or(format!("--only: unknown row {s:?} (one of {ROWS:?})"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "--json" => options.json = value("--json")?.into(),
+            "--bigblob-json" => options.bigblob_json = Some(value("--bigblob-json")?.into()),
+            "--resilience-json" => {
+                options.resilience_json = Some(value("--resilience-json")?.into());
+            }
+            "--skopeo-scale" => options.skopeo_scale = true,
+            "--write-doc" => options.write_doc = true,
+            // cargo bench passes --bench to every harness=false bench.
+            "--bench" => {}
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+/// The tools found on this machine, with their binaries.
+pub type Found = Vec<(Tool, PathBuf)>;
+
+/// Every run of every tool on one corpus: cold, and warm when the row has one.
+#[derive(Default)]
+pub struct RowRuns {
+    pub cold: BTreeMap<Tool, Vec<Run>>,
+    pub warm: BTreeMap<Tool, Vec<Run>>,
+    /// Tools whose sync failed (or left the target incomplete), with the error: not run again.
+    pub failed: BTreeMap<Tool, String>,
+}
+
+/// One measured corpus.
+pub struct CorpusRow {
+    pub key: &'static str,
+    pub corpus: Corpus,
+    pub runs: RowRuns,
+}
+
+/// A directory for configs and process logs; kept after the run when `FERRY_BENCH_KEEP=1`.
+fn work_dir() -> Result<tempfile::TempDir, String> {
+    let keep = std::env::var("FERRY_BENCH_KEEP").is_ok_and(|v| v == "1");
+    let dir = tempfile::Builder::new()
+        .prefix("ferry-bench-versus-")
+        .disable_cleanup(keep)
+        .tempdir()
+        .map_err(|e| format!("creating a work directory: {e}"))?;
+    if keep {
+        eprintln!("versus: keeping {}", dir.path().display());
+    }
+    Ok(dir)
+}
+
+/// Checks that every tag of the corpus is in the target with the source's digest.
+async fn verify_target(corpus: &Corpus, target: &RealRegistry) -> Result<(), String> {
+    let client = RegistryClient::new(RegistryOptions::insecure_at(&target.url()))
+        .map_err(|e| format!("client for {}: {e}", target.url()))?;
+    let checks = corpus
+        .repos
+        .iter()
+        .flat_map(|repo| repo.tags.iter().map(move |tag| (repo, tag)))
+        .map(|(repo, tag)| {
+            let client = client.clone();
+            async move {
+                let repository = target_repository(&repo.name);
+                match client.head_manifest(&repository, &tag.tag).await {
+                    Ok(Some(info)) if info.digest == tag.top.digest => None,
+                    Ok(other) => Some(format!("{repository}:{} is {other:?}", tag.tag)),
+                    Err(e) => Some(format!("HEAD {repository}:{}: {e}", tag.tag)),
+                }
+            }
+        });
+    let failures: Vec<String> = futures::stream::iter(checks)
+        .buffer_unordered(16)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await;
+    match failures.first() {
+        None => Ok(()),
+        Some(first) => Err(format!(
+            "{} of {} tags wrong after the sync, e.g. {first}",
+            failures.len(),
+            corpus.tag_count()
+        )),
+    }
+}
+
+/// Seeds `shape` into a fresh source, then per run and tool (order alternating): a fresh
+/// target, a cold sync (checked tag by tag), and a warm one when `warm`.
+async fn bench_corpus(
+    key: &'static str,
+    shape: &Shape,
+    tools: &Found,
+    runs: usize,
+    warm: bool,
+) -> Result<CorpusRow, String> {
+    let corpus = Corpus::generate(shape);
+    let source = RealRegistry::start()
+        .await
+        .map_err(|e| format!("starting the source registry: {e}"))?;
+    let seeding = std::time::Instant::now();
+    corpus.push(&source.url(), 16).await?;
+    eprintln!(
+        "versus: {key}: seeded {} repositories, {} tags, {} blobs in {:.1}s",
+        corpus.repos.len(),
+        corpus.tag_count(),
+        corpus.blobs.len(),
+        seeding.elapsed().as_secs_f64()
+    );
+    let repos: Vec<String> = corpus.repos.iter().map(|r| r.name.clone()).collect();
+    let workdir = work_dir()?;
+    let mut row = RowRuns::default();
+    for run in 0..runs {
+        let order: Vec<&(Tool, PathBuf)> = if run % 2 == 0 {
+            tools.iter().collect()
+        } else {
+            tools.iter().rev().collect()
+        };
+        for (tool, binary) in order {
+            if row.failed.contains_key(tool) {
+                continue;
+            }
+            let target = RealRegistry::start()
+                .await
+                .map_err(|e| format!("starting a target registry: {e}"))?;
+            let job = Job {
+                tool: *tool,
+                binary,
+                source: &source,
+                target: &target,
+                repos: &repos,
+                dir: workdir.path().join(format!("{key}-{}-{run}", tool.name())),
+            };
+            let checked = match job.run("cold").await {
+                Ok(cold) => verify_target(&corpus, &target).await.map(|()| cold),
+                Err(e) => Err(e),
+            };
+            let cold = match checked {
+                Ok(cold) => cold,
+                Err(e) => {
+                    eprintln!("versus: {key}, {} run {run} failed: {e}", tool.name());
+                    row.failed.insert(*tool, e);
+                    continue;
+                }
+            };
+            eprintln!(
+                "versus: {key} {} run {run}: cold {:.2}s, {} + {} requests, CPU {:.1}s tool / {:.1}s + {:.1}s registries",
+                tool.name(),
+                cold.process.wall,
+                cold.source.traffic.requests,
+                cold.target.traffic.requests,
+                cold.process.cpu,
+                cold.source.cpu,
+                cold.target.cpu
+            );
+            row.cold.entry(*tool).or_default().push(cold);
+            if warm {
+                let again = job
+                    .run("warm")
+                    .await
+                    .map_err(|e| format!("{key}, {} run {run}, warm: {e}", tool.name()))?;
+                eprintln!(
+                    "versus: {key} {} run {run}: warm {:.2}s, {} + {} requests",
+                    tool.name(),
+                    again.process.wall,
+                    again.source.traffic.requests,
+                    again.target.traffic.requests
+                );
+                row.warm.entry(*tool).or_default().push(again);
+            }
+            target
+                .stop()
+                .await
+                .map_err(|e| format!("stopping the target registry: {e}"))?;
+        }
+    }
+    source
+        .stop()
+        .await
+        .map_err(|e| format!("stopping the source registry: {e}"))?;
+    Ok(CorpusRow {
+        key,
+        corpus,
+        runs: row,
+    })
+}
+
+fn read_json(path: Option<&Path>) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path?).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+async fn run_all(options: Options) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let machine = table::Machine::collect();
+    let found: Found = Tool::ALL
+        .iter()
+        .filter_map(|t| t.locate().map(|b| (*t, b)))
+        .collect();
+    for tool in Tool::ALL {
+        if !found.iter().any(|(t, _)| *t == tool) {
+            eprintln!(
+                "versus: {} not installed: its columns stay empty",
+                tool.name()
+            );
+        }
+    }
+    let scale_tools: Found = found
+        .iter()
+        .filter(|(t, _)| options.skopeo_scale || *t != Tool::Skopeo)
+        .cloned()
+        .collect();
+    let wanted = |row: &str| options.only.iter().any(|r| r == row);
+    let mut rows = Vec::new();
+    if wanted("corpus-a") {
+        let shape = Shape::many_small();
+        rows.push(bench_corpus("corpus-a", &shape, &found, options.runs, false).await?);
+    }
+    for (key, repos) in [("scale-250", 250), ("scale-1000", 1000)] {
+        if wanted(key) {
+            let shape = Shape::scale(repos);
+            rows.push(bench_corpus(key, &shape, &scale_tools, options.runs, true).await?);
+        }
+    }
+    let bigblob = wanted("bigblob")
+        .then(|| read_json(options.bigblob_json.as_deref()))
+        .flatten();
+    let resilience = (wanted("s1") || wanted("s6"))
+        .then(|| read_json(options.resilience_json.as_deref()))
+        .flatten();
+    let inputs = table::Inputs {
+        options: &options,
+        machine: &machine,
+        found: &found,
+        rows: &rows,
+        bigblob: bigblob.as_ref(),
+        resilience: resilience.as_ref(),
+    };
+    let md = table::render(&inputs);
+    println!("{md}");
+    let raw = table::raw_json(&inputs);
+    let text = serde_json::to_string_pretty(&raw).map_err(|e| format!("encoding JSON: {e}"))?;
+    std::fs::write(&options.json, text)
+        .map_err(|e| format!("writing {}: {e}", options.json.display()))?;
+    eprintln!(
+        "versus: raw figures in {}; finished in {:.0}s",
+        options.json.display(),
+        started.elapsed().as_secs_f64()
+    );
+    if options.write_doc {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/performance.md");
+        table::write_doc(&path, &md)?;
+        eprintln!("versus: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let options = match parse_options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("versus: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("versus: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run_all(options)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("versus: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
