@@ -169,6 +169,7 @@ mod tests {
             lock_dir: None,
             prune: false,
             state_dir: None,
+            no_cache: false,
         }
     }
 
