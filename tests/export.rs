@@ -151,6 +151,20 @@ async fn an_export_is_an_oci_archive_skopeo_reads_by_full_reference() {
         .filter(|n| n.starts_with("blobs/sha256/") && n.len() > 14);
     // 6 images x (manifest, config, layer).
     assert_eq!(blobs.count(), 18, "{names:?}");
+    // One pass over it, as over a pipe: the head holds the record and all six manifests, then
+    // each of the twelve other blobs streams checked against its name.
+    let one_pass = ferry_store::archive::stream::open(std::fs::File::open(&bundle).unwrap());
+    let Ok(ferry_store::archive::stream::Opened::Bundle(head, mut body)) = one_pass else {
+        panic!("the export is a head-first bundle to a one-pass reader");
+    };
+    assert_eq!(head.manifests.len(), 6);
+    assert!(head.signature.is_none() && !head.record.is_empty());
+    let mut streamed = 0;
+    while let Some(mut blob) = body.next_blob().unwrap() {
+        std::io::copy(&mut blob, &mut std::io::sink()).expect("each blob is its digest");
+        streamed += 1;
+    }
+    assert_eq!(streamed, 12);
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(unique.len(), names.len(), "no entry twice: {names:?}");
 

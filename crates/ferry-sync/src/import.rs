@@ -100,7 +100,8 @@ pub(crate) async fn plan(
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
     // Before any request: a bundle the keys refuse never reaches a target.
-    let authenticity = authenticate(&reader, keys).map_err(ImportError::Untrusted)?;
+    let authenticity = authenticate(crate::bundle_trust::RecordParts::of(&reader), keys)
+        .map_err(ImportError::Untrusted)?;
     let (images, unplaced) = images(&reader, prefix).map_err(ImportError::Prefix)?;
     if images.is_empty() {
         return Err(ImportError::Nothing { unplaced });

@@ -410,7 +410,7 @@ fn read_meta(file: &mut std::fs::File, at: u64, size: u64, name: &str) -> Result
 }
 
 /// PAX records: `<len> <key>=<value>\n`, each `len` counting the whole record.
-fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
+pub(crate) fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
