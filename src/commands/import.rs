@@ -136,8 +136,9 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
     };
     if args.bundle.as_os_str() == ferry_store::archive::input::STDIN {
         progress.eprint(&format!(
-            "reading the bundle from standard input into a spool file under {} (at most {} \
-             bytes of tar; removed when the import ends)",
+            "reading the bundle from standard input: a ferry bundle written head first is \
+             streamed in one pass; anything else goes from standard input into a spool file \
+             under {} (at most {} bytes of tar; removed when the import ends)",
             spool.dir.display(),
             spool.limit
         ));

@@ -297,6 +297,14 @@ pub async fn run_door(
                             s.dir.display()
                         ));
                     }
+                    if imported.spooled.is_none()
+                        && bundle.as_os_str() == ferry_store::archive::input::STDIN
+                    {
+                        progress.eprint(
+                            "the bundle was read from standard input in one pass, head first: \
+                             nothing was spooled",
+                        );
+                    }
                     if imported.mounted > 0 {
                         progress.eprint(&format!(
                             "mounted {} blob{} the bundle leaves out from other repositories of the target",

@@ -80,6 +80,9 @@ pub(crate) struct ImportPlan {
     pub mounted: u64,
     pub authenticity: Authenticity,
     pub spooled: Option<ferry_store::archive::input::Spooled>,
+    /// The archive and its placed images (by mapping index), for a bundle's body to stream.
+    pub reader: ArchiveReader,
+    pub images: Vec<ImportImage>,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -148,6 +151,8 @@ pub(crate) async fn plan(
         mounted: check.mounted,
         authenticity,
         spooled: reader.spooled().cloned(),
+        reader,
+        images,
     })
 }
 

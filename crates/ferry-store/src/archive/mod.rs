@@ -8,6 +8,7 @@ pub mod reader;
 pub mod reader_tar;
 mod stores;
 pub mod stream;
+pub mod streamed;
 pub mod writer;
 pub(crate) mod writer_tar;
 

@@ -44,6 +44,14 @@ pub struct TarIndex {
 }
 
 impl TarIndex {
+    /// An index of no entries (a bundle streamed from a pipe, known from its head).
+    pub(crate) fn empty(path: PathBuf) -> Self {
+        TarIndex {
+            path,
+            entries: HashMap::new(),
+        }
+    }
+
     /// The entry named `name`, if the tar holds one.
     pub fn get(&self, name: &str) -> Option<TarEntry> {
         self.entries.get(name).copied()
