@@ -16,10 +16,9 @@ use ferry_distribution::{Digest, Operation};
 use super::docker::DockerImage;
 use super::input::{self, SpoolPlace, Spooled};
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
-use super::streamed::{FromStdin, StreamBody, Streamed};
+use super::streamed::{FromStdin, Opened, StreamBody, Streamed};
 use crate::bundle::{
-    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, SIGNATURE_ENTRY,
-    SIGNATURE_LIMIT, bundle_digest,
+    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BundleRecord, SIGNATURE_ENTRY, SIGNATURE_LIMIT,
 };
 use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, add_referrer, media_type_of};
 use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
@@ -60,18 +59,18 @@ pub struct RawRecord {
 pub struct Indexed {
     pub tar: TarIndex,
     pub content: Content,
-    referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
+    pub(super) referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
     /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
     /// base check (each checked against its digest when supplied).
-    supplied: Mutex<HashMap<Digest, Manifest>>,
+    pub(super) supplied: Mutex<HashMap<Digest, Manifest>>,
     /// Images the bundle's record lists whose root a base carried, admitted by `ferry
     /// import` once their root was supplied from the target: served as if `index.json`
     /// named them.
-    admitted: Mutex<Vec<IndexEntry>>,
+    pub(super) admitted: Mutex<Vec<IndexEntry>>,
     /// The spool file the tar was decompressed or copied into (removed with the last reader).
-    spool: Option<(input::SpoolFile, Spooled)>,
+    pub(super) spool: Option<(input::SpoolFile, Spooled)>,
     /// A bundle read from a pipe head first: its body, streamed once by `ferry import`.
-    streamed: Option<Streamed>,
+    pub(super) streamed: Option<Streamed>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -664,12 +663,6 @@ fn same_reference(written: &str, asked: &str) -> bool {
     }
 }
 
-/// What standard input or a file turned out to be before indexing.
-enum Opened {
-    Tar(TarIndex, Option<(input::SpoolFile, Spooled)>),
-    Stream(Box<super::stream::Head>, StreamBody),
-}
-
 /// The one indexing pass (on a blocking thread), then what the archive holds. A compressed
 /// archive is first spooled under `spool` as a plain tar; so is one on standard input (`-`),
 /// unless it is a head-first ferry bundle, known from its head and its body kept to stream.
@@ -699,7 +692,7 @@ async fn index_archive(
     .map_err(|e| format!("indexing the archive: {e}"))??;
     let (tar, spool) = match opened {
         Opened::Tar(tar, spool) => (tar, spool),
-        Opened::Stream(head, body) => return from_head(&head, body),
+        Opened::Stream(head, body) => return super::streamed::indexed(&head, body),
     };
     let content = if oci {
         oci_content(&tar).await?
@@ -714,34 +707,6 @@ async fn index_archive(
         admitted: Mutex::default(),
         spool,
         streamed: None,
-    }))
-}
-
-/// A head-first bundle read from standard input, indexed from its head: its manifests
-/// supplied, its blobs carried by the body `body` until `ferry import` streams it.
-fn from_head(head: &super::stream::Head, body: StreamBody) -> Result<Arc<Indexed>, String> {
-    let (index, record, streamed, manifests) = super::streamed::content(head, check_record)?;
-    *streamed.body.lock().unwrap_or_else(|p| p.into_inner()) = Some(body);
-    let supplied = manifests
-        .into_iter()
-        .map(|m| (m.digest.clone(), m))
-        .collect();
-    let raw = RawRecord {
-        bytes: head.record.clone(),
-        signature: head.signature.clone(),
-    };
-    Ok(Arc::new(Indexed {
-        tar: TarIndex::empty(PathBuf::from(input::STDIN)),
-        content: Content::Oci {
-            index,
-            record: Some(Box::new(record)),
-            raw: Some(raw),
-        },
-        referrers: OnceCell::new(),
-        supplied: Mutex::new(supplied),
-        admitted: Mutex::default(),
-        spool: None,
-        streamed: Some(streamed),
     }))
 }
 
@@ -796,42 +761,12 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
                 .await
                 .map_err(|err| format!("entry {BUNDLE_ENTRY:?}: {err}"))?;
             let listed: Vec<String> = carried(tar).into_keys().collect();
-            let record = check_record(&listed, &bytes, &index_json)?;
+            let record = crate::bundle::check::parse_record(&listed, &bytes, &index_json)?;
             crate::bundle::check::against_tar(&record, &index, &index_json, &carried(tar))?;
             (Some(Box::new(record)), Some(RawRecord { bytes, signature }))
         }
     };
     Ok(Content::Oci { index, record, raw })
-}
-
-/// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
-/// `index.json`'s bytes.
-fn check_record(
-    carried: &[String],
-    bytes: &[u8],
-    index_json: &[u8],
-) -> Result<BundleRecord, String> {
-    let record: BundleRecord = serde_json::from_slice(bytes).map_err(|e| {
-        format!(
-            "entry {BUNDLE_ENTRY:?} does not parse: {}",
-            crate::complaint(e)
-        )
-    })?;
-    if record.format != BUNDLE_FORMAT {
-        return Err(format!(
-            "entry {BUNDLE_ENTRY:?} is format {}; this ferry reads {BUNDLE_FORMAT}",
-            crate::quoted(&record.format)
-        ));
-    }
-    let digest = bundle_digest(carried, index_json);
-    if digest != record.digest {
-        return Err(format!(
-            "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
-             the bundle was altered or is not the one its record describes",
-            crate::quoted(&record.digest)
-        ));
-    }
-    Ok(record)
 }
 
 /// The tar's blob entries (`blobs/<alg>/<hex>`) as digests, with their sizes.

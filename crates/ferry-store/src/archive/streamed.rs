@@ -3,16 +3,22 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use ferry_distribution::Digest;
 use ferry_distribution::ops::Manifest;
 
 use super::input::{self, Prepared, SpoolPlace};
-use super::stream::{self, Body, Head, Opened};
-use crate::bundle::{BUNDLE_ENTRY, BundleRecord, check::Carried};
+use super::stream::{self, Body, Head};
+use tokio::sync::OnceCell;
+
+use super::reader::{Content, Indexed, RawRecord};
+use super::reader_tar::TarIndex;
+use crate::bundle::check::{Carried, parse_record};
+use crate::bundle::{BUNDLE_ENTRY, BundleRecord};
 use crate::layout::reader::media_type_of;
 use crate::layout::{IndexEntry, parse_index};
 
@@ -71,8 +77,8 @@ pub(super) fn open_stdin(place: &SpoolPlace) -> Result<FromStdin, String> {
         _ => format!("standard input: {e}"),
     })?;
     match opened {
-        Opened::Bundle(head, body) => Ok(FromStdin::Bundle(Box::new(head), body)),
-        Opened::Foreign(kept, rest) => {
+        stream::Opened::Bundle(head, body) => Ok(FromStdin::Bundle(Box::new(head), body)),
+        stream::Opened::Foreign(kept, rest) => {
             let (file, spooled) = input::spool(&kept[..], rest, input::Packing::Tar, place, true)?;
             Ok(FromStdin::Spooled(Prepared {
                 path: file.to_path_buf(),
@@ -82,15 +88,48 @@ pub(super) fn open_stdin(place: &SpoolPlace) -> Result<FromStdin, String> {
     }
 }
 
+/// What standard input or a file turned out to be before indexing.
+pub(super) enum Opened {
+    Tar(TarIndex, Option<(input::SpoolFile, input::Spooled)>),
+    Stream(Box<Head>, StreamBody),
+}
+
+/// A head-first bundle read from standard input, indexed from its head: its manifests
+/// supplied, its blobs carried by the body `body` until `ferry import` streams it.
+pub(super) fn indexed(head: &Head, body: StreamBody) -> Result<Arc<Indexed>, String> {
+    let (index, record, streamed, manifests) = content(head)?;
+    *streamed.body.lock().unwrap_or_else(|p| p.into_inner()) = Some(body);
+    let supplied = manifests
+        .into_iter()
+        .map(|m| (m.digest.clone(), m))
+        .collect();
+    let raw = RawRecord {
+        bytes: head.record.clone(),
+        signature: head.signature.clone(),
+    };
+    Ok(Arc::new(Indexed {
+        tar: TarIndex::empty(PathBuf::from(input::STDIN)),
+        content: Content::Oci {
+            index,
+            record: Some(Box::new(record)),
+            raw: Some(raw),
+        },
+        referrers: OnceCell::new(),
+        supplied: Mutex::new(supplied),
+        admitted: Mutex::default(),
+        spool: None,
+        streamed: Some(streamed),
+    }))
+}
+
 /// The head's `index.json` and record, held against each other as an indexed archive's are
 /// (the record's digest, `index.json`'s digest, every image), with the blobs the record says
 /// the body carries taken as carried: each is held against the record when it streams.
-pub(super) fn content(
+fn content(
     head: &Head,
-    check_record: impl Fn(&[String], &[u8], &[u8]) -> Result<BundleRecord, String>,
 ) -> Result<(Vec<IndexEntry>, BundleRecord, Streamed, Vec<Manifest>), String> {
     let index = parse_index(&head.index, "entry \"index.json\"")?;
-    let record = check_record(&head.record_carried()?, &head.record, &head.index)?;
+    let record = parse_record(&head.record_carried()?, &head.record, &head.index)?;
     let carried: Carried = record
         .carried
         .iter()
