@@ -142,6 +142,8 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     let zst =
         ruzstd::encoding::compress_to_vec(&tar[..], ruzstd::encoding::CompressionLevel::Fastest);
     let prefix = format!("{}/a", target.host());
+    // Where a spool would go: made (0700) by the first spool file, so its absence says none was.
+    let spool_a = dir.path().join("spool-a");
     let args = [
         "import",
         "-",
@@ -151,12 +153,15 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
         s(&public),
         "--state-dir",
         s(&state),
+        "--spool-dir",
+        s(&spool_a),
         "--target-prefix",
         &prefix,
     ];
     let out = piped(&args, zst, &tmp).await;
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");
+    assert!(!spool_a.exists(), "no spool directory was made: {stderr}");
     assert!(stderr.contains("nothing was spooled"), "{stderr}");
     assert_eq!(tags(&dst, "a/mirror/one").await, want_one);
     assert_eq!(tags(&dst, "a/mirror/two").await, want_two);
@@ -191,6 +196,8 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert_eq!(code(&out), 1, "{stderr}");
     assert!(stderr.contains(&layer.to_string()), "{stderr}");
     assert!(stderr.contains("b/mirror/one:1.0"), "{stderr}");
+    // ferry's own check as the blob streams, not only the registry's at its closing PUT.
+    assert!(stderr.contains("its bytes hash to"), "{stderr}");
     assert_eq!(tags(&dst, "b/mirror/one").await, BTreeMap::new());
     assert_eq!(tags(&dst, "b/mirror/two").await, want_two);
 
