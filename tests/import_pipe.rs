@@ -84,6 +84,26 @@ fn entry_offset(bytes: &[u8], name: &str) -> u64 {
     panic!("no entry {name} in the tar");
 }
 
+/// The tar `bytes` written again entry by entry, the entry `name` with one byte more.
+fn rebuilt(bytes: &[u8], name: &str) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = tar::Builder::new(Vec::new());
+    let mut archive = tar::Archive::new(bytes);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let mut data = Vec::new();
+        entry.read_to_end(&mut data).unwrap();
+        let mut header = entry.header().clone();
+        if entry.path().unwrap().to_str() == Some(name) {
+            data.push(0);
+            header.set_size(data.len() as u64);
+            header.set_cksum();
+        }
+        out.append(&header, &data[..]).unwrap();
+    }
+    out.into_inner().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_images() {
     let Some(source) = RealRegistry::start_for_test().await.expect("registry") else {
@@ -200,6 +220,32 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert!(stderr.contains("its bytes hash to"), "{stderr}");
     assert_eq!(tags(&dst, "b/mirror/one").await, BTreeMap::new());
     assert_eq!(tags(&dst, "b/mirror/two").await, want_two);
+
+    // (e) apps/one's layer one byte longer in its tar entry (the tar rebuilt in its order):
+    // refused by its size against the signed record before its bytes go anywhere.
+    let longer = rebuilt(&tar, &format!("blobs/sha256/{}", layer.hex()));
+    let prefix = format!("{}/e", target.host());
+    let args = [
+        "import",
+        "-",
+        "-c",
+        s(&config),
+        "--verify-key",
+        s(&public),
+        "--target-prefix",
+        &prefix,
+    ];
+    let out = piped(&args, longer, &tmp).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(code(&out), 1, "{stderr}");
+    let says = format!(
+        "its tar entry is {} bytes, the bundle says {}",
+        400_001, 400_000
+    );
+    assert!(stderr.contains(&says), "{stderr}");
+    assert!(stderr.contains("e/mirror/one:1.0"), "{stderr}");
+    assert_eq!(tags(&dst, "e/mirror/one").await, BTreeMap::new());
+    assert_eq!(tags(&dst, "e/mirror/two").await, want_two);
 
     // (d) the same export unsigned, piped under the key: refused before any request.
     let unsigned = dir.path().join("unsigned.tar");
