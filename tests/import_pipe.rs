@@ -183,6 +183,8 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert_eq!(code(&out), 0, "{stderr}");
     assert!(!spool_a.exists(), "no spool directory was made: {stderr}");
     assert!(stderr.contains("nothing was spooled"), "{stderr}");
+    // Two configs and two layers, each sent once, from the pipe.
+    assert!(stderr.contains("4 blobs ("), "{stderr}");
     assert_eq!(tags(&dst, "a/mirror/one").await, want_one);
     assert_eq!(tags(&dst, "a/mirror/two").await, want_two);
     assert_eq!(files(&tmp), vec![], "nothing in TMPDIR");

@@ -297,13 +297,13 @@ pub async fn run_door(
                             s.dir.display()
                         ));
                     }
-                    if imported.spooled.is_none()
-                        && bundle.as_os_str() == ferry_store::archive::input::STDIN
-                    {
-                        progress.eprint(
+                    if let Some((blobs, bytes)) = imported.streamed {
+                        progress.eprint(&format!(
                             "the bundle was read from standard input in one pass, head first: \
-                             nothing was spooled",
-                        );
+                             nothing was spooled; {blobs} blob{} ({bytes} bytes) streamed to the \
+                             target",
+                            if blobs == 1 { "" } else { "s" }
+                        ));
                     }
                     if imported.mounted > 0 {
                         progress.eprint(&format!(

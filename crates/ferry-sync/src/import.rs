@@ -45,6 +45,10 @@ pub struct Imported {
     pub outcome: Outcome,
     /// How the bundle was spooled (compressed, or read from standard input), if it was.
     pub spooled: Option<ferry_store::archive::input::Spooled>,
+    /// A head-first bundle read from standard input in one pass: the blobs its body streamed to
+    /// the target (each counted once, however many repositories it reached) and their bytes.
+    /// The run's totals count what the engine did after, which found these blobs there.
+    pub streamed: Option<(u64, u64)>,
 }
 
 /// Why an import did not run at all.

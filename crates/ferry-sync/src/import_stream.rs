@@ -60,17 +60,19 @@ impl BlobBytes for Once<'_> {
 
 /// Streams the body of the bundle `reader` read from a pipe (nothing, for any other archive)
 /// to the repositories of `images` (those not `refused`) that need each blob; returns the
-/// images a blob failed (by index), each with an error naming the image and the digest.
+/// images a blob failed (by index), each with an error naming the image and the digest, and
+/// (for a streamed body) the blobs sent and their bytes.
 pub(crate) async fn stream_body(
     reader: &ArchiveReader,
     images: &[ImportImage],
     refused: &BTreeSet<usize>,
     registries: &Registries,
     shape: UploadShape,
-) -> Vec<(usize, Error)> {
+) -> (Vec<(usize, Error)>, Option<(u64, u64)>) {
     let Some((body, carried)) = reader.take_body() else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
+    let mut sent = (0u64, 0u64);
     let mut failed: BTreeMap<usize, Error> = BTreeMap::new();
     // digest -> (declared size, the images needing it)
     let mut needs: HashMap<Digest, (u64, BTreeSet<usize>)> = HashMap::new();
@@ -157,7 +159,13 @@ pub(crate) async fn stream_body(
                 Err((targets, why.clone()))
             }
             (None, true) => drain(&mut rx).await.map_err(|e| (Vec::new(), e)),
-            (None, false) => send(&mut rx, &clients, &digest, size, targets, shape).await,
+            (None, false) => {
+                let r = send(&mut rx, &clients, &digest, size, targets, shape).await;
+                if r.is_ok() {
+                    sent = (sent.0 + 1, sent.1 + size);
+                }
+                r
+            }
         };
         if let Err((targets, why)) = outcome {
             let Some((_, users)) = needs.get(&digest) else {
@@ -203,7 +211,7 @@ pub(crate) async fn stream_body(
                 .or_insert_with(|| blob_error(image, digest, &why));
         }
     }
-    failed.into_iter().collect()
+    (failed.into_iter().collect(), Some(sent))
 }
 
 /// Fails every image of `users` that goes to `registry`/`repository` (the first error kept).

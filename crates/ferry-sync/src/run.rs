@@ -272,6 +272,7 @@ impl Run {
         )
         .await?;
         let mut refused = planned.refused;
+        let mut streamed = None;
         if self.ctx.mode != Mode::DryRun {
             // A bundle read from a pipe head first: its body streamed to the targets now, once;
             // an image a blob failed is refused before anything of it is tagged.
@@ -279,7 +280,7 @@ impl Run {
             let skip = refused.keys().copied().collect();
             let images = &planned.images;
             let registries = &self.ctx.registries;
-            let failed = crate::import_stream::stream_body(
+            let (failed, counts) = crate::import_stream::stream_body(
                 &planned.reader,
                 images,
                 &skip,
@@ -287,6 +288,7 @@ impl Run {
                 shape,
             )
             .await;
+            streamed = counts;
             for (n, e) in failed {
                 refused.entry(n).or_insert(e);
             }
@@ -307,6 +309,7 @@ impl Run {
             authenticity: planned.authenticity,
             outcome,
             spooled: planned.spooled,
+            streamed,
         })
     }
 
