@@ -116,6 +116,8 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     let two_layer = ferry_testkit::noise(62, 400_000);
     push_one_layer(&src, "apps/one", "1.0", r#"{"n":1}"#, &one_layer).await;
     push_one_layer(&src, "apps/two", "1.0", r#"{"n":2}"#, &two_layer).await;
+    // apps/three shares apps/one's layer: streamed once, mounted into its second repository.
+    push_one_layer(&src, "apps/three", "1.0", r#"{"n":3}"#, &one_layer).await;
     let dir = tempfile::tempdir().unwrap();
     let config = mirror_yaml()
         .registries(&[&source, &target], &[])
@@ -127,6 +129,11 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
         .mapping(
             format!("{}/apps/two", source.host()),
             &[format!("{}/mirror/two", target.host())],
+            &[ALL_TAGS],
+        )
+        .mapping(
+            format!("{}/apps/three", source.host()),
+            &[format!("{}/mirror/three", target.host())],
             &[ALL_TAGS],
         )
         .write(dir.path());
@@ -152,6 +159,7 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     let tar = std::fs::read(&bundle).unwrap();
     let want_one = tags(&src, "apps/one").await;
     let want_two = tags(&src, "apps/two").await;
+    let want_three = tags(&src, "apps/three").await;
 
     // (a) zstd from a pipe, under the key: every tag lands with the source's digests, and
     // nothing but small state files is written (no spool in TMPDIR or the state directory).
@@ -183,9 +191,10 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert_eq!(code(&out), 0, "{stderr}");
     assert!(!spool_a.exists(), "no spool directory was made: {stderr}");
     assert!(stderr.contains("nothing was spooled"), "{stderr}");
-    // Two configs and two layers, each sent once, from the pipe.
-    assert!(stderr.contains("4 blobs ("), "{stderr}");
+    // Three configs and two layers, each sent once, from the pipe (the shared layer mounted).
+    assert!(stderr.contains("5 blobs ("), "{stderr}");
     assert_eq!(tags(&dst, "a/mirror/one").await, want_one);
+    assert_eq!(tags(&dst, "a/mirror/three").await, want_three);
     assert_eq!(tags(&dst, "a/mirror/two").await, want_two);
     assert_eq!(files(&tmp), vec![], "nothing in TMPDIR");
     assert!(!state.join("spool").exists(), "no spool directory was made");
@@ -197,7 +206,8 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
 
     // (b) one byte of apps/one's layer flipped inside its tar entry: the signature still
     // verifies (the record names the blob, not its bytes), the blob fails as it streams, and
-    // only the image using it fails: nothing tagged for it, the other tagged, exit 1.
+    // exactly the images using it (one and three) fail: nothing tagged for them, two tagged,
+    // exit 1.
     let layer = Digest::of_bytes(Algorithm::Sha256, &one_layer);
     let at = entry_offset(&tar, &format!("blobs/sha256/{}", layer.hex()));
     let mut flipped = tar.clone();
@@ -220,7 +230,9 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert!(stderr.contains("b/mirror/one:1.0"), "{stderr}");
     // ferry's own check as the blob streams, not only the registry's at its closing PUT.
     assert!(stderr.contains("its bytes hash to"), "{stderr}");
+    assert!(stderr.contains("b/mirror/three:1.0"), "{stderr}");
     assert_eq!(tags(&dst, "b/mirror/one").await, BTreeMap::new());
+    assert_eq!(tags(&dst, "b/mirror/three").await, BTreeMap::new());
     assert_eq!(tags(&dst, "b/mirror/two").await, want_two);
 
     // (e) apps/one's layer one byte longer in its tar entry (the tar rebuilt in its order):
@@ -247,6 +259,7 @@ async fn a_piped_head_first_bundle_streams_once_and_a_bad_blob_fails_only_its_im
     assert!(stderr.contains(&says), "{stderr}");
     assert!(stderr.contains("e/mirror/one:1.0"), "{stderr}");
     assert_eq!(tags(&dst, "e/mirror/one").await, BTreeMap::new());
+    assert_eq!(tags(&dst, "e/mirror/three").await, BTreeMap::new());
     assert_eq!(tags(&dst, "e/mirror/two").await, want_two);
 
     // (d) the same export unsigned, piped under the key: refused before any request.
