@@ -155,6 +155,41 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
         "{stderr}"
     );
     assert!(tags(&other, "site/mirror/one").await.is_empty());
+    // The same from a pipe (read in one pass): alone it fails the same way; where the piped
+    // full bundle went, the left-out layer is found there and every tag lands.
+    let piped_alone = format!("{}/piped-alone", empty.host());
+    let args = [
+        "import",
+        "-",
+        "-c",
+        s(&config),
+        "--target-prefix",
+        &piped_alone,
+    ];
+    let out = import_stdin(&args, std::fs::read(&weekly).unwrap()).await;
+    let stderr = text(&out.stderr);
+    assert_ne!(code(&out), 0, "{stderr}");
+    assert!(stderr.contains("nothing was spooled"), "{stderr}");
+    assert!(
+        stderr.contains("full.tar") && stderr.contains(&layer.to_string()),
+        "{stderr}"
+    );
+    assert!(tags(&other, "piped-alone/mirror/one").await.is_empty());
+    let args = [
+        "import",
+        "-",
+        "-c",
+        s(&config),
+        "--target-prefix",
+        &piped_prefix,
+    ];
+    let out = import_stdin(&args, std::fs::read(&weekly).unwrap()).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        tags(&other, "piped/mirror/one").await,
+        tags(&src, "apps/one").await
+    );
+    assert_eq!(tags(&other, "piped/mirror/one").await.len(), 3);
     let out = run(&["import", s(&weekly), "-c", s(&config)]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
