@@ -68,6 +68,7 @@ pub(crate) async fn stream_body(
     refused: &BTreeSet<usize>,
     registries: &Registries,
     shape: UploadShape,
+    stop: &ferry_distribution::StopSignal,
 ) -> (Vec<(usize, Error)>, Option<(u64, u64)>) {
     let Some((body, carried)) = reader.take_body() else {
         return (Vec::new(), None);
@@ -136,10 +137,15 @@ pub(crate) async fn stream_body(
     let mut broke: Option<String> = None;
     while let Some(msg) = rx.recv().await {
         let (digest, size) = match msg {
+            // Stopped (a signal): no blob is started; the rest of the pipe is not read.
+            Msg::Blob(..) if stop.is_stopped() => {
+                broke = Some("the import was stopped before the pipe reached it".to_owned());
+                break;
+            }
             Msg::Blob(d, s) => (d, s),
             Msg::Done(Ok(())) => break,
             Msg::Done(Err(e)) => {
-                broke = Some(e);
+                broke = Some(format!("the bundle's tar broke before it: {e}"));
                 break;
             }
             Msg::Chunk(_) | Msg::End(_) => continue,
@@ -201,7 +207,7 @@ pub(crate) async fn stream_body(
             continue;
         }
         let why = match &broke {
-            Some(e) => format!("the bundle's tar broke before it: {e}"),
+            Some(e) => e.clone(),
             None => "the bundle's record lists it, but its tar does not carry it".to_owned(),
         };
         for n in users {

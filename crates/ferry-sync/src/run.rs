@@ -286,6 +286,7 @@ impl Run {
                 &skip,
                 registries,
                 shape,
+                &self.ctx.stop,
             )
             .await;
             streamed = counts;
