@@ -366,7 +366,11 @@ async fn send(
         };
         let once = Once(&poisoned);
         uploads.push(async move {
-            let pushed = client.push_blob(push, Some(Ok(stream)), &once).await;
+            // The journal is not asked: a session an earlier process recorded would have this
+            // upload read the blob again from its offset, and a pipe cannot.
+            let pushed = client
+                .push_blob_recalled(push, None, Some(Ok(stream)), &once)
+                .await;
             (*registry, pushed)
         });
     }
