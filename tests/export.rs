@@ -103,7 +103,7 @@ fn skopeo(args: &[&str]) -> std::process::Output {
 const TAGS: [&str; 3] = ["1.0", "1.1", "2.0"];
 
 /// Every tag of both mappings is in the bundle under its full target reference; skopeo inspects
-/// and copies each with the digest the source has; `tar tf` order ends with the record; the
+/// and copies each with the digest the source has; `tar tf` order starts with the record; the
 /// config's credentials appear nowhere; `-o -` gives the same entries and record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_is_an_oci_archive_skopeo_reads_by_full_reference() {
@@ -122,20 +122,49 @@ async fn an_export_is_an_oci_archive_skopeo_reads_by_full_reference() {
         "the summary names the bundle: {stderr}"
     );
 
-    // Order: every blob before oci-layout, index.json, and ferry-bundle.json last.
+    // Head first: oci-layout, index.json and ferry-bundle.json, then every manifest (each
+    // image's root before what it names), then the other blobs, so one pass over a pipe knows
+    // every image before its first blob.
     let list = entries(&bundle);
     let names: Vec<&str> = list.iter().map(|(n, _)| n.as_str()).collect();
-    let n = names.len();
     assert_eq!(
-        &names[n - 3..],
+        &names[..3],
         ["oci-layout", "index.json", "ferry-bundle.json"],
         "{names:?}"
+    );
+    let is_manifest = |bytes: &[u8]| {
+        serde_json::from_slice::<serde_json::Value>(bytes)
+            .is_ok_and(|v| v.get("layers").is_some() || v.get("manifests").is_some())
+    };
+    let kinds: Vec<bool> = list
+        .iter()
+        .filter(|(n, _)| n.starts_with("blobs/sha256/") && n.len() > 14)
+        .map(|(_, b)| is_manifest(b))
+        .collect();
+    assert_eq!(kinds.iter().filter(|m| **m).count(), 6, "{names:?}");
+    assert!(
+        kinds.iter().take(6).all(|m| *m),
+        "the six manifests come before every other blob: {names:?}"
     );
     let blobs = names
         .iter()
         .filter(|n| n.starts_with("blobs/sha256/") && n.len() > 14);
     // 6 images x (manifest, config, layer).
     assert_eq!(blobs.count(), 18, "{names:?}");
+    // One pass over it, as over a pipe: the head holds the record and all six manifests, then
+    // each of the twelve other blobs streams checked against its name.
+    let one_pass = ferry_store::archive::stream::open(std::fs::File::open(&bundle).unwrap());
+    let Ok(ferry_store::archive::stream::Opened::Bundle(head, mut body)) = one_pass else {
+        panic!("the export is a head-first bundle to a one-pass reader");
+    };
+    assert_eq!(head.manifests.len(), 6);
+    assert!(head.signature.is_none() && !head.record.is_empty());
+    let mut streamed = 0;
+    while let Some(mut blob) = body.next_blob().unwrap() {
+        std::io::copy(&mut blob, &mut std::io::sink()).expect("each blob is its digest");
+        streamed += 1;
+    }
+    assert_eq!(streamed, 12);
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(unique.len(), names.len(), "no entry twice: {names:?}");
 

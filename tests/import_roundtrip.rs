@@ -19,6 +19,26 @@ async fn run(args: &[&str]) -> std::process::Output {
 }
 
 /// Every tag of `repo` with its digest.
+/// `ferry --progress none ARGS…` with `stdin` fed to its standard input.
+async fn import_stdin(args: &[&str], stdin: Vec<u8>) -> std::process::Output {
+    use tokio::io::AsyncWriteExt as _;
+    let mut all = vec!["--progress", "none"];
+    all.extend_from_slice(args);
+    let mut child = common::command(&all)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ferry runs");
+    let mut pipe = child.stdin.take().unwrap();
+    let feed = tokio::spawn(async move {
+        let _ = pipe.write_all(&stdin).await;
+    });
+    let out = child.wait_with_output().await.expect("ferry ran");
+    feed.await.unwrap();
+    out
+}
+
 async fn tags(c: &RegistryClient, repo: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for tag in c.list_tags(repo).await.unwrap_or_default() {
@@ -66,6 +86,31 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);
 
+    // The same bundle (written head first) compressed and from a pipe, as `zstd -dc full.tar.zst
+    // | ferry import -` gives it: every tag lands, with the source's digests.
+    let piped_prefix = format!("{}/piped", empty.host());
+    let zst = ruzstd::encoding::compress_to_vec(
+        &std::fs::read(&full).unwrap()[..],
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    let out = import_stdin(
+        &[
+            "import",
+            "-",
+            "-c",
+            s(&config),
+            "--target-prefix",
+            &piped_prefix,
+        ],
+        zst,
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        tags(&other, "piped/mirror/one").await,
+        tags(&src, "apps/one").await
+    );
+
     // A week later: one new tag, on the same layer. The incremental bundle leaves the layer
     // out; imported where the base went, the target again matches the source.
     let config_2 = r#"{"os":"linux","architecture":"amd64","n":3}"#;
@@ -110,6 +155,41 @@ async fn an_export_imported_leaves_the_target_as_the_source_and_the_weekly_bundl
         "{stderr}"
     );
     assert!(tags(&other, "site/mirror/one").await.is_empty());
+    // The same from a pipe (read in one pass): alone it fails the same way; where the piped
+    // full bundle went, the left-out layer is found there and every tag lands.
+    let piped_alone = format!("{}/piped-alone", empty.host());
+    let args = [
+        "import",
+        "-",
+        "-c",
+        s(&config),
+        "--target-prefix",
+        &piped_alone,
+    ];
+    let out = import_stdin(&args, std::fs::read(&weekly).unwrap()).await;
+    let stderr = text(&out.stderr);
+    assert_ne!(code(&out), 0, "{stderr}");
+    assert!(stderr.contains("nothing was spooled"), "{stderr}");
+    assert!(
+        stderr.contains("full.tar") && stderr.contains(&layer.to_string()),
+        "{stderr}"
+    );
+    assert!(tags(&other, "piped-alone/mirror/one").await.is_empty());
+    let args = [
+        "import",
+        "-",
+        "-c",
+        s(&config),
+        "--target-prefix",
+        &piped_prefix,
+    ];
+    let out = import_stdin(&args, std::fs::read(&weekly).unwrap()).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(
+        tags(&other, "piped/mirror/one").await,
+        tags(&src, "apps/one").await
+    );
+    assert_eq!(tags(&other, "piped/mirror/one").await.len(), 3);
     let out = run(&["import", s(&weekly), "-c", s(&config)]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     assert_eq!(tags(&dst, "mirror/one").await, tags(&src, "apps/one").await);

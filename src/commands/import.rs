@@ -36,8 +36,11 @@ failed or the bundle was refused, 3 config invalid, 4 authentication.
 
 A bundle compressed with gzip or zstd is recognised by its first bytes and read as its
 tar; anything else that is not a tar is refused naming the bytes it starts with. A
-compressed bundle, or one read from standard input (BUNDLE `-`), is first written as a
-plain tar to a spool file (under --spool-dir; the site config's state_dir/spool, or the
+bundle ferry export wrote, read from standard input (BUNDLE `-`), is imported in one pass
+with no spool file: its head checked before any request, each blob streamed to the
+repositories that need it and checked against the record's size and its digest (a blob
+that fails fails only the images that need it). A compressed file, or any other bundle
+from standard input, is first written as a plain tar to a spool file (under --spool-dir; the site config's state_dir/spool, or the
 system's temporary directory), in one pass and never past --spool-limit (default 64GiB),
 and removed when the import ends (one a killed import left is removed by the next import
 spooling there): a tar file on disk is read in place.";
@@ -137,8 +140,9 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
     };
     if args.bundle.as_os_str() == ferry_store::archive::input::STDIN {
         progress.eprint(&format!(
-            "reading the bundle from standard input into a spool file under {} (at most {} \
-             bytes of tar; removed when the import ends)",
+            "reading the bundle from standard input: a ferry bundle written head first is \
+             streamed in one pass; anything else goes from standard input into a spool file \
+             under {} (at most {} bytes of tar; removed when the import ends)",
             spool.dir.display(),
             spool.limit
         ));

@@ -343,6 +343,14 @@ pub async fn run_door(
                             s.dir.display()
                         ));
                     }
+                    if let Some((blobs, bytes)) = imported.streamed {
+                        progress.eprint(&format!(
+                            "the bundle was read from standard input in one pass, head first: \
+                             nothing was spooled; {blobs} blob{} ({bytes} bytes) streamed to the \
+                             target",
+                            if blobs == 1 { "" } else { "s" }
+                        ));
+                    }
                     if imported.mounted > 0 {
                         progress.eprint(&format!(
                             "mounted {} blob{} the bundle leaves out from other repositories of the target",

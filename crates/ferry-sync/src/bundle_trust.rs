@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use ferry_store::archive::reader::ArchiveReader;
-use ferry_store::bundle::{BUNDLE_ENTRY, RecordSigner, SIGNATURE_ENTRY};
+use ferry_store::bundle::{BUNDLE_ENTRY, BundleRecord, RecordSigner, SIGNATURE_ENTRY};
 use ferry_trust::PrivateKey;
 pub use ferry_trust::PublicKey;
 
@@ -50,16 +50,37 @@ impl std::fmt::Display for Authenticity {
     }
 }
 
-/// How `reader`'s bundle stands under `keys`: with any key, a bundle without a record, without
-/// a signature, with a record that does not commit to `index.json` and every entry's size, or
-/// whose signature no key verifies, is refused (the error says which); without keys, the
-/// record (already held against the tar when it was indexed) is said to be unauthenticated.
+/// A bundle's record as authentication needs it: parsed, its bytes (what a signature is over)
+/// and its signature's text; from an indexed archive or from the head of a one-pass stream.
+pub(crate) struct RecordParts<'a> {
+    pub record: &'a BundleRecord,
+    pub bytes: &'a [u8],
+    pub signature: Option<&'a [u8]>,
+}
+
+impl<'a> RecordParts<'a> {
+    /// The record `reader` indexed, if it holds one.
+    pub(crate) fn of(reader: &'a ArchiveReader) -> Option<Self> {
+        let (record, raw) = reader.record().zip(reader.raw_record())?;
+        Some(RecordParts {
+            record,
+            bytes: &raw.bytes,
+            signature: raw.signature.as_deref(),
+        })
+    }
+}
+
+/// How a bundle (its record's parts, `None` without one) stands under `keys`: with any key, a
+/// bundle without a record, without a signature, with a record that does not commit to
+/// `index.json` and every entry's size, or whose signature no key verifies, is refused (the
+/// error says which); without keys, the record is said to be unauthenticated. Holding the
+/// record against the tar is the caller's: an indexed archive did it when it was indexed; a
+/// one-pass stream holds `index.json` against it at the head and each blob as it streams.
 pub(crate) fn authenticate(
-    reader: &ArchiveReader,
+    record: Option<RecordParts<'_>>,
     keys: &[PublicKey],
 ) -> Result<Authenticity, String> {
-    let raw = reader.raw_record();
-    let (record, raw) = match (reader.record().zip(raw), keys.is_empty()) {
+    let (record, bytes, signature) = match (record, keys.is_empty()) {
         (None, true) => return Ok(Authenticity::NotAuthenticated),
         (Some(_), true) => return Ok(Authenticity::Recorded),
         (None, false) => {
@@ -68,9 +89,9 @@ pub(crate) fn authenticate(
                  by `ferry export --sign-key` is imported under --verify-key"
             ));
         }
-        (Some(pair), false) => pair,
+        (Some(p), false) => (p.record, p.bytes, p.signature),
     };
-    let Some(signature) = &raw.signature else {
+    let Some(signature) = signature else {
         return Err(format!(
             "the bundle is not signed (no {SIGNATURE_ENTRY}), and a key is required"
         ));
@@ -86,7 +107,7 @@ pub(crate) fn authenticate(
         .decode(text.trim())
         .map_err(|_| format!("{SIGNATURE_ENTRY} is not base64"))?;
     for key in keys {
-        if key.verify(&raw.bytes, &sig).is_ok() {
+        if key.verify(bytes, &sig).is_ok() {
             return Ok(Authenticity::Signed {
                 key: format!("{} {}", key.kind(), key.fingerprint()),
             });

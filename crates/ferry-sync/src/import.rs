@@ -45,6 +45,10 @@ pub struct Imported {
     pub outcome: Outcome,
     /// How the bundle was spooled (compressed, or read from standard input), if it was.
     pub spooled: Option<ferry_store::archive::input::Spooled>,
+    /// A head-first bundle read from standard input in one pass: the blobs its body streamed to
+    /// the target (each counted once, however many repositories it reached) and their bytes.
+    /// The run's totals count what the engine did after, which found these blobs there.
+    pub streamed: Option<(u64, u64)>,
 }
 
 /// Why an import did not run at all.
@@ -80,6 +84,9 @@ pub(crate) struct ImportPlan {
     pub mounted: u64,
     pub authenticity: Authenticity,
     pub spooled: Option<ferry_store::archive::input::Spooled>,
+    /// The archive and its placed images (by mapping index), for a bundle's body to stream.
+    pub reader: ArchiveReader,
+    pub images: Vec<ImportImage>,
 }
 
 /// Reads the archive at `path` (through the run's `stores`, so the run reads the same
@@ -100,7 +107,8 @@ pub(crate) async fn plan(
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
     // Before any request: a bundle the keys refuse never reaches a target.
-    let authenticity = authenticate(&reader, keys).map_err(ImportError::Untrusted)?;
+    let authenticity = authenticate(crate::bundle_trust::RecordParts::of(&reader), keys)
+        .map_err(ImportError::Untrusted)?;
     let (images, unplaced) = images(&reader, prefix).map_err(ImportError::Prefix)?;
     if images.is_empty() {
         return Err(ImportError::Nothing { unplaced });
@@ -147,6 +155,8 @@ pub(crate) async fn plan(
         mounted: check.mounted,
         authenticity,
         spooled: reader.spooled().cloned(),
+        reader,
+        images,
     })
 }
 

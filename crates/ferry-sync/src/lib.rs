@@ -53,6 +53,7 @@ pub mod ecr;
 pub(crate) mod engine;
 pub mod error;
 pub mod import;
+mod import_stream;
 pub(crate) mod in_window;
 mod outcome;
 pub mod plan;

@@ -275,9 +275,32 @@ impl Run {
             self.ctx.mode == Mode::DryRun,
         )
         .await?;
+        let mut refused = planned.refused;
+        let mut streamed = None;
+        if self.ctx.mode != Mode::DryRun {
+            // A bundle read from a pipe head first: its body streamed to the targets now, once;
+            // an image a blob failed is refused before anything of it is tagged.
+            let shape = EngineOptions::from_settings(&self.config.engine).shape;
+            let skip = refused.keys().copied().collect();
+            let images = &planned.images;
+            let registries = &self.ctx.registries;
+            let (failed, counts) = crate::import_stream::stream_body(
+                &planned.reader,
+                images,
+                &skip,
+                registries,
+                shape,
+                &self.ctx.stop,
+            )
+            .await;
+            streamed = counts;
+            for (n, e) in failed {
+                refused.entry(n).or_insert(e);
+            }
+        }
         self.config.mappings = planned.mappings;
         let mut prepare = self.prepare_options();
-        prepare.refused = Arc::new(planned.refused);
+        prepare.refused = Arc::new(refused);
         // One-image mappings share their targets: each target is listed once for the run.
         prepare.shared_listings = Some(Arc::default());
         let mut outcome = self.go(prepare).await;
@@ -291,6 +314,7 @@ impl Run {
             authenticity: planned.authenticity,
             outcome,
             spooled: planned.spooled,
+            streamed,
         })
     }
 

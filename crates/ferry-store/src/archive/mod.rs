@@ -7,6 +7,8 @@ pub mod input;
 pub mod reader;
 pub mod reader_tar;
 mod stores;
+pub mod stream;
+pub mod streamed;
 pub mod writer;
 pub(crate) mod writer_tar;
 

@@ -16,9 +16,9 @@ use ferry_distribution::{Digest, Operation};
 use super::docker::DockerImage;
 use super::input::{self, SpoolPlace, Spooled};
 use super::reader_tar::{self, Links, TarEntry, TarIndex};
+use super::streamed::{FromStdin, Opened, StreamBody, Streamed};
 use crate::bundle::{
-    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BUNDLE_FORMAT, BundleRecord, SIGNATURE_ENTRY,
-    SIGNATURE_LIMIT, bundle_digest,
+    BUNDLE_ENTRY, BUNDLE_ENTRY_LIMIT, BundleRecord, SIGNATURE_ENTRY, SIGNATURE_LIMIT,
 };
 use crate::layout::reader::{ByteStream, MANIFEST_LIMIT, READ_CHUNK, add_referrer, media_type_of};
 use crate::layout::{INDEX_LIMIT, IndexEntry, blob_path, parse_index, tag_of_ref_name};
@@ -59,16 +59,18 @@ pub struct RawRecord {
 pub struct Indexed {
     pub tar: TarIndex,
     pub content: Content,
-    referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
+    pub(super) referrers: OnceCell<HashMap<Digest, Vec<Referrer>>>,
     /// Manifests an incremental bundle leaves out, read from the target by `ferry import`'s
     /// base check (each checked against its digest when supplied).
-    supplied: Mutex<HashMap<Digest, Manifest>>,
+    pub(super) supplied: Mutex<HashMap<Digest, Manifest>>,
     /// Images the bundle's record lists whose root a base carried, admitted by `ferry
     /// import` once their root was supplied from the target: served as if `index.json`
     /// named them.
-    admitted: Mutex<Vec<IndexEntry>>,
+    pub(super) admitted: Mutex<Vec<IndexEntry>>,
     /// The spool file the tar was decompressed or copied into (removed with the last reader).
-    spool: Option<(input::SpoolFile, Spooled)>,
+    pub(super) spool: Option<(input::SpoolFile, Spooled)>,
+    /// A bundle read from a pipe head first: its body, streamed once by `ferry import`.
+    pub(super) streamed: Option<Streamed>,
 }
 
 /// An archive opened for reading, with the image a `:REF` selects.
@@ -272,9 +274,30 @@ impl ArchiveReader {
         }
     }
 
-    /// Whether the archive carries the blob (or manifest) `digest`.
+    /// Whether the archive carries the blob (or manifest) `digest` (a streamed bundle's body:
+    /// until it was read).
     pub fn carries(&self, digest: &Digest) -> bool {
         self.blob_entry(digest).is_some()
+            || self
+                .inner
+                .streamed
+                .as_ref()
+                .is_some_and(|s| s.carries(digest))
+    }
+
+    /// A bundle read from a pipe head first: its body, the first time it is asked for, and the
+    /// size the record gives each blob it carries. After this its blobs are not carried.
+    pub fn take_body(&self) -> Option<(StreamBody, HashMap<Digest, Option<u64>>)> {
+        let streamed = self.inner.streamed.as_ref()?;
+        let body = streamed
+            .body
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()?;
+        streamed
+            .drained
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Some((body, streamed.carried.clone()))
     }
 
     fn error(&self, operation: Operation, message: impl Into<String>) -> Error {
@@ -641,7 +664,8 @@ fn same_reference(written: &str, asked: &str) -> bool {
 }
 
 /// The one indexing pass (on a blocking thread), then what the archive holds. A compressed
-/// archive, or one on standard input (`-`), is first spooled under `spool` as a plain tar.
+/// archive is first spooled under `spool` as a plain tar; so is one on standard input (`-`),
+/// unless it is a head-first ferry bundle, known from its head and its body kept to stream.
 async fn index_archive(
     path: PathBuf,
     oci: bool,
@@ -652,13 +676,24 @@ async fn index_archive(
     } else {
         Links::WithinArchive
     };
-    let (tar, spool) = tokio::task::spawn_blocking(move || {
-        let prepared = input::prepare(&path, &spool)?;
+    let opened = tokio::task::spawn_blocking(move || {
+        let prepared = if oci && path == Path::new(input::STDIN) {
+            match super::streamed::open_stdin(&spool)? {
+                FromStdin::Spooled(prepared) => prepared,
+                FromStdin::Bundle(head, body) => return Ok(Opened::Stream(head, body)),
+            }
+        } else {
+            input::prepare(&path, &spool)?
+        };
         let tar = reader_tar::index(&prepared.path, links)?;
-        Ok::<_, String>((tar, prepared.spool))
+        Ok::<_, String>(Opened::Tar(tar, prepared.spool))
     })
     .await
     .map_err(|e| format!("indexing the archive: {e}"))??;
+    let (tar, spool) = match opened {
+        Opened::Tar(tar, spool) => (tar, spool),
+        Opened::Stream(head, body) => return super::streamed::indexed(&head, body),
+    };
     let content = if oci {
         oci_content(&tar).await?
     } else {
@@ -671,6 +706,7 @@ async fn index_archive(
         supplied: Mutex::default(),
         admitted: Mutex::default(),
         spool,
+        streamed: None,
     }))
 }
 
@@ -724,39 +760,13 @@ async fn oci_content(tar: &TarIndex) -> Result<Content, String> {
             let bytes = reader_tar::read_entry(&tar.path, e)
                 .await
                 .map_err(|err| format!("entry {BUNDLE_ENTRY:?}: {err}"))?;
-            let record = check_record(tar, &bytes, &index_json)?;
+            let listed: Vec<String> = carried(tar).into_keys().collect();
+            let record = crate::bundle::check::parse_record(&listed, &bytes, &index_json)?;
             crate::bundle::check::against_tar(&record, &index, &index_json, &carried(tar))?;
             (Some(Box::new(record)), Some(RawRecord { bytes, signature }))
         }
     };
     Ok(Content::Oci { index, record, raw })
-}
-
-/// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
-/// `index.json`'s bytes.
-fn check_record(tar: &TarIndex, bytes: &[u8], index_json: &[u8]) -> Result<BundleRecord, String> {
-    let record: BundleRecord = serde_json::from_slice(bytes).map_err(|e| {
-        format!(
-            "entry {BUNDLE_ENTRY:?} does not parse: {}",
-            crate::complaint(e)
-        )
-    })?;
-    if record.format != BUNDLE_FORMAT {
-        return Err(format!(
-            "entry {BUNDLE_ENTRY:?} is format {}; this ferry reads {BUNDLE_FORMAT}",
-            crate::quoted(&record.format)
-        ));
-    }
-    let carried: Vec<String> = carried(tar).into_keys().collect();
-    let digest = bundle_digest(&carried, index_json);
-    if digest != record.digest {
-        return Err(format!(
-            "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
-             the bundle was altered or is not the one its record describes",
-            crate::quoted(&record.digest)
-        ));
-    }
-    Ok(record)
 }
 
 /// The tar's blob entries (`blobs/<alg>/<hex>`) as digests, with their sizes.

@@ -44,6 +44,14 @@ pub struct TarIndex {
 }
 
 impl TarIndex {
+    /// An index of no entries (a bundle streamed from a pipe, known from its head).
+    pub(crate) fn empty(path: PathBuf) -> Self {
+        TarIndex {
+            path,
+            entries: HashMap::new(),
+        }
+    }
+
     /// The entry named `name`, if the tar holds one.
     pub fn get(&self, name: &str) -> Option<TarEntry> {
         self.entries.get(name).copied()
@@ -410,7 +418,7 @@ fn read_meta(file: &mut std::fs::File, at: u64, size: u64, name: &str) -> Result
 }
 
 /// PAX records: `<len> <key>=<value>\n`, each `len` counting the whole record.
-fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
+pub(crate) fn pax_records(text: &str) -> Result<Vec<(&str, &str)>, String> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {

@@ -1,8 +1,9 @@
-//! Writing an OCI image layout as one tar, streamed: blobs and manifests one entry at a time as
-//! the engine hands them in, then `oci-layout`, `index.json` and (a bundle) `ferry-bundle.json`.
+//! Writing an OCI image layout as one tar, head first: `oci-layout`, `index.json`, (a bundle)
+//! `ferry-bundle.json` and its signature, the manifests (roots first), then the blobs.
 //!
-//! The tar is one sequential stream, so entries are serialized: a blob's writer holds the
-//! stream from its header to its last byte (other blobs for the archive wait), and a digest
+//! Blobs stream, as the engine hands them in, into the tar's body (a file beside it, see
+//! `writer_tar`), one entry at a time: a blob's writer holds the stream from its header to its
+//! last byte (other blobs for the archive wait); manifests are kept for the head; a digest
 //! already in the tar, or in a base bundle's `content` (`--since`), is never written again.
 //! A blob whose bytes fail after its header is out (a digest mismatch, a source that gives up
 //! part way) cannot be taken back out of a stream: the archive is then cut, every later write
@@ -85,6 +86,8 @@ struct State {
     images: Vec<BundleImage>,
     /// Every digest an image put here needs.
     content: BTreeSet<String>,
+    /// The manifests written, in order, with their entry names: the head's, at the finish.
+    manifests: Vec<(String, Bytes)>,
     /// The failure that cut the tar, once there is one.
     cut: Option<String>,
     finished: bool,
@@ -213,26 +216,35 @@ impl ArchiveWriter {
         }))
     }
 
-    /// Writes one manifest as a blob entry; the bytes written (0 when held already).
+    /// Takes one manifest for the tar's head (written at the finish, after the record); the
+    /// bytes it adds (0 when held already).
     pub async fn write_manifest(&self, m: &Manifest) -> Result<u64, StoreError> {
         let size = m.bytes.len() as u64;
-        let Some(mut entry) = self.begin_blob(&m.digest, size).await? else {
-            return Ok(0);
-        };
-        let wrote = entry.write(&m.bytes, false).await;
-        let failed =
-            |kind: ErrorKind| self.store_error("manifest", std::io::Error::other(kind.to_string()));
-        match wrote {
-            Ok(()) => match entry.finish().await {
-                Ok(()) => Ok(size),
-                Err(SinkError::Store(e)) => Err(e),
-                Err(SinkError::Bytes(kind)) => Err(failed(kind)),
-            },
-            Err(kind) => {
-                drop(entry);
-                Err(failed(kind))
-            }
+        let mut sink = self.inner.sink.lock().await;
+        if let Some(why) = self.closed() {
+            return Err(self.store_error("manifest", std::io::Error::other(why)));
         }
+        if self.holds(&m.digest) {
+            return Ok(0);
+        }
+        let actual = Digest::of_bytes(m.digest.algorithm(), &m.bytes);
+        if actual != m.digest {
+            let kind = ErrorKind::DigestMismatch {
+                expected: m.digest.to_string(),
+                actual: actual.to_string(),
+            };
+            return Err(self.store_error("manifest", std::io::Error::other(kind.to_string())));
+        }
+        if sink.is_none() {
+            let io = |e: std::io::Error| self.store_error("manifest", e);
+            *sink = Some(Sink::open(&self.inner.output).map_err(io)?);
+        }
+        let mut state = locked(&self.inner.state);
+        state.written.insert(m.digest.to_string(), size);
+        state
+            .manifests
+            .push((blob_entry(&m.digest), m.bytes.clone()));
+        Ok(size)
     }
 
     /// Puts an image's entry in `index.json` (replacing the one with the same `ref.name`) when
@@ -298,6 +310,7 @@ impl ArchiveWriter {
             None => Sink::open(&self.inner.output),
         };
         let (index, record, report) = self.summary();
+        let manifests = std::mem::take(&mut locked(&self.inner.state).manifests);
         let signature = match (
             &record,
             self.inner.bundle.as_ref().and_then(|b| b.signer.as_ref()),
@@ -323,18 +336,19 @@ impl ArchiveWriter {
             if let Some(signature) = &signature {
                 sink.entry(SIGNATURE_ENTRY, signature).await?;
             }
-            Ok::<u64, std::io::Error>(sink.bytes)
+            // Each image's root was put after the manifests it names: reversed, roots first.
+            for (name, bytes) in manifests.iter().rev() {
+                sink.entry(name, bytes).await?;
+            }
+            Ok::<(), std::io::Error>(())
         }
         .await;
         locked(&self.inner.state).finished = true;
-        let bytes = match result {
-            Ok(b) => b + 2 * super::writer_tar::BLOCK,
-            Err(e) => {
-                sink.discard();
-                return Err(io(e));
-            }
-        };
-        sink.close(&self.inner.output).await.map_err(io)?;
+        if let Err(e) = result {
+            sink.discard();
+            return Err(io(e));
+        }
+        let bytes = sink.close(&self.inner.output).await.map_err(io)?;
         if let (Some(record), Output::File(path)) = (&record, &self.inner.output) {
             let mut beside = path.as_os_str().to_owned();
             beside.push(".json");

@@ -1,9 +1,14 @@
 //! The tar stream under an archive writer: ustar headers (mode 0644, mtime 0, owner 0), padding
 //! and the end blocks, into `PATH.partial` (locked, renamed on success) or standard output.
+//!
+//! The tar is written head first: blob entries go, as they stream in, to an unnamed body file
+//! (beside the output, or in the system's temporary directory for standard output); at the
+//! close the head (`oci-layout`, `index.json`, the record, the manifests) is written, then the
+//! body copied after it, so a reader of one pass knows every image before its first blob.
 
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// A tar block.
 pub const BLOCK: u64 = 512;
@@ -38,33 +43,108 @@ pub fn partial_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The open tar stream: every byte written counted, directory entries written once.
-pub struct Sink {
+/// One sequential tar stream: every byte written counted, directory entries written once.
+struct Tar {
     out: Box<dyn AsyncWrite + Send + Unpin>,
-    /// The file behind `out`, to sync before the rename (`None` for standard output).
+    bytes: u64,
+    dirs: std::collections::HashSet<String>,
+    /// Directory entries are left out (the body's: the head writes them), only noted in `dirs`.
+    with_dirs: bool,
+}
+
+impl Tar {
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(bytes).await?;
+        self.bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    async fn dir(&mut self, dir: &str) -> std::io::Result<()> {
+        if self.dirs.insert(dir.to_owned()) && self.with_dirs {
+            let h = header(dir, 0, tar::EntryType::Directory, 0o755)?;
+            self.write(&h).await?;
+        }
+        Ok(())
+    }
+
+    async fn file_header(&mut self, name: &str, size: u64) -> std::io::Result<()> {
+        let mut at = 0;
+        while let Some(slash) = name[at..].find('/') {
+            self.dir(&name[..at + slash + 1]).await?;
+            at += slash + 1;
+        }
+        let h = header(name, size, tar::EntryType::Regular, 0o644)?;
+        self.write(&h).await
+    }
+
+    async fn pad(&mut self, size: u64) -> std::io::Result<()> {
+        let rest = (BLOCK - size % BLOCK) % BLOCK;
+        self.write(&vec![0; rest as usize]).await
+    }
+}
+
+/// The open tar: the head's stream (`PATH.partial` or standard output), and the body file the
+/// blob entries go to until the close.
+pub struct Sink {
+    head: Tar,
+    /// The blob entries, in an unnamed file (nothing of it outlives the process).
+    body: Tar,
+    /// The body file, read back at the close.
+    body_file: std::fs::File,
+    /// The file behind the head, to sync before the rename (`None` for standard output).
     file: Option<std::fs::File>,
     /// `PATH.partial` while it is being written.
     partial: Option<PathBuf>,
-    /// Bytes of tar written so far.
-    pub bytes: u64,
-    dirs: std::collections::HashSet<String>,
+}
+
+/// The unnamed body file: in `path`'s directory, or the temporary directory for standard
+/// output.
+fn body_file(output: &Output) -> std::io::Result<std::fs::File> {
+    let dir = match output {
+        Output::File(path) => match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => parent.to_path_buf(),
+            None => PathBuf::from("."),
+        },
+        Output::Stdout => std::env::temp_dir(),
+    };
+    tempfile::tempfile_in(&dir).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("a body file in {}: {e}", dir.display()))
+    })
+}
+
+fn tar(out: Box<dyn AsyncWrite + Send + Unpin>, with_dirs: bool) -> Tar {
+    Tar {
+        out,
+        bytes: 0,
+        dirs: Default::default(),
+        with_dirs,
+    }
 }
 
 impl Sink {
     /// Opens the stream: `PATH.partial` created or taken over (never through a symlink) under an
     /// exclusive lock, so a second export to the same file fails at once and a crashed one's
-    /// leftover is reused; or standard output.
+    /// leftover is reused; or standard output. The body file with it.
     pub fn open(output: &Output) -> std::io::Result<Sink> {
+        let body_file = body_file(output)?;
+        let body_writer = tokio::fs::File::from_std(body_file.try_clone()?);
+        let body = tar(
+            Box::new(tokio::io::BufWriter::with_capacity(BUFFER, body_writer)),
+            false,
+        );
         match output {
             Output::Stdout => Ok(Sink {
-                out: Box::new(tokio::io::BufWriter::with_capacity(
-                    BUFFER,
-                    tokio::io::stdout(),
-                )),
+                head: tar(
+                    Box::new(tokio::io::BufWriter::with_capacity(
+                        BUFFER,
+                        tokio::io::stdout(),
+                    )),
+                    true,
+                ),
+                body,
+                body_file,
                 file: None,
                 partial: None,
-                bytes: 0,
-                dirs: Default::default(),
             }),
             Output::File(path) => {
                 let partial = partial_path(path);
@@ -96,58 +176,66 @@ impl Sink {
                 file.set_len(0)?;
                 let writer = tokio::fs::File::from_std(file.try_clone()?);
                 Ok(Sink {
-                    out: Box::new(tokio::io::BufWriter::with_capacity(BUFFER, writer)),
+                    head: tar(
+                        Box::new(tokio::io::BufWriter::with_capacity(BUFFER, writer)),
+                        true,
+                    ),
+                    body,
+                    body_file,
                     file: Some(file),
                     partial: Some(partial),
-                    bytes: 0,
-                    dirs: Default::default(),
                 })
             }
         }
     }
 
-    /// Writes raw bytes.
+    /// Writes raw bytes of a blob entry (the body).
     pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(bytes).await?;
-        self.bytes += bytes.len() as u64;
-        Ok(())
+        self.body.write(bytes).await
     }
 
-    /// A header for a regular file `name` of `size` bytes, with its parent directories' entries
-    /// before it the first time they are needed.
+    /// A blob entry's header (the body): a regular file `name` of `size` bytes.
     pub async fn file_header(&mut self, name: &str, size: u64) -> std::io::Result<()> {
-        let mut at = 0;
-        while let Some(slash) = name[at..].find('/') {
-            let dir = format!("{}/", &name[..at + slash]);
-            at += slash + 1;
-            if self.dirs.insert(dir.clone()) {
-                let h = header(&dir, 0, tar::EntryType::Directory, 0o755)?;
-                self.write(&h).await?;
-            }
-        }
-        let h = header(name, size, tar::EntryType::Regular, 0o644)?;
-        self.write(&h).await
+        self.body.file_header(name, size).await
     }
 
-    /// Zeros up to the next block boundary after an entry of `size` bytes.
+    /// Zeros up to the next block boundary after a blob entry of `size` bytes (the body).
     pub async fn pad(&mut self, size: u64) -> std::io::Result<()> {
-        let rest = (BLOCK - size % BLOCK) % BLOCK;
-        self.write(&vec![0; rest as usize]).await
+        self.body.pad(size).await
     }
 
-    /// A whole small entry.
+    /// A whole small entry of the head, with its parent directories' entries before it the
+    /// first time they are needed.
     pub async fn entry(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-        self.file_header(name, bytes.len() as u64).await?;
-        self.write(bytes).await?;
-        self.pad(bytes.len() as u64).await
+        self.head.file_header(name, bytes.len() as u64).await?;
+        self.head.write(bytes).await?;
+        self.head.pad(bytes.len() as u64).await
     }
 
-    /// The two zero blocks that end a tar, then everything flushed and (for a file) synced and
-    /// renamed over `path`.
-    pub async fn close(mut self, output: &Output) -> std::io::Result<()> {
-        self.write(&[0; 2 * BLOCK as usize]).await?;
-        self.out.flush().await?;
-        self.out.shutdown().await.or_else(|e| match output {
+    /// The body after the head (its directories' entries first), the two zero blocks that
+    /// end a tar, then everything flushed and (for a file) synced and renamed over `path`; the
+    /// tar's size.
+    pub async fn close(mut self, output: &Output) -> std::io::Result<u64> {
+        let mut dirs: Vec<String> = self.body.dirs.iter().cloned().collect();
+        dirs.sort();
+        for dir in dirs {
+            self.head.dir(&dir).await?;
+        }
+        self.body.out.flush().await?;
+        let mut body = tokio::fs::File::from_std(self.body_file.try_clone()?);
+        tokio::io::AsyncSeekExt::seek(&mut body, std::io::SeekFrom::Start(0)).await?;
+        let copied =
+            tokio::io::copy(&mut (&mut body).take(self.body.bytes), &mut self.head.out).await?;
+        if copied != self.body.bytes {
+            return Err(std::io::Error::other(format!(
+                "the body file gave back {copied} of its {} bytes",
+                self.body.bytes
+            )));
+        }
+        self.head.bytes += copied;
+        self.head.write(&[0; 2 * BLOCK as usize]).await?;
+        self.head.out.flush().await?;
+        self.head.out.shutdown().await.or_else(|e| match output {
             // Standard output may be a pipe whose reader already has everything.
             Output::Stdout => Ok(()),
             Output::File(_) => Err(e),
@@ -161,10 +249,11 @@ impl Sink {
                 let _ = std::fs::File::open(parent).and_then(|d| d.sync_all());
             }
         }
-        Ok(())
+        Ok(self.head.bytes)
     }
 
-    /// Drops the stream and removes `PATH.partial` (a failed export leaves no file).
+    /// Drops the stream and removes `PATH.partial` (a failed export leaves no file; the body
+    /// file has no name).
     pub fn discard(mut self) {
         if let Some(partial) = self.partial.take() {
             let _ = std::fs::remove_file(partial);

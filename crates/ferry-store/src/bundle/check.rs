@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{BundleRecord, sha256_of};
+use super::{BUNDLE_ENTRY, BUNDLE_FORMAT, BundleRecord, sha256_of};
 use crate::layout::IndexEntry;
 
 /// The tar's blob entries as the record must list them: `sha256:<hex>` → size.
@@ -11,6 +11,36 @@ pub type Carried = BTreeMap<String, u64>;
 
 /// At most this many disagreements are named in one refusal.
 const NAMED: usize = 3;
+
+/// A bundle's record, parsed and its digest recomputed from the blobs the tar holds and
+/// `index.json`'s bytes.
+pub(crate) fn parse_record(
+    carried: &[String],
+    bytes: &[u8],
+    index_json: &[u8],
+) -> Result<BundleRecord, String> {
+    let record: BundleRecord = serde_json::from_slice(bytes).map_err(|e| {
+        format!(
+            "entry {BUNDLE_ENTRY:?} does not parse: {}",
+            crate::complaint(e)
+        )
+    })?;
+    if record.format != BUNDLE_FORMAT {
+        return Err(format!(
+            "entry {BUNDLE_ENTRY:?} is format {}; this ferry reads {BUNDLE_FORMAT}",
+            crate::quoted(&record.format)
+        ));
+    }
+    let digest = super::bundle_digest(carried, index_json);
+    if digest != record.digest {
+        return Err(format!(
+            "entry {BUNDLE_ENTRY:?} names the bundle {}, but its blobs and index.json make {digest}: \
+             the bundle was altered or is not the one its record describes",
+            crate::quoted(&record.digest)
+        ));
+    }
+    Ok(record)
+}
 
 /// Whether `record` describes exactly this tar: its `index.json` (by digest, when the record
 /// names it), every carried entry with its size (when the record gives sizes), and every

@@ -45,8 +45,11 @@ pub(crate) async fn run(
     };
     let reader = stores.read(&origin).await.map_err(ImportError::Open)?;
     // Before any request: a bundle the keys refuse is not a description of anything.
-    let authenticity =
-        crate::bundle_trust::authenticate(&reader, &spec.keys).map_err(ImportError::Untrusted)?;
+    let authenticity = crate::bundle_trust::authenticate(
+        crate::bundle_trust::RecordParts::of(&reader),
+        &spec.keys,
+    )
+    .map_err(ImportError::Untrusted)?;
     let (own, _unplaced) = images(&reader, spec.prefix.as_deref()).map_err(ImportError::Prefix)?;
     let prefix = match &spec.prefix {
         Some(p) => Some(split_prefix(p).map_err(ImportError::Prefix)?),
