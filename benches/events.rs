@@ -9,50 +9,20 @@
 
 use std::time::{Duration, Instant};
 
-use ferry_distribution::{Algorithm, Digest, RegistryClient, RegistryOptions, ops::Manifest};
+#[path = "shared/push_image.rs"]
+mod push_image;
+
+use ferry_distribution::{RegistryClient, RegistryOptions};
 use ferry_testkit::distribution::{
     AccessLogEntry, RealRegistry, RealRegistryNotifications, RealRegistryOptions,
 };
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 
+use push_image::push;
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 const TOKEN: &str = "events-bench-token-0123456789abcdef";
-
-async fn push(client: &RegistryClient, repo: &str, tag: &str) -> Digest {
-    let config = format!(r#"{{"architecture":"amd64","os":"linux","tag":"{tag}"}}"#);
-    let layer = format!("layer of {repo}:{tag}");
-    let mut descriptors = Vec::new();
-    for bytes in [config.as_bytes(), layer.as_bytes()] {
-        let digest = Digest::of_bytes(Algorithm::Sha256, bytes);
-        client
-            .push_blob_bytes(repo, &digest, bytes.to_vec().into())
-            .await
-            .expect("blob pushed");
-        descriptors.push(serde_json::json!({"digest": digest.to_string(), "size": bytes.len()}));
-    }
-    let mut config_descriptor = descriptors.remove(0);
-    config_descriptor["mediaType"] = "application/vnd.oci.image.config.v1+json".into();
-    descriptors[0]["mediaType"] = "application/vnd.oci.image.layer.v1.tar".into();
-    let bytes = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": config_descriptor,
-        "layers": descriptors,
-    }))
-    .expect("json");
-    let digest = Digest::of_bytes(Algorithm::Sha256, &bytes);
-    let manifest = Manifest {
-        digest: digest.clone(),
-        bytes: bytes.into(),
-        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
-    };
-    client
-        .put_manifest(repo, tag, &manifest)
-        .await
-        .expect("manifest pushed");
-    digest
-}
 
 async fn post(addr: &str, auth: &str, body: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(addr)

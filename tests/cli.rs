@@ -214,8 +214,17 @@ async fn refused_basic_credentials_exit_4_and_the_password_appears_nowhere() {
 async fn without_a_terminal_progress_is_plain_lines_with_no_escape_codes() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[b"layer"]);
+    // Another registry as the target: within one, the blobs are mounted and nothing is read.
+    let dst = TestRegistry::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let config = within(&reg, "src/app", "dst/app", "{ include: [\"*\"] }").write(dir.path());
+    let config = with_registry(&reg, &[])
+        .registry(&dst, &[QUICK_RETRY])
+        .mapping(
+            format!("{}/src/app", reg.host()),
+            &[format!("{}/dst/app", dst.host())],
+            &["tags: { include: [\"*\"] }"],
+        )
+        .write(dir.path());
     let out = ferry(&["sync", "-c", config.to_str().unwrap(), "-v"]).await;
     let stderr = text(&out.stderr);
     assert_eq!(code(&out), 0, "{stderr}");

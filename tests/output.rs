@@ -166,13 +166,16 @@ async fn the_real_run_reports_missing_exact_tags_and_a_filter_that_selected_noth
 async fn the_dry_runs_estimate_counts_mounts_apart_as_the_real_run_does_them() {
     let reg = TestRegistry::builder().start().await.unwrap();
     reg.seed_image("src/app", "v1", &[&vec![b'a'; 3000]]);
+    let dst = TestRegistry::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    // Two repositories of one registry: the second gets each blob by a mount from the first.
-    let h = reg.host();
+    // Two repositories of another registry: the second gets each blob by a mount from the
+    // first. (Within the source's own registry both would mount from the source: issue 42.)
+    let (h, d) = (reg.host(), dst.host());
     let config = with_registry(&reg)
+        .registry(&dst, &[QUICK_RETRY])
         .mapping(
             format!("{h}/src/app"),
-            &[format!("{h}/dst/a"), format!("{h}/dst/b")],
+            &[format!("{d}/dst/a"), format!("{d}/dst/b")],
             &[ALL_TAGS],
         )
         .write(dir.path());

@@ -37,9 +37,16 @@ impl Scene {
         PathBuf::from(format!("{}.state", self.config.display()))
     }
 
+    /// The upload records in the state directory (its tag cache, a directory of its own, is not
+    /// one of them).
     fn records(&self) -> Vec<PathBuf> {
         std::fs::read_dir(self.state_dir())
-            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| !p.ends_with("tag-cache"))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

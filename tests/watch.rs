@@ -318,11 +318,19 @@ async fn a_long_run_is_stopped_at_the_bound_and_writes_its_report() {
         let layers: Vec<&[u8]> = layers.iter().map(Vec::as_slice).collect();
         reg.seed_image("src/slow", &format!("v{i}"), &layers);
     }
+    // The target is another registry, so every blob is read from the slow source (within one
+    // registry each would be mounted, quickly: issue 42).
+    let dst = TestRegistry::builder().start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let registries = registry_entry(&reg.host(), &reg.url(), "");
+    let registries = format!(
+        "{}{}",
+        registry_entry(&reg.host(), &reg.url(), ""),
+        registry_entry(&dst.host(), &dst.url(), "")
+    );
     let mappings = format!(
-        "  - source: \"{0}/src/slow\"\n    targets: [\"{0}/dst/slow\"]\n",
-        reg.host()
+        "  - source: \"{}/src/slow\"\n    targets: [\"{}/dst/slow\"]\n",
+        reg.host(),
+        dst.host()
     );
     let config = write_config(dir.path(), &registries, &mappings);
     let text = std::fs::read_to_string(&config).unwrap();
@@ -375,7 +383,7 @@ async fn a_long_run_is_stopped_at_the_bound_and_writes_its_report() {
     );
     // Floors both ways: some images were copied before the bound, and many were never started.
     assert!(synced >= 1 && interrupted >= 4, "{totals:#}");
-    let copied = reg.tags("dst/slow").len() as u64;
+    let copied = dst.tags("dst/slow").len() as u64;
     assert_eq!(copied, synced, "{totals:#}");
 }
 

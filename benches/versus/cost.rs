@@ -3,12 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Instant;
 
 use ferry_testkit::distribution::{HARNESS_USER_AGENT, RealRegistry};
 
-use crate::measure::{self, LoggedRequest, TIME_BINARY, Traffic};
+use crate::measure::{self, LoggedRequest, Traffic};
 
 /// The tool's process: wall seconds, user + system CPU seconds, peak RSS.
 #[derive(Debug, Clone, Default)]
@@ -187,60 +185,18 @@ fn registry_pid(registry: &RealRegistry) -> Option<u32> {
         })
 }
 
-/// Runs `program args…` under `/usr/bin/time` (wall, peak RSS, user and system CPU), its output
-/// to `log`. Fails with the output's tail when it exits non-zero.
+/// Runs `program args…` measured (`measure::run_measured`: wall, peak RSS, user and system
+/// CPU under `/usr/bin/time`), its output to `log`.
 pub async fn run_timed(
     program: &Path,
     args: &[String],
     envs: &[(String, String)],
     log: &Path,
 ) -> Result<Process, String> {
-    let times = log.with_extension("time");
-    let out = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("cloning {}: {e}", log.display()))?;
-    let mut command = tokio::process::Command::new(TIME_BINARY);
-    command
-        .args(["-f", "%M %U %S", "-o"])
-        .arg(&times)
-        .arg(program)
-        .args(args)
-        .envs(envs.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    let started = Instant::now();
-    let status = command
-        .status()
-        .await
-        .map_err(|e| format!("running {TIME_BINARY} {}: {e}", program.display()))?;
-    let wall = started.elapsed().as_secs_f64();
-    if !status.success() {
-        let output = std::fs::read_to_string(log).unwrap_or_default();
-        let tail: Vec<&str> = output.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "{} exited with {status}; output ends:\n{}",
-            program.display(),
-            tail.join("\n")
-        ));
-    }
-    let text =
-        std::fs::read_to_string(&times).map_err(|e| format!("reading {}: {e}", times.display()))?;
-    let fields: Vec<f64> = text
-        .lines()
-        .last()
-        .unwrap_or("")
-        .split_whitespace()
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    match fields[..] {
-        [rss, user, system] => Ok(Process {
-            wall,
-            cpu: user + system,
-            rss_kib: rss as u64,
-        }),
-        _ => Err(format!("{} holds no figures: {text:?}", times.display())),
-    }
+    let cost = measure::run_measured(&program.to_string_lossy(), args, envs, log).await?;
+    Ok(Process {
+        wall: cost.wall.as_secs_f64(),
+        cpu: cost.cpu_secs,
+        rss_kib: cost.peak_rss_kib,
+    })
 }
