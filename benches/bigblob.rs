@@ -11,7 +11,7 @@
 //!
 //! Run: `cargo build --release --bin ferry && cargo bench --bench bigblob -- --sizes 1,4,8`.
 //! Options after `--`: `--sizes 1,4` (GiB, default 4), `--variants default,chunk256,one-put`
-//! (engine settings: defaults, 64 MiB PATCHes; `chunk_size: 256MiB`, any `chunk<MiB>`; `monolithic_limit` above the layer, one
+//! (engine settings: defaults, 64 MiB PATCHes, above 1 GiB at most 16 of up to 256 MiB; `chunk_size: 256MiB`, any `chunk<MiB>`; `monolithic_limit` above the layer, one
 //! PUT), `--runs N` (ferry runs per variant, default 1), `--json PATH` (the figures as JSON, for
 //! `scripts/bench compare`: benches/versus.rs reads them). `FERRY_BIN` names the ferry binary
 //! (default: the one cargo built with this bench). Storage goes where `TMPDIR` points; a size is
@@ -61,7 +61,9 @@ impl Variant {
 
     fn name(self) -> String {
         match self {
-            Variant::Default => "default chunk_size (64 MiB)".into(),
+            Variant::Default => {
+                "default chunks (64 MiB; above 1 GiB at most 16 PATCHes of up to 256 MiB)".into()
+            }
             Variant::Chunk(mib) => format!("chunk_size {mib}MiB"),
             Variant::OnePut => "one PUT (monolithic_limit above the layer)".into(),
         }
