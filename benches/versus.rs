@@ -6,7 +6,9 @@
 //! Options after `--`: `--runs N` (default 3), `--only corpus-a,scale-250,scale-1000,bigblob,s1,s6`,
 //! `--json PATH` (raw figures; default `bench-compare.json` in the temp directory),
 //! `--bigblob-json PATH` and `--resilience-json PATH` (the other benches' figures, read into the
-//! table), `--skopeo-scale` (skopeo in the scale rows too: slow), `--write-doc` (the section of
+//! table), `--skopeo-scale` (skopeo in the scale rows too: slow), `--bound SECS` (a cold sync
+//! still going after SECS is stopped, shown as "> SECS", and that tool is not run again on that
+//! corpus: ocync v0.5.2 takes about an hour at 1,000 × 5), `--write-doc` (the section of
 //! docs/performance.md). `OCYNC_BIN` / `FERRY_BIN` name the binaries; `FERRY_BENCH_KEEP=1` keeps
 //! the work directories.
 
@@ -45,6 +47,8 @@ pub struct Options {
     pub resilience_json: Option<PathBuf>,
     pub skopeo_scale: bool,
     pub write_doc: bool,
+    /// A cold sync still going after this is stopped (`--bound SECS`).
+    pub bound: Option<std::time::Duration>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -56,6 +60,7 @@ fn parse_options() -> Result<Options, String> {
         resilience_json: None,
         skopeo_scale: false,
         write_doc: false,
+        bound: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -86,6 +91,14 @@ fn parse_options() -> Result<Options, String> {
             }
             "--skopeo-scale" => options.skopeo_scale = true,
             "--write-doc" => options.write_doc = true,
+            "--bound" => {
+                let secs: u64 = value("--bound")?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--bound takes a positive number of seconds")?;
+                options.bound = Some(std::time::Duration::from_secs(secs));
+            }
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
             other => return Err(format!("unknown argument {other:?}")),
@@ -104,6 +117,8 @@ pub struct RowRuns {
     pub warm: BTreeMap<Tool, Vec<Run>>,
     /// Tools whose sync failed (or left the target incomplete), with the error: not run again.
     pub failed: BTreeMap<Tool, String>,
+    /// Tools whose cold sync was stopped at `--bound`, with the bound in seconds: not run again.
+    pub stopped: BTreeMap<Tool, f64>,
 }
 
 /// One measured corpus.
@@ -169,6 +184,7 @@ async fn bench_corpus(
     tools: &Found,
     runs: usize,
     warm: bool,
+    bound: Option<std::time::Duration>,
 ) -> Result<CorpusRow, String> {
     let corpus = Corpus::generate(shape);
     let source = RealRegistry::start()
@@ -193,7 +209,7 @@ async fn bench_corpus(
             tools.iter().rev().collect()
         };
         for (tool, binary) in order {
-            if row.failed.contains_key(tool) {
+            if row.failed.contains_key(tool) || row.stopped.contains_key(tool) {
                 continue;
             }
             let target = RealRegistry::start()
@@ -207,8 +223,21 @@ async fn bench_corpus(
                 repos: &repos,
                 dir: workdir.path().join(format!("{key}-{}-{run}", tool.name())),
             };
-            let checked = match job.run("cold").await {
-                Ok(cold) => verify_target(&corpus, &target).await.map(|()| cold),
+            let checked = match job.run("cold", bound).await {
+                Ok(Some(cold)) => verify_target(&corpus, &target).await.map(|()| cold),
+                Ok(None) => {
+                    let secs = bound.map_or(0.0, |b| b.as_secs_f64());
+                    eprintln!(
+                        "versus: {key} {} run {run}: stopped at the {secs:.0}s bound; not run again on {key}",
+                        tool.name()
+                    );
+                    row.stopped.insert(*tool, secs);
+                    target
+                        .stop()
+                        .await
+                        .map_err(|e| format!("stopping the target registry: {e}"))?;
+                    continue;
+                }
                 Err(e) => Err(e),
             };
             let cold = match checked {
@@ -232,9 +261,10 @@ async fn bench_corpus(
             row.cold.entry(*tool).or_default().push(cold);
             if warm {
                 let again = job
-                    .run("warm")
+                    .run("warm", None)
                     .await
-                    .map_err(|e| format!("{key}, {} run {run}, warm: {e}", tool.name()))?;
+                    .map_err(|e| format!("{key}, {} run {run}, warm: {e}", tool.name()))?
+                    .ok_or(format!("{key}, {} run {run}, warm: stopped", tool.name()))?;
                 eprintln!(
                     "versus: {key} {} run {run}: warm {:.2}s, {} + {} requests",
                     tool.name(),
@@ -290,12 +320,23 @@ async fn run_all(options: Options) -> Result<(), String> {
     let mut rows = Vec::new();
     if wanted("corpus-a") {
         let shape = Shape::many_small();
-        rows.push(bench_corpus("corpus-a", &shape, &found, options.runs, false).await?);
+        rows.push(
+            bench_corpus(
+                "corpus-a",
+                &shape,
+                &found,
+                options.runs,
+                false,
+                options.bound,
+            )
+            .await?,
+        );
     }
     for (key, repos) in [("scale-250", 250), ("scale-1000", 1000)] {
         if wanted(key) {
             let shape = Shape::scale(repos);
-            rows.push(bench_corpus(key, &shape, &scale_tools, options.runs, true).await?);
+            let row = bench_corpus(key, &shape, &scale_tools, options.runs, true, options.bound);
+            rows.push(row.await?);
         }
     }
     let bigblob = wanted("bigblob")

@@ -122,6 +122,20 @@ pub async fn run_measured(
     envs: &[(String, String)],
     log: &Path,
 ) -> Result<ProcessCost, String> {
+    run_measured_within(program, args, envs, log, None)
+        .await?
+        .ok_or_else(|| format!("{program} stopped without a bound"))
+}
+
+/// As [`run_measured`], but a run still going after `bound` is killed with its whole process
+/// group (the timer and the program under it) and answers `None`: stopped, no figures.
+pub async fn run_measured_within(
+    program: &str,
+    args: &[String],
+    envs: &[(String, String)],
+    log: &Path,
+    bound: Option<Duration>,
+) -> Result<Option<ProcessCost>, String> {
     let rss_file = log.with_extension("rss");
     let out = std::fs::File::create(log).map_err(|e| format!("creating {}: {e}", log.display()))?;
     let err = out
@@ -141,11 +155,30 @@ pub async fn run_measured(
     for (name, value) in envs {
         command.env(name, value);
     }
+    command.process_group(0);
     let started = Instant::now();
-    let status = command
-        .status()
-        .await
+    let mut child = command
+        .spawn()
         .map_err(|e| format!("running {TIME_BINARY} {program}: {e}"))?;
+    let waited = match bound {
+        Some(bound) => tokio::time::timeout(bound, child.wait()).await.ok(),
+        None => Some(child.wait().await),
+    };
+    let Some(status) = waited else {
+        if let Some(group) = child.id() {
+            // The group this call made the timer lead: the timer and the program under it.
+            let _ = tokio::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{group}")])
+                .status()
+                .await;
+        }
+        child
+            .wait()
+            .await
+            .map_err(|e| format!("reaping {program} after its bound: {e}"))?;
+        return Ok(None);
+    };
+    let status = status.map_err(|e| format!("waiting for {program}: {e}"))?;
     let wall = started.elapsed();
     let output = std::fs::read_to_string(log).unwrap_or_default();
     if !status.success() {
@@ -175,11 +208,11 @@ pub async fn run_measured(
                 rss_file.display()
             )
         })?;
-    Ok(ProcessCost {
+    Ok(Some(ProcessCost {
         wall,
         peak_rss_kib: figures[0] as u64,
         cpu_secs: figures[1] + figures[2],
-    })
+    }))
 }
 
 /// Starts a registry for the bench: its stderr log at `FERRY_BENCH_REGISTRY_LOG` (`info` logs

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use ferry_testkit::distribution::{HARNESS_USER_AGENT, RealRegistry};
 
@@ -185,18 +186,20 @@ fn registry_pid(registry: &RealRegistry) -> Option<u32> {
         })
 }
 
-/// Runs `program args…` measured (`measure::run_measured`: wall, peak RSS, user and system
-/// CPU under `/usr/bin/time`), its output to `log`.
+/// Runs `program args…` measured (`measure::run_measured_within`: wall, peak RSS, user and
+/// system CPU under `/usr/bin/time`), its output to `log`; `None` when stopped at `bound`.
 pub async fn run_timed(
     program: &Path,
     args: &[String],
     envs: &[(String, String)],
     log: &Path,
-) -> Result<Process, String> {
-    let cost = measure::run_measured(&program.to_string_lossy(), args, envs, log).await?;
-    Ok(Process {
+    bound: Option<Duration>,
+) -> Result<Option<Process>, String> {
+    let program = program.to_string_lossy();
+    let cost = measure::run_measured_within(&program, args, envs, log, bound).await?;
+    Ok(cost.map(|cost| Process {
         wall: cost.wall.as_secs_f64(),
         cpu: cost.cpu_secs,
         rss_kib: cost.peak_rss_kib,
-    })
+    }))
 }

@@ -207,16 +207,35 @@ fn corpus_rows(inputs: &Inputs, row: &CorpusRow, out: &mut String) {
                 .iter()
                 .map(|t| med(runs.get(t), f.as_ref()))
                 .collect();
+            // A tool stopped at `--bound` on this corpus: its cold wall is more than the bound.
+            let stopped = |t: &Tool| {
+                runs.get(t)
+                    .is_none()
+                    .then(|| row.runs.stopped.get(t).copied())
+                    .flatten()
+            };
             let cells: Vec<String> = Tool::ALL
                 .iter()
                 .zip(&values)
-                .map(|(t, v)| cell(inputs, *t, runs.get(t), fmt(*v, *decimals)))
+                .map(|(t, v)| match stopped(t) {
+                    Some(b) if *measure == "wall s" && phase != " warm" => {
+                        format!("> {b:.0} (stopped at the bound)")
+                    }
+                    Some(_) => "stopped at the bound".to_owned(),
+                    None => cell(inputs, *t, runs.get(t), fmt(*v, *decimals)),
+                })
                 .collect();
             let mut ratios = Vec::new();
             if *measure != "wall ÷ CPU floor" {
                 for (i, other) in [(1, "ocync"), (2, "skopeo")] {
                     if let Some(r) = ratio(values[0], values[i]) {
                         ratios.push(format!("{r:.2}x {other}"));
+                    } else if let (true, Some(b), Some(ferry)) = (
+                        *measure == "wall s" && phase != " warm",
+                        stopped(&Tool::ALL[i]),
+                        values[0],
+                    ) {
+                        ratios.push(format!("< {:.2}x {other}", ferry / b));
                     }
                 }
             } else if let Some(v) = values[0] {
@@ -266,6 +285,9 @@ fn scaling_rows(inputs: &Inputs, out: &mut String) {
                     med(large.runs.cold.get(t), f),
                     med(small.runs.cold.get(t), f),
                 );
+                if !large.runs.cold.contains_key(t) && large.runs.stopped.contains_key(t) {
+                    return "stopped at the bound".to_owned();
+                }
                 cell(inputs, *t, large.runs.cold.get(t), fmt(r, 2) + "x")
             })
             .collect();
@@ -430,7 +452,7 @@ pub fn render(inputs: &Inputs) -> String {
     let m = inputs.machine;
     let mut out = format!(
         "Measured {} at commit {} on {} CPUs ({}), {} memory; load average {} at the start. \
-         Command: `scripts/bench compare --runs {}`; medians of {} run(s) per tool (S1/S6: every run). \
+         Command: `scripts/bench compare --runs {}{}`; medians of {} run(s) per tool (S1/S6: every run). \
          Versions: {}. Raw figures: `{}`.\n\n\
          | Row | Measure | ferry | ocync | skopeo | ferry's ratio | issue-42 target |\n\
          |---|---|---:|---:|---:|---|---|\n",
@@ -441,6 +463,10 @@ pub fn render(inputs: &Inputs) -> String {
         m.memory,
         m.load,
         inputs.options.runs,
+        inputs
+            .options
+            .bound
+            .map_or(String::new(), |b| format!(" --bound {}", b.as_secs())),
         inputs.options.runs,
         versions(inputs),
         inputs.options.json.display()
@@ -502,6 +528,7 @@ pub fn raw_json(inputs: &Inputs) -> Value {
                 },
                 "cold": phase(&row.runs.cold),
                 "failed": row.runs.failed.iter().map(|(t, e)| (t.name(), e.clone())).collect::<BTreeMap<_, _>>(),
+                "stopped_at_bound_secs": row.runs.stopped.iter().map(|(t, b)| (t.name(), *b)).collect::<BTreeMap<_, _>>(),
                 "warm": phase(&row.runs.warm),
             })
         })

@@ -2,6 +2,7 @@
 //! config each gets for one source → target sync, and one measured run of it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ferry_testkit::distribution::RealRegistry;
 
@@ -172,17 +173,20 @@ impl Job<'_> {
 
     /// Runs one sync, measured: wall, the tool's CPU and peak RSS, each registry's requests,
     /// CPU and handler time by request kind.
-    pub async fn run(&self, label: &str) -> Result<Run, String> {
+    /// `None` when the sync was still going after `bound` and was stopped.
+    pub async fn run(&self, label: &str, bound: Option<Duration>) -> Result<Option<Run>, String> {
         let (program, args, envs) = self.invocation()?;
         let source = RegistryMark::take(self.source).await?;
         let target = RegistryMark::take(self.target).await?;
         let log = self.dir.join(format!("{label}.log"));
-        let process = cost::run_timed(&program, &args, &envs, &log).await?;
-        Ok(Run {
+        let Some(process) = cost::run_timed(&program, &args, &envs, &log, bound).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Run {
             process,
             source: source.since(self.source).await?,
             target: target.since(self.target).await?,
-        })
+        }))
     }
 }
 
