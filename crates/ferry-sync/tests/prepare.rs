@@ -46,7 +46,11 @@ async fn run(
 
 /// A few deep, slow repositories placed among shallow ones, so an ordered queue would be held
 /// by its head while the mappings behind it finish and wait.
-async fn skewed_registry(mappings: usize, deep_every: usize) -> (TestRegistry, String) {
+async fn skewed_registry(
+    mappings: usize,
+    deep_every: usize,
+    shallow_tags: usize,
+) -> (TestRegistry, String) {
     let reg = TestRegistry::builder()
         .page_size(5)
         .repo_latency("deep/", Duration::from_millis(300))
@@ -59,7 +63,7 @@ async fn skewed_registry(mappings: usize, deep_every: usize) -> (TestRegistry, S
         let (repo, tags) = if i % deep_every == 0 {
             (format!("deep/r{i}"), 40)
         } else {
-            (format!("shallow/r{i}"), 2)
+            (format!("shallow/r{i}"), shallow_tags)
         };
         let digest = reg.seed_image(&repo, "t0", &[format!("layer {i}").as_bytes()]);
         for t in 1..tags {
@@ -90,8 +94,25 @@ fn window_floor_violations(tracker: &PrepareTracker, concurrency: usize) -> Vec<
 
 #[tokio::test(start_paused = true)]
 async fn resolve_all_keeps_its_window_full_while_mappings_wait() {
-    let concurrency = 8;
-    let (reg, yaml) = skewed_registry(40, 8).await;
+    assert_window_stays_full(40, 8, 2, 8).await;
+}
+
+/// Issue 42's scale: 1,000 mappings of 5 tags (the 1,000 × 5 corpus's shape), one in 50 deep,
+/// under the default window of 16.
+#[tokio::test(start_paused = true)]
+async fn at_a_thousand_mappings_of_five_tags_the_window_stays_full() {
+    assert_window_stays_full(1000, 50, 5, 16).await;
+}
+
+/// Prepares `mappings` (one in `deep_every` a slow 40-tag repository, the rest `shallow_tags`
+/// tags) twice, the first to warm the AIMD window, and asserts the second's floor and ceiling.
+async fn assert_window_stays_full(
+    mappings: usize,
+    deep_every: usize,
+    shallow_tags: usize,
+    concurrency: usize,
+) {
+    let (reg, yaml) = skewed_registry(mappings, deep_every, shallow_tags).await;
     let config = config_for(&reg, &yaml, concurrency);
     let registries = Registries::new(&config);
     // Warm the AIMD window first: cold, it opens at 2 and the first permits hide the bug.
@@ -109,7 +130,8 @@ async fn resolve_all_keeps_its_window_full_while_mappings_wait() {
     );
 
     let (plan, tracker) = run(&config, &registries).await;
-    assert_eq!(plan.mappings.len(), 40);
+    assert_eq!(plan.mappings.len(), mappings);
+    assert_eq!(plan.failed().count(), 0);
     let violations = window_floor_violations(&tracker, concurrency);
     assert!(
         violations.is_empty(),
