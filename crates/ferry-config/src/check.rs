@@ -1,6 +1,7 @@
 //! Problem recording for the config checker (position, field name, secrets redacted) and the
 //! small value checks the resolver shares: counts, sizes, durations, tag filters, platforms.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,6 +16,9 @@ pub struct Checker<'a> {
     pub locator: &'a Locator,
     pub redactions: Vec<String>,
     pub problems: Vec<Problem>,
+    /// Tag filters compiled so far, by spec: mappings with the same `tags:` share one compiled
+    /// filter (its glob set and regexes shared by clone) instead of each compiling its own.
+    pub compiled_tags: HashMap<TagFilterSpec, TagFilter>,
 }
 
 impl Checker<'_> {
@@ -126,8 +130,14 @@ impl Checker<'_> {
     }
 
     pub fn compile_tags(&mut self, path: &FieldPath, spec: &TagFilterSpec) -> Option<TagFilter> {
+        if let Some(filter) = self.compiled_tags.get(spec) {
+            return Some(filter.clone());
+        }
         match TagFilter::compile(spec) {
-            Ok(filter) => Some(filter),
+            Ok(filter) => {
+                self.compiled_tags.insert(spec.clone(), filter.clone());
+                Some(filter)
+            }
             Err(e) => {
                 self.fail(&path.join_dotted(&e.field), e.message);
                 None
@@ -228,5 +238,46 @@ impl Checker<'_> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_tag_specs_compile_once_and_a_bad_one_is_reported_at_every_mapping() {
+        let locator = Locator::new("mappings: []\n");
+        let mut checker = Checker {
+            file: Path::new("mirror.yaml"),
+            locator: &locator,
+            redactions: Vec::new(),
+            problems: Vec::new(),
+            compiled_tags: HashMap::new(),
+        };
+        let at = |i: usize| FieldPath::root().key("mappings").index(i).key("tags");
+        let spec = TagFilterSpec {
+            include: Some(vec!["v*".into()]),
+            ..TagFilterSpec::default()
+        };
+        let tags = ["v1", "latest", "v2"];
+        let first = checker.compile_tags(&at(0), &spec).unwrap();
+        let second = checker.compile_tags(&at(1), &spec).unwrap();
+        assert_eq!(checker.compiled_tags.len(), 1, "one compile for one spec");
+        assert_eq!(first.select(&tags).selected, ["v1", "v2"]);
+        assert_eq!(second.select(&tags).selected, first.select(&tags).selected);
+
+        let bad = TagFilterSpec {
+            regex: Some("(".into()),
+            ..TagFilterSpec::default()
+        };
+        assert!(checker.compile_tags(&at(2), &bad).is_none());
+        assert!(checker.compile_tags(&at(3), &bad).is_none());
+        assert_eq!(checker.problems.len(), 2, "each mapping's own problem");
+        assert_eq!(
+            checker.compiled_tags.len(),
+            1,
+            "a failed compile is not kept"
+        );
     }
 }

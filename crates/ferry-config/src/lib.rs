@@ -605,6 +605,7 @@ fn parse_as(
             locator: &written,
             redactions: Vec::new(),
             problems: Vec::new(),
+            compiled_tags: Default::default(),
         };
         let problems = errors
             .into_iter()
@@ -647,6 +648,7 @@ fn parse_as(
         locator: &locator,
         redactions,
         problems: Vec::new(),
+        compiled_tags: Default::default(),
     };
     let Some(raw) = unknown::read_raw(&interpolated.text, &mut checker) else {
         return Err(checker.finish());

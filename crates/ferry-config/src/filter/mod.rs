@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 pub use version::TagVersion;
 
 /// How selected tags are ordered before `latest` keeps the last N.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TagSort {
     /// Versions by semver precedence (`v1.2` = `1.2.0`), after all tags that are not versions.
@@ -46,7 +46,7 @@ pub enum TagSort {
 
 /// Which tags of a source repository to mirror. All fields are optional; see the module docs
 /// for the order in which they apply.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TagFilterSpec {
     /// Glob patterns (`*`, `?`, `[abc]`); a tag must match at least one. When absent it is
