@@ -373,29 +373,5 @@ async fn run_all(options: Options) -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let options = match parse_options() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("versus: {e}");
-            return std::process::ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("versus: cannot start the runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run_all(options)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("versus: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    measure::bench_main("versus", parse_options, run_all)
 }

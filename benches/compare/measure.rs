@@ -277,3 +277,41 @@ pub fn median<T: PartialOrd + Copy>(values: &[T]) -> Option<T> {
     sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     sorted.get((sorted.len().saturating_sub(1)) / 2).copied()
 }
+
+/// A bench's `main`: parses its options (exit 2 with the message), runs it on a 2-thread
+/// runtime (exit 1 with the error), each message prefixed with the bench's `name`.
+pub fn bench_main<O, F, Fut>(
+    name: &str,
+    parse: impl FnOnce() -> Result<O, String>,
+    run: F,
+) -> std::process::ExitCode
+where
+    F: FnOnce(O) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let options = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{name}: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(options)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
