@@ -221,6 +221,7 @@ fn corpus_rows(inputs: &Inputs, row: &CorpusRow, out: &mut String) {
                     Some(b) if *measure == "wall s" && phase != " warm" => {
                         format!("> {b:.0} (stopped at the bound)")
                     }
+                    Some(_) if phase == " warm" => "not run (cold stopped at the bound)".to_owned(),
                     Some(_) => "stopped at the bound".to_owned(),
                     None => cell(inputs, *t, runs.get(t), fmt(*v, *decimals)),
                 })
