@@ -279,5 +279,16 @@ mod tests {
             1,
             "a failed compile is not kept"
         );
+
+        // The kept compile is what a later mapping with that spec gets, not a new one: a
+        // filter planted under the spec answers instead of what the spec would compile to.
+        checker
+            .compiled_tags
+            .insert(spec.clone(), TagFilter::none());
+        let planted = checker.compile_tags(&at(4), &spec).unwrap();
+        assert!(
+            planted.select(&tags).selected.is_empty(),
+            "the kept filter is used"
+        );
     }
 }
