@@ -9,6 +9,9 @@
 #[path = "compare/corpus.rs"]
 #[allow(dead_code)]
 mod corpus;
+#[allow(dead_code)]
+#[path = "compare/measure.rs"]
+mod measure;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -226,22 +229,5 @@ async fn run() -> Result<(), String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("import bench: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    measure::bench_main("import bench", || Ok(()), |()| run())
 }
