@@ -155,7 +155,11 @@ pub async fn run_measured_within(
     for (name, value) in envs {
         command.env(name, value);
     }
-    command.process_group(0);
+    if bound.is_some() {
+        // Its own group, so the bound can stop the program under the timer too. Only then: a
+        // group of its own no longer gets the terminal's Ctrl-C with the bench.
+        command.process_group(0);
+    }
     let started = Instant::now();
     let mut child = command
         .spawn()
