@@ -167,6 +167,20 @@ impl Evidence {
         });
     }
 
+    /// How long the window's answers cover (from the oldest to `now`).
+    pub fn span(&mut self, now: Instant) -> Duration {
+        self.prune(now);
+        self.answers
+            .front()
+            .map_or(Duration::ZERO, |a| now.saturating_duration_since(a.at))
+    }
+
+    /// The throttles in the window.
+    pub fn throttles(&mut self, now: Instant) -> usize {
+        self.prune(now);
+        self.answers.iter().filter(|a| a.throttled).count()
+    }
+
     /// Answers that were not throttles in the window, and how many there were per second of
     /// the window actually covered (at least one second): the rate the registry accepted.
     pub fn accepted(&mut self, now: Instant) -> (usize, f64) {

@@ -40,6 +40,12 @@ const DEFAULT_QUOTA_WINDOW: Duration = Duration::from_secs(60);
 
 /// Fewer accepted answers than this in the evidence window teach no rate.
 const MIN_HISTORY: usize = 8;
+/// Registry-wide throttles in the window needed to learn a rate from less than an [`EPOCH`] of
+/// answers (the opening of a run). So early, three throttles among a dozen answers are as often
+/// a fault share's chance as a limit (issue 42's S1: three of seventeen at a 5% share, paced at
+/// 12.6/s for 2.9 s), while a limit just hit refuses everything past it, so two more cost a
+/// real limit two throttles. The registry-wide verdict itself still comes at the third.
+const OPENING_THROTTLES: usize = 5;
 /// After a registry-wide throttle the learned rate is this share of what the registry accepted.
 const LEARNED_SHARE: f64 = 0.9;
 /// Each further registry-wide throttle (once per epoch) cuts the learned rate to this share.
@@ -379,11 +385,14 @@ impl Pacer {
             return scope;
         }
         let (count, accepted) = s.evidence.accepted(now);
+        // The opening: too few throttles yet to tell a limit from chance.
+        let opening = s.evidence.span(now) < EPOCH && s.evidence.throttles(now) < OPENING_THROTTLES;
         let rate = match s.learned.as_ref() {
             Some(l) if now.saturating_duration_since(l.last_cut) < EPOCH => return scope,
             // Too little accepted to learn a rate from: the window and each request's own wait
             // answer it.
             None if count < MIN_HISTORY => return scope,
+            None if opening => return scope,
             Some(l) => (l.bucket.rate * LEARNED_CUT).min(accepted * LEARNED_SHARE),
             None => accepted * LEARNED_SHARE,
         }

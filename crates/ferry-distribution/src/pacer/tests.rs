@@ -175,7 +175,7 @@ async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epo
     for i in 0..20 {
         p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
-    for repo in ["a", "b", "c"] {
+    for repo in ["a", "b", "c", "d", "e"] {
         p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }
     let learned = p.learned_rate().unwrap();
@@ -188,6 +188,56 @@ async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epo
     p.on_throttle(Some("a"), p.ticket(Operation::ManifestGet));
     let cut = p.learned_rate().unwrap();
     assert!(cut < learned, "{cut}");
+}
+
+/// Issue 42's S1: fourteen answers, then three throttles of three repositories within a few
+/// milliseconds, at a 5% fault share. The verdict is the registry's, but no rate is learned from
+/// an opening that short until two more throttles say it is a limit.
+#[tokio::test(start_paused = true)]
+async fn three_throttles_in_the_opening_teach_no_rate_and_five_do() {
+    let p = Pacer::new("r", None);
+    for i in 0..14 {
+        p.on_answer(
+            Some(["a", "b", "c", "d"][i % 4]),
+            p.ticket(Operation::ManifestGet),
+        );
+    }
+    let mut verdicts = Vec::new();
+    for repo in ["a", "b", "c"] {
+        tokio::time::advance(Duration::from_millis(5)).await;
+        verdicts.push(p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet)));
+    }
+    assert_eq!(verdicts[2], Scope::Registry);
+    assert_eq!(
+        p.learned_rate(),
+        None,
+        "three in the opening are not a limit yet"
+    );
+    for repo in ["d", "a"] {
+        assert_eq!(
+            p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet)),
+            Scope::Registry
+        );
+    }
+    let learned = p.learned_rate().expect("five dense throttles are a limit");
+    assert!((learned - 14.0 * 0.9).abs() < 1e-9, "{learned}");
+}
+
+/// Past the opening (a second of answers), three registry-wide throttles teach a rate.
+#[tokio::test(start_paused = true)]
+async fn after_the_opening_three_throttles_teach_a_rate() {
+    let p = Pacer::new("r", None);
+    for i in 0..14 {
+        p.on_answer(
+            Some(["a", "b", "c", "d"][i % 4]),
+            p.ticket(Operation::ManifestGet),
+        );
+        tokio::time::advance(Duration::from_millis(80)).await;
+    }
+    for repo in ["a", "b", "c"] {
+        p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
+    }
+    assert!(p.learned_rate().is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -249,7 +299,7 @@ async fn exactly_min_history_accepted_answers_teach_a_rate_and_an_epoch_later_cu
     for i in 0..MIN_HISTORY {
         p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
-    for repo in ["a", "b", "c"] {
+    for repo in ["a", "b", "c", "d", "e"] {
         p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }
     let learned = p.learned_rate().expect("eight accepted answers are enough");
@@ -280,12 +330,12 @@ async fn scattered_throttles_that_go_on_under_a_learned_rate_refute_it() {
     for i in 0..20 {
         p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
-    for repo in ["a", "b", "c"] {
+    for repo in ["a", "b", "c", "d", "e"] {
         p.on_throttle(Some(repo), before);
     }
     assert!(p.learned_rate().is_some(), "a limit hit teaches a rate");
     // Requests sent before the rate was learned say nothing about it.
-    for repo in ["d", "e"] {
+    for repo in ["x", "y"] {
         for i in 0..30 {
             p.on_answer(
                 Some(["a", "b", "c"][i % 3]),
@@ -324,7 +374,7 @@ async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_noth
     for i in 0..20 {
         p.on_answer(Some(["a", "b"][i % 2]), p.ticket(Operation::ManifestGet));
     }
-    for repo in ["a", "b", "c"] {
+    for repo in ["a", "b", "c", "d", "e"] {
         p.on_throttle(Some(repo), before);
     }
     let learned = p.learned_rate().unwrap();
@@ -349,20 +399,20 @@ async fn a_throttle_of_a_probe_past_the_estimate_ends_the_probe_and_refutes_noth
 async fn answers_on_their_way_back_at_the_cut_complete_the_count_it_was_made_from() {
     let p = Pacer::new("r", None);
     let mut sent = Vec::new();
-    for _ in 0..23 {
+    for _ in 0..25 {
         sent.push(p.admit(Operation::ManifestGet).await);
     }
-    // Twelve accepted, then a limit's three throttles: the cut counts twelve.
+    // Twelve accepted, then a limit's five throttles (the opening's): the cut counts twelve.
     for t in &sent[..12] {
         p.on_answer(Some("a"), *t);
     }
-    for (t, repo) in sent[12..15].iter().zip(["a", "b", "c"]) {
+    for (t, repo) in sent[12..17].iter().zip(["a", "b", "c", "d", "e"]) {
         p.on_throttle(Some(repo), *t);
     }
     let cut = p.learned_rate().unwrap();
     assert!((cut - 10.8).abs() < 1e-9, "{cut}");
     // Eight more that were accepted before the cut come back: twenty in all.
-    for t in &sent[15..] {
+    for t in &sent[17..] {
         p.on_answer(Some("b"), *t);
     }
     let completed = p.learned_rate().unwrap();
@@ -377,14 +427,14 @@ async fn answers_on_their_way_back_at_the_cut_complete_the_count_it_was_made_fro
     assert!(p.learned_rate().unwrap() <= completed);
 }
 
-/// A pacer that learned 10.8/s from twelve accepted answers and a limit's three throttles, all
+/// A pacer that learned 10.8/s from twelve accepted answers and a limit's five throttles, all
 /// of requests admitted before the cut; returns one of those tickets.
 async fn learned_from_twelve(p: &Pacer) -> Ticket {
     let before = p.admit(Operation::ManifestGet).await;
     for i in 0..12 {
         p.on_answer(Some(["a", "b"][i % 2]), before);
     }
-    for repo in ["a", "b", "c"] {
+    for repo in ["a", "b", "c", "d", "e"] {
         p.on_throttle(Some(repo), before);
     }
     assert!((p.learned_rate().unwrap() - 10.8).abs() < 1e-9);
