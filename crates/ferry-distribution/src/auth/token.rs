@@ -433,7 +433,14 @@ pub(crate) async fn read_limited(
             limit,
         }));
     }
-    let mut body = Vec::new();
+    // Sized from what the registry declares (never past the limit, nor a hostile size in
+    // advance), and trimmed at the end: a run keeps every manifest body it reads (issue 42).
+    let declared = response
+        .content_length()
+        .unwrap_or(0)
+        .min(limit)
+        .min(1 << 20);
+    let mut body = Vec::with_capacity(declared as usize);
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| Failure::from_transport(&e))?;
@@ -445,6 +452,7 @@ pub(crate) async fn read_limited(
         }
         body.extend_from_slice(&chunk);
     }
+    body.shrink_to_fit();
     Ok(body)
 }
 

@@ -10,7 +10,7 @@
 // names alone (host and repository, or the layout's directory), which never changes.
 #![allow(clippy::mutable_key_type)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,25 +43,34 @@ pub struct BlobCounters {
     pub bytes_resumed: AtomicU64,
 }
 
+/// One blob's transfer as planned: what to read, and every place it must reach.
 #[derive(Debug, Clone)]
 struct Job {
     blob: BlobRef,
     source: Source,
-    /// Every destination, and whether it is a repository that did not exist before this run.
-    places: BTreeMap<Destination, bool>,
-    /// Destinations an earlier generation of this blob reached: a registry repository of the
-    /// same host mounts from one instead of reading the source again.
-    held: Vec<Destination>,
+    /// Every destination (sorted, each once), and whether it is a repository that did not
+    /// exist before this run. A sorted vector rather than a map: most blobs go to one place,
+    /// and a run plans one job per blob (issue 42's memory at 5,000 images).
+    places: Vec<(Destination, bool)>,
 }
 
-/// Per place: the bytes a recorded upload session held when the place's upload went on from
-/// it (0 when none was resumed), or the failure.
-type Outcome = HashMap<Destination, Result<u64, SyncError>>;
+impl Job {
+    /// Where `place` is in `places`, or where it would go.
+    fn find(&self, place: &Destination) -> Result<usize, usize> {
+        self.places.binary_search_by(|(p, _)| p.cmp(place))
+    }
+}
+
+/// Per place of the job, in the job's order: the bytes a recorded upload session held when the
+/// place's upload went on from it (0 when none was resumed), or the failure (boxed: a run
+/// keeps one per place to the end, and nearly all are not failures).
+type Outcome = Box<[Result<u64, Arc<SyncError>>]>;
 
 /// One generation of one blob's work: pending until a caller of [`BlobScheduler::ensure`] runs
 /// it to the end, then done with a result for every place it was planned for. The job stays in
 /// the cell, so a run that is dropped part way leaves the cell pending, never done with a
-/// partial outcome. Places join the job until its run starts.
+/// partial outcome. Places join the job until its run starts; from then on it is shared, never
+/// copied.
 #[derive(Debug)]
 struct Cell {
     planned: std::sync::Mutex<Planned>,
@@ -72,7 +81,7 @@ struct Cell {
 
 #[derive(Debug)]
 struct Planned {
-    job: Job,
+    job: Arc<Job>,
     started: bool,
 }
 
@@ -132,27 +141,30 @@ impl BlobScheduler {
         // extra upload POST; the flake of import_roundtrip's request count, issue 39).
         if generations.iter().any(|c| {
             let planned = c.planned();
-            planned.started && planned.job.places.contains_key(&place)
+            planned.started && planned.job.find(&place).is_ok()
         }) {
             return 0;
         }
         if let Some(last) = generations.last() {
             let mut planned = last.planned();
             if !planned.started {
-                let entry = planned.job.places.entry(place).or_insert(new_repository);
-                *entry &= new_repository;
+                // Not started: no one else holds the job, so this changes it in place.
+                let job = Arc::make_mut(&mut planned.job);
+                match job.find(&place) {
+                    Ok(i) => job.places[i].1 &= new_repository,
+                    Err(i) => job.places.insert(i, (place, new_repository)),
+                }
                 return 0;
             }
         }
         let job = Job {
             blob: blob.clone(),
             source: source.clone(),
-            places: BTreeMap::from([(place, new_repository)]),
-            held: Vec::new(),
+            places: vec![(place, new_repository)],
         };
         let cell = Arc::new(Cell {
             planned: std::sync::Mutex::new(Planned {
-                job,
+                job: Arc::new(job),
                 started: false,
             }),
             earlier: generations.clone(),
@@ -185,21 +197,21 @@ impl BlobScheduler {
                 what,
             })
         };
-        let cell = {
+        let found = {
             let cells = self.cells();
             let Some(generations) = cells.get(digest) else {
                 return unplanned("was never scheduled");
             };
-            generations
-                .iter()
-                .find(|c| c.planned().job.places.contains_key(place))
-                .cloned()
+            generations.iter().find_map(|c| {
+                let at = c.planned().job.find(place).ok()?;
+                Some((Arc::clone(c), at))
+            })
         };
-        let Some(cell) = cell else {
+        let Some((cell, at)) = found else {
             return unplanned("was never scheduled for this place");
         };
-        match self.outcome(&cell).await.get(place) {
-            Some(r) => r.clone(),
+        match self.outcome(&cell).await.get(at) {
+            Some(r) => r.clone().map_err(|e| SyncError::clone(&e)),
             None => unplanned("was never scheduled for this place"),
         }
     }
@@ -212,36 +224,57 @@ impl BlobScheduler {
         Box::pin(cell.done.get_or_init(|| async {
             // Earlier generations first (each takes its own slot): what they put in a registry
             // is mounted from rather than read from the source again.
+            // Destinations an earlier generation reached: a registry repository of the same
+            // host mounts from one instead of reading the source again.
             let mut held = Vec::new();
             for earlier in &cell.earlier {
                 let outcome = self.outcome(earlier).await;
+                let places = Arc::clone(&earlier.planned().job);
                 held.extend(
-                    outcome
+                    places
+                        .places
                         .iter()
+                        .zip(outcome.iter())
                         .filter(|(_, r)| r.is_ok())
-                        .map(|(p, _)| p.clone()),
+                        .map(|((p, _), _)| p.clone()),
                 );
             }
             let job = {
                 let mut planned = cell.planned();
                 planned.started = true;
-                let mut job = planned.job.clone();
-                job.held = held;
-                job
+                Arc::clone(&planned.job)
             };
             let _permit = self.limit.acquire().await;
-            run_job(&job, self.shape, &self.counters, &self.progress).await
+            let mut outcome =
+                run_job(&job, &held, self.shape, &self.counters, &self.progress).await;
+            job.places
+                .iter()
+                .map(|(p, _)| match outcome.remove(p) {
+                    Some(r) => r.map_err(Arc::new),
+                    None => Err(Arc::new(SyncError::Unplanned {
+                        destination: p.name(),
+                        digest: job.blob.digest.to_string(),
+                        what: "was planned but its transfer gave no outcome",
+                    })),
+                })
+                .collect()
         }))
     }
 }
 
+/// What a job's run did, per place, while it runs (the cell keeps it in the job's order).
+type RunOutcome = HashMap<Destination, Result<u64, SyncError>>;
+
+/// Runs `job`; a registry repository in `held` (what earlier generations of the blob reached)
+/// is mounted from rather than the source read again.
 async fn run_job(
     job: &Job,
+    held: &[Destination],
     shape: UploadShape,
     counters: &BlobCounters,
     progress: &Arc<crate::progress::SyncProgress>,
-) -> Outcome {
-    let mut outcome: Outcome = HashMap::new();
+) -> RunOutcome {
+    let mut outcome: RunOutcome = HashMap::new();
     let digest = &job.blob.digest;
 
     // 1. Skip what is already there (never a HEAD in a repository that did not exist, unless
@@ -281,7 +314,7 @@ async fn run_job(
         let primary = source_repository
             .iter()
             .filter(|s| *s != place)
-            .chain(job.held.iter())
+            .chain(held.iter())
             .chain(&primaries)
             .find(|p| place.mounts_from(p))
             .cloned();
@@ -355,7 +388,7 @@ async fn copy_to(
     shape: UploadShape,
     counters: &BlobCounters,
     progress: &Arc<crate::progress::SyncProgress>,
-) -> Outcome {
+) -> RunOutcome {
     let mut outcome = HashMap::new();
     if places.is_empty() {
         return outcome;

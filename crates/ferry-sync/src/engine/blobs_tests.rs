@@ -219,3 +219,46 @@ async fn a_place_a_started_generation_has_is_not_planned_again_in_the_next() {
         1
     );
 }
+
+/// Places join a pending job in any order and each is found again (the job keeps them sorted,
+/// each once, issue 42's memory): one upload, a mount into every other repository, and an outcome
+/// per place, a place planned twice included.
+#[tokio::test(start_paused = true)]
+async fn places_planned_in_any_order_each_get_their_own_outcome() {
+    let (src, dst) = pair().await;
+    let digest = src.seed_blob("lib/a", b"one layer, many repositories");
+    let regs = registries(&[&src, &dst]);
+    let source = Source::Registry {
+        client: regs.client(&src.host()).await.unwrap(),
+        repository: "lib/a".into(),
+    };
+    let target = regs.client(&dst.host()).await.unwrap();
+    let place = |repo: &str| Destination::Registry {
+        client: target.clone(),
+        repository: repo.into(),
+    };
+    let blob = BlobRef {
+        digest: Digest::parse(&digest).unwrap(),
+        size: 28,
+    };
+    let shape = UploadShape {
+        chunk_size: 64 * 1024,
+        monolithic_limit: 64 * 1024,
+    };
+    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let order = ["m/d", "m/a", "m/f", "m/b", "m/e", "m/a", "m/c"];
+    let added: Vec<u64> = order
+        .iter()
+        .map(|r| scheduler.need(&blob, &source, place(r), true))
+        .collect();
+    assert_eq!(added, [28, 0, 0, 0, 0, 0, 0], "one generation, one read");
+    for repo in ["m/a", "m/b", "m/c", "m/d", "m/e", "m/f"] {
+        scheduler.ensure(&blob.digest, &place(repo)).await.unwrap();
+        assert!(dst.has_blob(repo, &digest), "{repo}");
+    }
+    let counted = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(counted(&scheduler.counters.copied), 1);
+    assert_eq!(counted(&scheduler.counters.mounted), 5);
+    let unplanned = scheduler.ensure(&blob.digest, &place("m/g")).await;
+    assert!(unplanned.is_err(), "m/g was never planned");
+}

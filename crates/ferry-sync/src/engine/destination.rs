@@ -30,8 +30,8 @@ pub enum Destination {
     Registry {
         /// A client for the target's registry.
         client: RegistryClient,
-        /// The repository on it.
-        repository: String,
+        /// The repository on it (shared: the run plans a copy of the destination per blob).
+        repository: Arc<str>,
     },
     /// A store place: an OCI image-layout directory, or an OCI archive (`oci-archive:PATH`,
     /// or `ferry export`'s bundle: one tar stream shared by every target written into it).
@@ -126,7 +126,7 @@ impl Destination {
                 repository,
             } => Ok(Destination::Registry {
                 client: registries.client(registry).await?,
-                repository: repository.clone(),
+                repository: repository.as_str().into(),
             }),
         }
     }
@@ -212,7 +212,7 @@ impl Destination {
         match source {
             crate::source::Source::Registry { client, repository } => Some(Destination::Registry {
                 client: client.clone(),
-                repository: repository.clone(),
+                repository: repository.as_str().into(),
             }),
             crate::source::Source::Store(_) => None,
         }
@@ -289,7 +289,7 @@ impl Destination {
                     session,
                 };
                 let flow = client.push_blob_recalled(push, recalled, tee, feed).await?;
-                tracing::trace!(registry = client.host(), repository, blob = %blob.digest, ?flow, "blob pushed");
+                tracing::trace!(registry = client.host(), repository = &**repository, blob = %blob.digest, ?flow, "blob pushed");
                 Ok(())
             }
             Destination::Store(store) => store_blob(store.as_ref(), feed).await,

@@ -71,6 +71,9 @@ pub(crate) async fn fetch_graph(
     graph.original_root = root.kept;
     let root = root.filtered;
     expand(source, root, 0, &mut graph, &mut seen).await?;
+    // The run keeps every image's graph to its end: no spare capacity (issue 42's memory).
+    graph.manifests.shrink_to_fit();
+    graph.blobs.shrink_to_fit();
     Ok(graph)
 }
 

@@ -234,9 +234,13 @@ where
     }
     let (archives, archive_failed) = finish_archives(&options.stores).await;
 
+    // Each image's work (its graph, its opened targets) is dropped as its report rows are
+    // written, so the rows do not sit beside every image's work at the run's end (issue 42).
+    drop(std::mem::take(&mut *locked(&intake.graphs)));
     let mut images = std::mem::take(&mut *locked(&intake.images));
-    for (wi, (w, outcomes)) in ran.iter().enumerate() {
-        for (ti, (t, outcome)) in w.targets.iter().zip(outcomes).enumerate() {
+    images.reserve_exact(ran.iter().map(|(w, _)| w.targets.len()).sum());
+    for (wi, (w, outcomes)) in ran.into_iter().enumerate() {
+        for (ti, (t, outcome)) in w.targets.iter().zip(&outcomes).enumerate() {
             let index_failure = index_failed.iter().find(|(k, _)| *k == (wi, ti));
             let archive_failure = t
                 .place
@@ -389,11 +393,12 @@ async fn take_in(
         }
     }
     let mut stale_images = Vec::new();
-    for image in resolved.images {
+    for mut image in resolved.images {
         let mut stale = Vec::new();
-        for t in &image.targets {
+        // The image's targets move into its stale list (the work keeps no second copy).
+        for t in std::mem::take(&mut image.targets) {
             if t.state.needs_copy() {
-                stale.push((t.target.clone(), t.state.clone()));
+                stale.push((t.target, t.state));
             } else {
                 reports.push(report(
                     m.index,
@@ -468,9 +473,12 @@ async fn take_in(
     let source = &source;
     let name = &m.source;
     let works: Vec<Work> = futures::stream::iter(works)
-        .map(|(image, targets)| async move {
+        .map(|(mut image, targets)| async move {
             let graph = graph_of(intake, source, &image, platforms).await;
-            let mut resolved = Vec::new();
+            // The root the prepare phase fetched is in the graph now.
+            image.root = None;
+            // Sized exactly: one per image of the run, kept to the end (issue 42's memory).
+            let mut resolved = Vec::with_capacity(targets.len());
             for (target, state) in targets {
                 let place =
                     open_target(&target, &state, graph.is_ok(), registries, &options.stores).await;
@@ -565,7 +573,7 @@ async fn run_image(
         Ok(g) => g,
         Err(e) => return vec![Err(SyncError::Registry(e.clone())); w.targets.len()],
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(w.targets.len());
     for t in &w.targets {
         let outcome = copy_to_target(w, graph, t, scheduler, pusher).await;
         // An upload the stop ended at a chunk boundary (recorded for the next run) is an
@@ -690,7 +698,7 @@ fn referrer_to_index(
     };
     Some(referrers::Pushed {
         client: client.clone(),
-        repository: repository.clone(),
+        repository: repository.to_string(),
         subject: subject.clone(),
         referrer: graph.root().clone(),
         report,

@@ -40,7 +40,7 @@ pub(crate) async fn resolve_images(
             resolve_one(source, w, platforms, keep_digest)
         })
         .await;
-    let mut images = Vec::new();
+    let mut images = Vec::with_capacity(resolved.len());
     let mut unfetched = Vec::new();
     for r in resolved {
         match r? {
