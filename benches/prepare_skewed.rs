@@ -32,7 +32,7 @@ async fn prepare(cfg: &config::Config, registries: &Registries) -> (Plan, Arc<Pr
     let mut ctx = RunContext::new(cfg);
     ctx.registries = registries.clone();
     ctx.progress.observer = Some(keep.clone());
-    let plan = Run::new(cfg, ctx).plan().await;
+    let plan = Run::new(cfg.clone(), ctx).plan().await;
     let tracker = keep
         .0
         .lock()

@@ -297,7 +297,7 @@ async fn run(
     let started = Instant::now();
     let started_tokio = tokio::time::Instant::now();
     // As `ferry sync` runs: each mapping is synced the moment it is resolved.
-    let outcome = match Run::new(&cfg, ctx).sync().await {
+    let outcome = match Run::new(cfg.clone(), ctx).sync().await {
         Finished::Synced(outcome) => *outcome,
         Finished::DryRun(_) => return Err("a writing run measured nothing".into()),
     };

@@ -136,7 +136,7 @@ pub async fn run(args: &ExportArgs, progress: &Progress) -> Exit {
         bundle: spec,
     };
     super::sync::run_door(
-        &config,
+        config.into(),
         &options,
         progress,
         false,

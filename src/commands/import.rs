@@ -153,5 +153,5 @@ pub async fn run(args: &ImportArgs, progress: &Progress) -> Exit {
         keys,
         spool,
     };
-    super::sync::run_door(&config, &options, progress, false, door).await
+    super::sync::run_door(config.into(), &options, progress, false, door).await
 }

@@ -104,7 +104,8 @@ pub async fn run(args: &InspectArgs, progress: &Progress) -> Exit {
             }
         }
     }
-    let run = Run::new(&config, RunContext::new(&config));
+    let ctx = RunContext::new(&config);
+    let run = Run::new(config.clone(), ctx);
     // The policy of the -c config's mapping whose source is this repository, if it has one.
     let policy = config
         .mappings

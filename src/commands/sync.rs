@@ -126,7 +126,7 @@ pub async fn run(args: &SyncArgs, progress: &Progress) -> Exit {
         true => Door::Repair,
         false => Door::Sync,
     };
-    run_door(&config, &options, progress, args.verify, door).await
+    run_door(config.into(), &options, progress, args.verify, door).await
 }
 
 /// Counters the signal handler prints when a second signal ends the run at once.
@@ -190,7 +190,14 @@ impl Known {
 /// Runs a whole sync (or dry run) of `config`: signals are watched from before the prepare
 /// phase until the run's report is out.
 pub async fn run_config(config: &Config, options: &RunOptions, progress: &Progress) -> Exit {
-    run_door(config, options, progress, false, Door::Sync).await
+    run_door(
+        Arc::new(config.clone()),
+        options,
+        progress,
+        false,
+        Door::Sync,
+    )
+    .await
 }
 
 /// Which door of the run a command goes through.
@@ -216,7 +223,7 @@ pub enum Door {
 /// the outcome and maps it to an exit code. With `verify` (`ferry sync --verify`) the run
 /// verifies what it touched, and its findings fail the run (exit 1 at least).
 pub async fn run_door(
-    config: &Config,
+    config: Arc<Config>,
     options: &RunOptions,
     progress: &Progress,
     verify: bool,
@@ -225,7 +232,7 @@ pub async fn run_door(
     let stop = options.stop.clone().unwrap_or_default();
     let mut registries = match &options.registries {
         Some(given) => given.clone(),
-        None => Registries::new(config),
+        None => Registries::new(&config),
     };
     if let Some(adjust) = &options.every_host {
         registries = registries.with_every_host(Arc::clone(adjust));

@@ -67,7 +67,8 @@ pub async fn run(args: &TagsArgs, progress: &Progress) -> Exit {
             }
         }
     }
-    let run = Run::new(&config, RunContext::new(&config));
+    let ctx = RunContext::new(&config);
+    let run = Run::new(config, ctx);
     let listed = match run.source(&origin).await {
         Ok(source) => source.list_tags().await,
         Err(e) => Err(e),

@@ -113,7 +113,7 @@ pub async fn run(args: &VerifyArgs, progress: &Progress) -> Exit {
     let display = Arc::new(Display::new(progress, None, None, false));
     let mut ctx = RunContext::new(&config);
     ctx.progress.observer = Some(display.clone());
-    let report = Run::new(&config, ctx)
+    let report = Run::new(config, ctx)
         .verify_with(ferry_sync::verify::VerifyOptions {
             deep: args.deep,
             signatures: args.signatures,
@@ -188,7 +188,7 @@ async fn run_bundle(args: &VerifyArgs, bundle: &std::path::Path, progress: &Prog
         };
     let mut ctx = RunContext::new(&config);
     ctx.registries = ctx.registries.with_every_host(access.every_host());
-    let report = match Run::new(&config, ctx).verify_bundle(&spec).await {
+    let report = match Run::new(config, ctx).verify_bundle(&spec).await {
         Ok(r) => r,
         Err(ferry_sync::import::ImportError::Prefix(message)) => {
             progress.eprint(&format!("error: {message}"));

@@ -361,7 +361,9 @@ async fn deep_verify(
     let mut ctx = ferry_sync::run::RunContext::new(config);
     ctx.registries = registries;
     ctx.progress.observer = Some(Arc::new(Quiet));
-    let report = ferry_sync::run::Run::new(config, ctx).verify(true).await;
+    let report = ferry_sync::run::Run::new(config.clone(), ctx)
+        .verify(true)
+        .await;
     metrics.record_verify(&report, std::time::SystemTime::now());
     super::verify::exit_for(&report)
 }

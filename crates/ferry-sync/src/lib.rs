@@ -15,7 +15,7 @@
 //! async fn mirror(path: &Path) -> Result<bool, ferry_sync::ConfigError> {
 //!     let config = ferry_sync::load(path)?;
 //!     let ctx = RunContext::new(&config);
-//!     match Run::new(&config, ctx).sync().await {
+//!     match Run::new(config, ctx).sync().await {
 //!         Outcome::Synced(outcome) => {
 //!             print!("{}", outcome.render_text());
 //!             Ok(outcome.verdict() == Verdict::Clean)

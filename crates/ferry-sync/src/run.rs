@@ -127,20 +127,22 @@ pub struct ExportSpec {
 /// One run of a config: the front door every command goes through.
 #[derive(Debug)]
 pub struct Run {
-    config: Config,
+    /// Shared with the caller, not copied: a config of thousands of mappings is megabytes
+    /// (issue 42's memory). Export and import change their own copy.
+    config: Arc<Config>,
     ctx: RunContext,
     label: Option<String>,
 }
 
 impl Run {
     /// A run of `config` with `ctx`'s clients, archives, journal, mode, stop and progress.
-    pub fn new(config: &Config, mut ctx: RunContext) -> Self {
+    pub fn new(config: impl Into<Arc<Config>>, mut ctx: RunContext) -> Self {
         // The run sees the clients through its own view: its counters and its journal (a dry run
         // uploads nothing), whatever else shares them (`ferry watch`'s event syncs).
         let journal = ctx.journal.clone().filter(|_| ctx.mode != Mode::DryRun);
         ctx.registries = ctx.registries.for_run(journal);
         Run {
-            config: config.clone(),
+            config: config.into(),
             ctx,
             label: None,
         }
@@ -233,7 +235,7 @@ impl Run {
     /// target, named there by the target's reference; the target registries never asked);
     /// nothing pruned.
     pub async fn export(mut self, spec: ExportSpec) -> Outcome {
-        for m in &mut self.config.mappings {
+        for m in &mut Arc::make_mut(&mut self.config).mappings {
             m.prune = false;
         }
         let bundle = ArchiveWriter::new(spec.output, Naming::FullReference, Some(spec.bundle));
@@ -298,7 +300,7 @@ impl Run {
                 refused.entry(n).or_insert(e);
             }
         }
-        self.config.mappings = planned.mappings;
+        Arc::make_mut(&mut self.config).mappings = planned.mappings;
         let mut prepare = self.prepare_options();
         prepare.refused = Arc::new(refused);
         // One-image mappings share their targets: each target is listed once for the run.

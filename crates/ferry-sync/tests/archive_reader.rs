@@ -244,7 +244,7 @@ async fn a_blob_whose_bytes_do_not_match_its_name_never_reaches_its_last_chunk()
     entries[2].body = other;
     let path = write(dir.path(), "swapped.tar", &tar_bytes(&entries));
     let config = empty_config();
-    let run = Run::new(&config, RunContext::new(&config));
+    let run = Run::new(config.clone(), RunContext::new(&config));
     let source = run.source(&oci(&path)).await.unwrap();
     let mut stream = source.open_blob(&l, layer.len() as u64, 0).await.unwrap();
     let mut delivered = 0usize;
@@ -407,7 +407,7 @@ async fn a_docker_archive_follows_its_links_inside_itself_only() {
     let info = reader.head_manifest("v1").await.unwrap().unwrap();
     assert_eq!(info.media_type, media::DOCKER_MANIFEST);
     let config = empty_config();
-    let run = Run::new(&config, RunContext::new(&config));
+    let run = Run::new(config.clone(), RunContext::new(&config));
     let source = run.source(&origin).await.unwrap();
     let m = source.get_manifest("v1").await.unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();

@@ -494,7 +494,7 @@ async fn verify_signatures_finds_an_image_on_the_target_whose_signature_is_gone(
     assert_eq!(images_on(&dst), ["app"], "{}", synced.render_text());
     let verify = |cfg: Config| async move {
         let ctx = ferry_sync::run::RunContext::new(&cfg);
-        ferry_sync::run::Run::new(&cfg, ctx)
+        ferry_sync::run::Run::new(cfg.clone(), ctx)
             .verify_with(ferry_sync::verify::VerifyOptions {
                 deep: false,
                 signatures: true,

@@ -230,6 +230,8 @@ async fn a_verify_handed_the_cache_still_asks_the_target() {
     ctx.tag_cache = Some(Arc::new(
         TagCache::load(state.path(), HOUR, T0 + 60, false).await,
     ));
-    let report = ferry_sync::run::Run::new(&config, ctx).verify(false).await;
+    let report = ferry_sync::run::Run::new(config.clone(), ctx)
+        .verify(false)
+        .await;
     assert_eq!(report.totals.drifted, 1, "the changed tag is found");
 }

@@ -103,7 +103,7 @@ fn config(text: &str) -> Config {
 }
 
 async fn sync(config: &Config) {
-    let outcome = match crate::run::Run::new(config, crate::run::RunContext::new(config))
+    let outcome = match crate::run::Run::new(config.clone(), crate::run::RunContext::new(config))
         .sync()
         .await
     {

@@ -202,7 +202,7 @@ pub async fn run_sync_with(config: &Config, options: RunOptions<'_>) -> Run {
         sync: options.progress.unwrap_or_default(),
         observer: Some(observer.clone()),
     };
-    let outcome = match ferry_sync::run::Run::new(config, ctx).sync().await {
+    let outcome = match ferry_sync::run::Run::new(config.clone(), ctx).sync().await {
         Outcome::Synced(outcome) => *outcome,
         Outcome::DryRun(_) => unreachable!("a writing run"),
     };
@@ -245,7 +245,9 @@ pub async fn dry_run(config: &Config, registries: Option<Registries>) -> DryRunO
     if let Some(r) = registries {
         ctx.registries = r;
     }
-    let outcome = ferry_sync::run::Run::new(config, ctx).dry_run().await;
+    let outcome = ferry_sync::run::Run::new(config.clone(), ctx)
+        .dry_run()
+        .await;
     DryRunOutcome {
         plan: outcome.plan,
         dry: outcome.dry,
@@ -258,7 +260,7 @@ pub async fn dry_run(config: &Config, registries: Option<Registries>) -> DryRunO
 pub async fn prepare_only(config: &Config, registries: &Registries) -> Plan {
     let mut ctx = quiet(config);
     ctx.registries = registries.clone();
-    ferry_sync::run::Run::new(config, ctx).plan().await
+    ferry_sync::run::Run::new(config.clone(), ctx).plan().await
 }
 
 /// `prepare_only`, and the tracker that counted it.
@@ -273,7 +275,7 @@ pub async fn prepare_tracked(
     let mut ctx = quiet(config);
     ctx.registries = registries.clone();
     ctx.progress.observer = Some(observer.clone());
-    let plan = ferry_sync::run::Run::new(config, ctx).plan().await;
+    let plan = ferry_sync::run::Run::new(config.clone(), ctx).plan().await;
     let tracker = observer
         .tracker
         .lock()
@@ -288,7 +290,9 @@ pub async fn prepare_tracked(
 pub async fn engine_only(config: &Config, registries: &Registries, plan: &Plan) -> SyncReport {
     let mut ctx = quiet(config);
     ctx.registries = registries.clone();
-    ferry_sync::run::Run::new(config, ctx).copy(plan).await
+    ferry_sync::run::Run::new(config.clone(), ctx)
+        .copy(plan)
+        .await
 }
 
 /// Draws nothing; with it the prepare phase writes no watch line (as the CLI's display).
