@@ -193,15 +193,21 @@ async fn registry_wide_throttles_teach_the_accepted_rate_and_cut_it_once_per_epo
 /// Issue 42's S1: fourteen answers, then three throttles of three repositories within a few
 /// milliseconds, at a 5% fault share. The verdict is the registry's, but no rate is learned from
 /// an opening that short until two more throttles say it is a limit.
-#[tokio::test(start_paused = true)]
-async fn three_throttles_in_the_opening_teach_no_rate_and_five_do() {
-    let p = Pacer::new("r", None);
+/// Fourteen accepted answers over four repositories, `apart` from each other.
+async fn fourteen_answers(p: &Pacer, apart: Duration) {
     for i in 0..14 {
         p.on_answer(
             Some(["a", "b", "c", "d"][i % 4]),
             p.ticket(Operation::ManifestGet),
         );
+        tokio::time::advance(apart).await;
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_throttles_in_the_opening_teach_no_rate_and_five_do() {
+    let p = Pacer::new("r", None);
+    fourteen_answers(&p, Duration::ZERO).await;
     let mut verdicts = Vec::new();
     for repo in ["a", "b", "c"] {
         tokio::time::advance(Duration::from_millis(5)).await;
@@ -227,13 +233,7 @@ async fn three_throttles_in_the_opening_teach_no_rate_and_five_do() {
 #[tokio::test(start_paused = true)]
 async fn after_the_opening_three_throttles_teach_a_rate() {
     let p = Pacer::new("r", None);
-    for i in 0..14 {
-        p.on_answer(
-            Some(["a", "b", "c", "d"][i % 4]),
-            p.ticket(Operation::ManifestGet),
-        );
-        tokio::time::advance(Duration::from_millis(80)).await;
-    }
+    fourteen_answers(&p, Duration::from_millis(80)).await;
     for repo in ["a", "b", "c"] {
         p.on_throttle(Some(repo), p.ticket(Operation::ManifestGet));
     }

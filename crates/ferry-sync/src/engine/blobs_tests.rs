@@ -45,30 +45,75 @@ async fn pair() -> (TestRegistry, TestRegistry) {
     (start().await, start().await)
 }
 
+/// Two test registries, `bytes` seeded as a blob of `lib/a` in the first, and a scheduler with
+/// one-request uploads: what every test here starts from.
+struct Setup {
+    src: TestRegistry,
+    dst: TestRegistry,
+    digest: String,
+    source: Source,
+    target: ferry_distribution::RegistryClient,
+    blob: BlobRef,
+    scheduler: BlobScheduler,
+}
+
+impl Setup {
+    async fn new(bytes: &[u8]) -> Setup {
+        let (src, dst) = pair().await;
+        let digest = src.seed_blob("lib/a", bytes);
+        let regs = registries(&[&src, &dst]);
+        let source = Source::Registry {
+            client: regs.client(&src.host()).await.unwrap(),
+            repository: "lib/a".into(),
+        };
+        let target = regs.client(&dst.host()).await.unwrap();
+        let blob = BlobRef {
+            digest: Digest::parse(&digest).unwrap(),
+            size: bytes.len() as u64,
+        };
+        let shape = UploadShape {
+            chunk_size: 64 * 1024,
+            monolithic_limit: 64 * 1024,
+        };
+        let scheduler = BlobScheduler::new(2, shape, Arc::default());
+        Setup {
+            src,
+            dst,
+            digest,
+            source,
+            target,
+            blob,
+            scheduler,
+        }
+    }
+
+    /// A repository of the target registry.
+    fn place(&self, repository: &str) -> Destination {
+        place(&self.target, repository)
+    }
+}
+
+/// `repository` on the registry `target` is a client of.
+fn place(target: &ferry_distribution::RegistryClient, repository: &str) -> Destination {
+    Destination::Registry {
+        client: target.clone(),
+        repository: repository.into(),
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_reported_done() {
-    let (src, dst) = pair().await;
     let bytes = vec![7u8; 300_000];
-    let digest = src.seed_blob("lib/a", &bytes);
-    let regs = registries(&[&src, &dst]);
-    let source = Source::Registry {
-        client: regs.client(&src.host()).await.unwrap(),
-        repository: "lib/a".into(),
-    };
-    let target = regs.client(&dst.host()).await.unwrap();
-    let place = Destination::Registry {
-        client: target.clone(),
-        repository: "mirror/a".into(),
-    };
-    let blob = BlobRef {
-        digest: Digest::parse(&digest).unwrap(),
-        size: bytes.len() as u64,
-    };
-    let shape = UploadShape {
-        chunk_size: 64 * 1024,
-        monolithic_limit: 64 * 1024,
-    };
-    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let Setup {
+        src,
+        dst,
+        digest,
+        source,
+        target,
+        blob,
+        scheduler,
+    } = Setup::new(&bytes).await;
+    let place = place(&target, "mirror/a");
     scheduler.need(&blob, &source, place.clone(), true);
 
     // The source sends the first bytes and then nothing: the caller gives up (a timeout) with
@@ -94,27 +139,16 @@ async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_repor
 
 #[tokio::test(start_paused = true)]
 async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
-    let (src, dst) = pair().await;
-    let digest = src.seed_blob("lib/a", b"planned");
-    let regs = registries(&[&src, &dst]);
-    let source = Source::Registry {
-        client: regs.client(&src.host()).await.unwrap(),
-        repository: "lib/a".into(),
-    };
-    let target = regs.client(&dst.host()).await.unwrap();
-    let place = |repo: &str| Destination::Registry {
-        client: target.clone(),
-        repository: repo.into(),
-    };
-    let blob = BlobRef {
-        digest: Digest::parse(&digest).unwrap(),
-        size: 7,
-    };
-    let shape = UploadShape {
-        chunk_size: 64 * 1024,
-        monolithic_limit: 64 * 1024,
-    };
-    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let Setup {
+        src,
+        dst,
+        digest,
+        source,
+        target,
+        blob,
+        scheduler,
+    } = Setup::new(b"planned").await;
+    let place = |repo: &str| place(&target, repo);
     scheduler.need(&blob, &source, place("mirror/a"), true);
 
     scheduler
@@ -154,27 +188,17 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
 /// into the repository from itself (one extra upload POST; issue 39's import_roundtrip flake).
 #[tokio::test(start_paused = true)]
 async fn a_place_a_started_generation_has_is_not_planned_again_in_the_next() {
-    let (src, dst) = pair().await;
-    let digest = src.seed_blob("lib/a", b"shared layer");
-    let regs = registries(&[&src, &dst]);
-    let source = Source::Registry {
-        client: regs.client(&src.host()).await.unwrap(),
-        repository: "lib/a".into(),
-    };
-    let target = regs.client(&dst.host()).await.unwrap();
-    let place = |repo: &str| Destination::Registry {
-        client: target.clone(),
-        repository: repo.into(),
-    };
-    let blob = BlobRef {
-        digest: Digest::parse(&digest).unwrap(),
-        size: 12,
-    };
-    let shape = UploadShape {
-        chunk_size: 64 * 1024,
-        monolithic_limit: 64 * 1024,
-    };
-    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    // The source registry lives to the test's end (dropping it stops it).
+    let Setup {
+        src: _src,
+        dst,
+        source,
+        target,
+        blob,
+        scheduler,
+        ..
+    } = Setup::new(b"shared layer").await;
+    let place = |repo: &str| place(&target, repo);
     // mirror/one's first image: the first generation, run to its end.
     scheduler.need(&blob, &source, place("mirror/one"), true);
     scheduler
@@ -225,40 +249,24 @@ async fn a_place_a_started_generation_has_is_not_planned_again_in_the_next() {
 /// per place, a place planned twice included.
 #[tokio::test(start_paused = true)]
 async fn places_planned_in_any_order_each_get_their_own_outcome() {
-    let (src, dst) = pair().await;
-    let digest = src.seed_blob("lib/a", b"one layer, many repositories");
-    let regs = registries(&[&src, &dst]);
-    let source = Source::Registry {
-        client: regs.client(&src.host()).await.unwrap(),
-        repository: "lib/a".into(),
-    };
-    let target = regs.client(&dst.host()).await.unwrap();
-    let place = |repo: &str| Destination::Registry {
-        client: target.clone(),
-        repository: repo.into(),
-    };
-    let blob = BlobRef {
-        digest: Digest::parse(&digest).unwrap(),
-        size: 28,
-    };
-    let shape = UploadShape {
-        chunk_size: 64 * 1024,
-        monolithic_limit: 64 * 1024,
-    };
-    let scheduler = BlobScheduler::new(2, shape, Arc::default());
+    let t = Setup::new(b"one layer, many repositories").await;
     let order = ["m/d", "m/a", "m/f", "m/b", "m/e", "m/a", "m/c"];
     let added: Vec<u64> = order
         .iter()
-        .map(|r| scheduler.need(&blob, &source, place(r), true))
+        .map(|r| t.scheduler.need(&t.blob, &t.source, t.place(r), true))
         .collect();
     assert_eq!(added, [28, 0, 0, 0, 0, 0, 0], "one generation, one read");
     for repo in ["m/a", "m/b", "m/c", "m/d", "m/e", "m/f"] {
-        scheduler.ensure(&blob.digest, &place(repo)).await.unwrap();
-        assert!(dst.has_blob(repo, &digest), "{repo}");
+        t.scheduler
+            .ensure(&t.blob.digest, &t.place(repo))
+            .await
+            .unwrap();
+        assert!(t.dst.has_blob(repo, &t.digest), "{repo}");
     }
     let counted = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(counted(&scheduler.counters.copied), 1);
-    assert_eq!(counted(&scheduler.counters.mounted), 5);
-    let unplanned = scheduler.ensure(&blob.digest, &place("m/g")).await;
+    assert_eq!(counted(&t.scheduler.counters.copied), 1);
+    assert_eq!(counted(&t.scheduler.counters.mounted), 5);
+    let unplanned = t.scheduler.ensure(&t.blob.digest, &t.place("m/g")).await;
     assert!(unplanned.is_err(), "m/g was never planned");
+    assert!(t.src.has_blob("lib/a", &t.digest));
 }
