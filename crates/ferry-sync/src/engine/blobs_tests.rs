@@ -104,59 +104,45 @@ fn place(target: &ferry_distribution::RegistryClient, repository: &str) -> Desti
 #[tokio::test(start_paused = true)]
 async fn a_transfer_dropped_part_way_is_run_again_by_the_next_caller_never_reported_done() {
     let bytes = vec![7u8; 300_000];
-    let Setup {
-        src,
-        dst,
-        digest,
-        source,
-        target,
-        blob,
-        scheduler,
-    } = Setup::new(&bytes).await;
-    let place = place(&target, "mirror/a");
-    scheduler.need(&blob, &source, place.clone(), true);
+    let t = Setup::new(&bytes).await;
+    let place = place(&t.target, "mirror/a");
+    t.scheduler.need(&t.blob, &t.source, place.clone(), true);
 
     // The source sends the first bytes and then nothing: the caller gives up (a timeout) with
     // the transfer part way.
-    src.body_stalls().stall_blob_bodies(1000);
+    t.src.body_stalls().stall_blob_bodies(1000);
     let dropped = tokio::time::timeout(
         Duration::from_secs(2),
-        scheduler.ensure(&blob.digest, &place),
+        t.scheduler.ensure(&t.blob.digest, &place),
     )
     .await;
     assert!(dropped.is_err(), "the stalled transfer cannot finish");
-    assert!(!dst.has_blob("mirror/a", &digest));
+    assert!(!t.dst.has_blob("mirror/a", &t.digest));
 
     // The next caller must not read that as done: it transfers the blob.
-    src.body_stalls().clear();
-    scheduler.ensure(&blob.digest, &place).await.unwrap();
+    t.src.body_stalls().clear();
+    t.scheduler.ensure(&t.blob.digest, &place).await.unwrap();
     assert!(
-        dst.has_blob("mirror/a", &digest),
+        t.dst.has_blob("mirror/a", &t.digest),
         "ensure said Ok: the blob must be there"
     );
-    assert_eq!(dst.blob(&digest).as_deref(), Some(bytes.as_slice()));
+    assert_eq!(t.dst.blob(&t.digest).as_deref(), Some(bytes.as_slice()));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
-    let Setup {
-        src,
-        dst,
-        digest,
-        source,
-        target,
-        blob,
-        scheduler,
-    } = Setup::new(b"planned").await;
-    let place = |repo: &str| place(&target, repo);
-    scheduler.need(&blob, &source, place("mirror/a"), true);
+    let t = Setup::new(b"planned").await;
+    let place = |repo: &str| place(&t.target, repo);
+    t.scheduler
+        .need(&t.blob, &t.source, place("mirror/a"), true);
 
-    scheduler
-        .ensure(&blob.digest, &place("mirror/a"))
+    t.scheduler
+        .ensure(&t.blob.digest, &place("mirror/a"))
         .await
         .unwrap();
-    let elsewhere = scheduler
-        .ensure(&blob.digest, &place("mirror/b"))
+    let elsewhere = t
+        .scheduler
+        .ensure(&t.blob.digest, &place("mirror/b"))
         .await
         .expect_err("mirror/b was never planned");
     assert!(
@@ -170,10 +156,11 @@ async fn a_blob_or_a_place_never_planned_is_an_error_not_a_success() {
         matches!(elsewhere, crate::error::SyncError::Unplanned { .. }),
         "{elsewhere:?}"
     );
-    assert!(!dst.has_blob("mirror/b", &digest));
+    assert!(!t.dst.has_blob("mirror/b", &t.digest));
 
-    let other = Digest::parse(&src.seed_blob("lib/a", b"never planned")).unwrap();
-    let unknown = scheduler
+    let other = Digest::parse(&t.src.seed_blob("lib/a", b"never planned")).unwrap();
+    let unknown = t
+        .scheduler
         .ensure(&other, &place("mirror/a"))
         .await
         .expect_err("that blob was never planned");
