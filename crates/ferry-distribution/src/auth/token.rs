@@ -460,6 +460,34 @@ pub(crate) async fn read_limited(
 mod tests {
     use super::*;
 
+    /// A response whose body arrives in `chunks` of unknown total length (no size hint).
+    fn streamed(chunks: Vec<Vec<u8>>) -> reqwest::Response {
+        let stream = futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>));
+        reqwest::Response::from(http::Response::new(reqwest::Body::wrap_stream(stream)))
+    }
+
+    /// Issue 42's memory: a body kept for the run (a manifest) holds no spare capacity, whether
+    /// its length was declared or it came in chunks; the limit still refuses one byte more,
+    /// however the body arrives.
+    #[tokio::test]
+    async fn a_body_is_read_whole_up_to_its_limit_and_kept_without_spare_room() {
+        let declared = reqwest::Response::from(http::Response::new(vec![7u8; 3000]));
+        let read = read_limited(declared, 3000).await.unwrap();
+        assert_eq!(read, vec![7u8; 3000]);
+        assert_eq!(read.capacity(), read.len());
+
+        let chunked = streamed(vec![vec![1u8; 1000], vec![2u8; 1000], vec![3u8; 700]]);
+        let read = read_limited(chunked, 3000).await.unwrap();
+        assert_eq!(read.len(), 2700);
+        assert_eq!(&read[999..1001], &[1, 2]);
+        assert_eq!(read.capacity(), read.len(), "doubling left room behind");
+
+        let declared = reqwest::Response::from(http::Response::new(vec![7u8; 3001]));
+        assert!(read_limited(declared, 3000).await.is_err());
+        let chunked = streamed(vec![vec![1u8; 2000], vec![2u8; 1001]]);
+        assert!(read_limited(chunked, 3000).await.is_err());
+    }
+
     fn bearer_challenge(realm: &str) -> Challenge {
         Challenge::Bearer {
             realm: realm.into(),
