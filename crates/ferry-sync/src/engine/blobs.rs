@@ -222,16 +222,15 @@ impl BlobScheduler {
         cell: &'a Cell,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = &'a Outcome> + Send + 'a>> {
         Box::pin(cell.done.get_or_init(|| async {
-            // Earlier generations first (each takes its own slot): what they put in a registry
-            // is mounted from rather than read from the source again.
-            // Destinations an earlier generation reached: a registry repository of the same
-            // host mounts from one instead of reading the source again.
+            // Earlier generations first (each takes its own slot): the destinations they
+            // reached are `held`, and a registry repository of the same host mounts from one
+            // rather than the source being read again.
             let mut held = Vec::new();
             for earlier in &cell.earlier {
                 let outcome = self.outcome(earlier).await;
-                let places = Arc::clone(&earlier.planned().job);
+                let reached = Arc::clone(&earlier.planned().job);
                 held.extend(
-                    places
+                    reached
                         .places
                         .iter()
                         .zip(outcome.iter())
