@@ -466,6 +466,43 @@ mod tests {
         reqwest::Response::from(http::Response::new(reqwest::Body::wrap_stream(stream)))
     }
 
+    /// A real HTTP answer from a server that declares `length` and sends `body`, then closes.
+    async fn served(length: &str, body: &'static [u8]) -> reqwest::Result<reqwest::Response> {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n");
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await;
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(body).await;
+            let _ = socket.shutdown().await;
+        });
+        reqwest::get(format!("http://{addr}/")).await
+    }
+
+    /// A hostile declared length never sizes the body in advance past what is read: at the
+    /// limit with ten bytes sent it fails as a broken body (no 4 MiB kept), past the limit it is
+    /// refused before a byte is read, the largest number never gets past hyper's own parser; an
+    /// honest one reads whole.
+    #[tokio::test]
+    async fn a_declared_length_that_lies_or_overflows_is_refused_without_sizing_the_body_to_it() {
+        let short = served("4194304", b"0123456789").await.unwrap();
+        assert!(read_limited(short, 4 << 20).await.is_err());
+        let over = served("4194305", b"0123456789").await.unwrap();
+        let refused = read_limited(over, 4 << 20).await.unwrap_err();
+        assert!(format!("{refused:?}").contains("TooLarge"), "{refused:?}");
+        let huge = served("18446744073709551615", b"0123456789").await;
+        assert!(huge.is_err(), "hyper refuses a length it cannot hold");
+        let honest = served("10", b"0123456789").await.unwrap();
+        let read = read_limited(honest, 4 << 20).await.unwrap();
+        assert_eq!(read, b"0123456789");
+        assert_eq!(read.capacity(), 10);
+    }
+
     /// Issue 42's memory: a body kept for the run (a manifest) holds no spare capacity, whether
     /// its length was declared or it came in chunks; the limit still refuses one byte more,
     /// however the body arrives.
