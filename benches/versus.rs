@@ -8,7 +8,9 @@
 //! `--bigblob-json PATH` and `--resilience-json PATH` (the other benches' figures, read into the
 //! table), `--skopeo-scale` (skopeo in the scale rows too: slow), `--bound SECS` (a cold sync
 //! still going after SECS is stopped, shown as "> SECS", and that tool is not run again on that
-//! corpus: ocync v0.5.2 takes about an hour at 1,000 × 5), `--write-doc` (the section of
+//! corpus: ocync v0.5.2 takes about an hour at 1,000 × 5), `--warm-runs N` (warm runs after
+//! each cold one in the scale rows, default 1), `--registry-dir DIR` (the registries' storage
+//! under DIR, e.g. tmpfs: "Above the CPU floor" in docs/performance.md), `--write-doc` (the section of
 //! docs/performance.md). `OCYNC_BIN` / `FERRY_BIN` name the binaries; `FERRY_BENCH_KEEP=1` keeps
 //! the work directories.
 
@@ -49,6 +51,12 @@ pub struct Options {
     pub write_doc: bool,
     /// A cold sync still going after this is stopped (`--bound SECS`).
     pub bound: Option<std::time::Duration>,
+    /// Warm runs after each cold one in the scale rows (`--warm-runs N`, default 1): the
+    /// state a cold run leaves is what every warm run starts from, so N of them need one cold.
+    pub warm_runs: usize,
+    /// Where the registries keep their storage (`--registry-dir DIR`); the system's temporary
+    /// directory when not given. On tmpfs the registries' `fsync` costs nothing.
+    pub registry_dir: Option<PathBuf>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -61,6 +69,8 @@ fn parse_options() -> Result<Options, String> {
         skopeo_scale: false,
         write_doc: false,
         bound: None,
+        warm_runs: 1,
+        registry_dir: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -98,6 +108,23 @@ fn parse_options() -> Result<Options, String> {
                     .filter(|n| *n > 0)
                     .ok_or("--bound takes a positive number of seconds")?;
                 options.bound = Some(std::time::Duration::from_secs(secs));
+            }
+            "--warm-runs" => {
+                options.warm_runs = value("--warm-runs")?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--warm-runs takes a positive number")?;
+            }
+            "--registry-dir" => {
+                let dir = PathBuf::from(value("--registry-dir")?);
+                if !dir.is_dir() {
+                    return Err(format!(
+                        "--registry-dir: {} is not a directory",
+                        dir.display()
+                    ));
+                }
+                options.registry_dir = Some(dir);
             }
             // cargo bench passes --bench to every harness=false bench.
             "--bench" => {}
@@ -177,19 +204,19 @@ async fn verify_target(corpus: &Corpus, target: &RealRegistry) -> Result<(), Str
 }
 
 /// Seeds `shape` into a fresh source, then per run and tool (order alternating): a fresh
-/// target, a cold sync (checked tag by tag), and a warm one when `warm`.
+/// target, a cold sync (checked tag by tag), and `warm` warm ones (0: none).
 async fn bench_corpus(
     key: &'static str,
     shape: &Shape,
     tools: &Found,
-    runs: usize,
-    warm: bool,
-    bound: Option<std::time::Duration>,
+    options: &Options,
+    warm: usize,
 ) -> Result<CorpusRow, String> {
+    let (runs, bound) = (options.runs, options.bound);
     let corpus = Corpus::generate(shape);
-    let source = RealRegistry::start()
+    let source = measure::start_registry_in(options.registry_dir.clone())
         .await
-        .map_err(|e| format!("starting the source registry: {e}"))?;
+        .map_err(|e| format!("the source: {e}"))?;
     let seeding = std::time::Instant::now();
     corpus.push(&source.url(), 16).await?;
     eprintln!(
@@ -212,9 +239,9 @@ async fn bench_corpus(
             if row.failed.contains_key(tool) || row.stopped.contains_key(tool) {
                 continue;
             }
-            let target = RealRegistry::start()
+            let target = measure::start_registry_in(options.registry_dir.clone())
                 .await
-                .map_err(|e| format!("starting a target registry: {e}"))?;
+                .map_err(|e| format!("a target: {e}"))?;
             let job = Job {
                 tool: *tool,
                 binary,
@@ -259,7 +286,7 @@ async fn bench_corpus(
                 cold.target.cpu
             );
             row.cold.entry(*tool).or_default().push(cold);
-            if warm {
+            for _ in 0..warm {
                 let again = job
                     .run("warm", None)
                     .await
@@ -320,22 +347,12 @@ async fn run_all(options: Options) -> Result<(), String> {
     let mut rows = Vec::new();
     if wanted("corpus-a") {
         let shape = Shape::many_small();
-        rows.push(
-            bench_corpus(
-                "corpus-a",
-                &shape,
-                &found,
-                options.runs,
-                false,
-                options.bound,
-            )
-            .await?,
-        );
+        rows.push(bench_corpus("corpus-a", &shape, &found, &options, 0).await?);
     }
     for (key, repos) in [("scale-250", 250), ("scale-1000", 1000)] {
         if wanted(key) {
             let shape = Shape::scale(repos);
-            let row = bench_corpus(key, &shape, &scale_tools, options.runs, true, options.bound);
+            let row = bench_corpus(key, &shape, &scale_tools, &options, options.warm_runs);
             rows.push(row.await?);
         }
     }

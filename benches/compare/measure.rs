@@ -2,7 +2,7 @@
 //! blob bytes served), and the syncing process's wall time and peak RSS from `/usr/bin/time`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -222,6 +222,11 @@ pub async fn run_measured_within(
 /// Starts a registry for the bench: its stderr log at `FERRY_BENCH_REGISTRY_LOG` (`info` logs
 /// every response with its duration and the client's port, for a profile; `warn` by default).
 pub async fn start_registry() -> Result<RealRegistry, String> {
+    start_registry_in(None).await
+}
+
+/// As [`start_registry`], its work directory (storage included) made in `work_in` when given.
+pub async fn start_registry_in(work_in: Option<PathBuf>) -> Result<RealRegistry, String> {
     let level = match std::env::var("FERRY_BENCH_REGISTRY_LOG").as_deref() {
         Ok("info") => "info",
         Ok("debug") => "debug",
@@ -229,6 +234,7 @@ pub async fn start_registry() -> Result<RealRegistry, String> {
     };
     RealRegistry::start_with(ferry_testkit::distribution::RealRegistryOptions {
         log_level: level,
+        work_in,
         ..Default::default()
     })
     .await

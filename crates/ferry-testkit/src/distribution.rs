@@ -228,10 +228,13 @@ impl RealRegistry {
     }
 
     async fn start_once(options: &RealRegistryOptions) -> Result<Self, HarnessError> {
-        let workdir = tempfile::Builder::new()
-            .prefix("ferry-real-registry-")
-            .tempdir()
-            .map_err(|e| HarnessError::io("creating the registry's temporary directory", e))?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("ferry-real-registry-");
+        let workdir = match &options.work_in {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .map_err(|e| HarnessError::io("creating the registry's temporary directory", e))?;
         let storage = workdir.path().join("storage");
         std::fs::create_dir(&storage)
             .map_err(|e| HarnessError::io(format!("creating {}", storage.display()), e))?;

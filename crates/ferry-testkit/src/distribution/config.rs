@@ -27,6 +27,10 @@ pub struct RealRegistryOptions {
     /// response with its duration, status and the client's address and port (a profile's
     /// per-request costs and connections, benches/compare.rs).
     pub log_level: &'static str,
+    /// The directory the registry's work directory (its storage, config and logs) is made in;
+    /// `None`: the system's temporary directory. A bench puts it on tmpfs to take the disk's
+    /// `fsync` out of what it measures (docs/performance.md, "Above the CPU floor").
+    pub work_in: Option<PathBuf>,
 }
 
 /// One notifications endpoint of the registry.
@@ -62,6 +66,7 @@ impl Default for RealRegistryOptions {
             tls: None,
             notifications: None,
             log_level: "warn",
+            work_in: None,
         }
     }
 }

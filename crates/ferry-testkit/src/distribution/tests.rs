@@ -141,3 +141,26 @@ async fn a_missing_binary_names_the_package_to_install() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_registry_given_a_directory_keeps_its_work_and_storage_there() {
+    let parent = tempfile::tempdir().unwrap();
+    let options = RealRegistryOptions {
+        work_in: Some(parent.path().to_owned()),
+        ..RealRegistryOptions::default()
+    };
+    let Some(registry) = RealRegistry::start_for_test_with(options).await.unwrap() else {
+        return;
+    };
+    let storage = registry.storage_dir();
+    assert!(storage.starts_with(parent.path()), "{}", storage.display());
+    assert!(storage.is_dir(), "{}", storage.display());
+    let answer = registry.request("GET", "/v2/").await.unwrap();
+    assert_eq!(answer.status, 200);
+    registry.stop().await.unwrap();
+    let left: Vec<_> = std::fs::read_dir(parent.path()).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "the registry's work directory outlived it: {left:?}"
+    );
+}
