@@ -15,7 +15,8 @@
 //!
 //! Run: `cargo bench --bench resilience` (or `scripts/bench`). Options after `--`: `--runs N`
 //! (default 1), `--only clean,mixed,...`, `--json PATH` (every outcome as JSON, for
-//! `scripts/bench compare`: benches/versus.rs reads it). `RUST_LOG=ferry_distribution=debug` logs each retry.
+//! `scripts/bench compare`: benches/versus.rs reads it), `--requests DIR` (every request
+//! each side saw, one file per run, condition and side: `runN-KEY-source.txt`). `RUST_LOG=ferry_distribution=debug` logs each retry.
 
 #[allow(dead_code)]
 #[path = "compare/corpus.rs"]
@@ -184,6 +185,9 @@ struct Outcome {
     first_failure: Option<String>,
     /// When (since the start) the source proxy answered its first and last 429.
     throttled_between: Option<(Duration, Duration)>,
+    /// Every request the source and the target proxy saw, one line each: id, seconds since
+    /// the start, operation, method, path, status (for `--requests DIR`).
+    request_logs: [(&'static str, String); 2],
 }
 
 impl Outcome {
@@ -362,6 +366,16 @@ async fn run(
         finished,
         first_failure: failure_line(&report),
         throttled_between,
+        request_logs: [
+            (
+                "source",
+                request_lines(&source_proxy.requests(), started_tokio),
+            ),
+            (
+                "target",
+                request_lines(&target_proxy.requests(), started_tokio),
+            ),
+        ],
     };
     drop(source_proxy);
     drop(target_proxy);
@@ -373,6 +387,22 @@ async fn run(
 }
 
 /// Requests per 100 ms slot over the first 3 s, with the 429s of each slot: `12 8[3] 2 ...`.
+/// One line per request, in arrival order: id, seconds since `start`, operation, method, path,
+/// status (200 for a blob GET whose body the proxy then cut: `ResetBody` answers first).
+fn request_lines(records: &[RequestRecord], start: tokio::time::Instant) -> String {
+    let mut sorted: Vec<&RequestRecord> = records.iter().collect();
+    sorted.sort_by_key(|r| r.id);
+    let mut out = String::new();
+    for r in sorted {
+        let at = r.at.saturating_duration_since(start).as_secs_f64();
+        out.push_str(&format!(
+            "{} {at:.3} {:?} {} {} {}\n",
+            r.id, r.op, r.method, r.path, r.status
+        ));
+    }
+    out
+}
+
 fn arrivals(records: &[RequestRecord], start: tokio::time::Instant) -> String {
     let mut slots = [(0u32, 0u32); 30];
     for record in records {
@@ -491,6 +521,8 @@ struct Options {
     runs: usize,
     only: Vec<Condition>,
     json: Option<std::path::PathBuf>,
+    /// `--requests DIR`: each run's source requests, one file per run and condition.
+    requests: Option<std::path::PathBuf>,
 }
 
 fn parse_options() -> Result<Options, String> {
@@ -498,6 +530,7 @@ fn parse_options() -> Result<Options, String> {
         runs: 1,
         only: Condition::ALL.to_vec(),
         json: None,
+        requests: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -525,6 +558,13 @@ fn parse_options() -> Result<Options, String> {
             }
             "--json" => {
                 options.json = Some(args.next().ok_or("--json takes a path")?.into());
+            }
+            "--requests" => {
+                let dir: std::path::PathBuf =
+                    args.next().ok_or("--requests takes a directory")?.into();
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("--requests: creating {}: {e}", dir.display()))?;
+                options.requests = Some(dir);
             }
             // cargo bench passes `--bench`.
             "--bench" => {}
@@ -577,6 +617,13 @@ async fn bench(options: Options) -> Result<(), String> {
                 outcome.failed,
                 outcome.verified
             );
+            if let Some(dir) = &options.requests {
+                for (side, lines) in &outcome.request_logs {
+                    let path = dir.join(format!("run{run_index}-{}-{side}.txt", condition.key()));
+                    std::fs::write(&path, lines)
+                        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                }
+            }
             outcomes.push(outcome);
         }
         println!("{}", table(run_index, &outcomes, tags));
