@@ -75,14 +75,14 @@ fn parse_options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        // A count or a number of seconds: a whole number above zero.
+        let positive = |name: &str, text: String| {
+            text.parse::<u64>().ok().filter(|n| *n > 0).ok_or(format!(
+                "{name} takes a positive whole number, not {text:?}"
+            ))
+        };
         match arg.as_str() {
-            "--runs" => {
-                options.runs = value("--runs")?
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("--runs takes a positive number")?;
-            }
+            "--runs" => options.runs = positive("--runs", value("--runs")?)? as usize,
             "--only" => {
                 options.only = value("--only")?
                     .split(',')
@@ -102,19 +102,11 @@ fn parse_options() -> Result<Options, String> {
             "--skopeo-scale" => options.skopeo_scale = true,
             "--write-doc" => options.write_doc = true,
             "--bound" => {
-                let secs: u64 = value("--bound")?
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("--bound takes a positive number of seconds")?;
+                let secs = positive("--bound", value("--bound")?)?;
                 options.bound = Some(std::time::Duration::from_secs(secs));
             }
             "--warm-runs" => {
-                options.warm_runs = value("--warm-runs")?
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or("--warm-runs takes a positive number")?;
+                options.warm_runs = positive("--warm-runs", value("--warm-runs")?)? as usize;
             }
             "--registry-dir" => {
                 let dir = PathBuf::from(value("--registry-dir")?);
