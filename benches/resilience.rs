@@ -525,6 +525,12 @@ struct Options {
     requests: Option<std::path::PathBuf>,
 }
 
+/// The next argument as an option's value; `None` when it is missing or is itself a flag (cargo
+/// appends `--bench`, which must not become a path).
+fn flag_value(args: &mut impl Iterator<Item = String>) -> Option<String> {
+    args.next().filter(|v| !v.starts_with("--"))
+}
+
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
         runs: 1,
@@ -543,7 +549,7 @@ fn parse_options() -> Result<Options, String> {
                     .ok_or("--runs takes a positive number")?;
             }
             "--only" => {
-                let list = args.next().ok_or("--only takes a list")?;
+                let list = flag_value(&mut args).ok_or("--only takes a list")?;
                 let mut only = vec![Condition::Clean];
                 for key in list.split(',') {
                     let condition = Condition::ALL
@@ -557,11 +563,12 @@ fn parse_options() -> Result<Options, String> {
                 options.only = only;
             }
             "--json" => {
-                options.json = Some(args.next().ok_or("--json takes a path")?.into());
+                options.json = Some(flag_value(&mut args).ok_or("--json takes a path")?.into());
             }
             "--requests" => {
-                let dir: std::path::PathBuf =
-                    args.next().ok_or("--requests takes a directory")?.into();
+                let dir: std::path::PathBuf = flag_value(&mut args)
+                    .ok_or("--requests takes a directory")?
+                    .into();
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("--requests: creating {}: {e}", dir.display()))?;
                 options.requests = Some(dir);
