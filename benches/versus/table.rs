@@ -465,10 +465,7 @@ pub fn render(inputs: &Inputs) -> String {
         m.memory,
         m.load,
         inputs.options.runs,
-        inputs
-            .options
-            .bound
-            .map_or(String::new(), |b| format!(" --bound {}", b.as_secs())),
+        flags(inputs.options),
         inputs.options.runs,
         versions(inputs),
         inputs.options.json.display()
@@ -482,6 +479,21 @@ pub fn render(inputs: &Inputs) -> String {
     }
     resilience_rows(inputs, &mut out);
     kinds_table(inputs, &mut out);
+    out
+}
+
+/// The options besides `--runs` that change what was measured, as typed.
+fn flags(options: &Options) -> String {
+    let mut out = String::new();
+    if let Some(bound) = options.bound {
+        out.push_str(&format!(" --bound {}", bound.as_secs()));
+    }
+    if options.warm_runs != 1 {
+        out.push_str(&format!(" --warm-runs {}", options.warm_runs));
+    }
+    if let Some(dir) = &options.registry_dir {
+        out.push_str(&format!(" --registry-dir {}", dir.display()));
+    }
     out
 }
 
