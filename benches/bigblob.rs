@@ -95,12 +95,7 @@ fn parse_options() -> Result<Options, String> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        // cargo appends `--bench`: a flag is never taken as a value.
-        let mut value = |name: &str| {
-            args.next()
-                .filter(|v| !v.starts_with("--"))
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
+        let mut value = |name: &str| measure::option_value(&mut args, name);
         match arg.as_str() {
             "--sizes" => {
                 options.sizes = value("--sizes")?

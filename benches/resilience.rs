@@ -21,6 +21,9 @@
 #[allow(dead_code)]
 #[path = "compare/corpus.rs"]
 mod corpus;
+#[allow(dead_code)]
+#[path = "compare/measure.rs"]
+mod measure;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -525,12 +528,6 @@ struct Options {
     requests: Option<std::path::PathBuf>,
 }
 
-/// The next argument as an option's value; `None` when it is missing or is itself a flag (cargo
-/// appends `--bench`, which must not become a path).
-fn flag_value(args: &mut impl Iterator<Item = String>) -> Option<String> {
-    args.next().filter(|v| !v.starts_with("--"))
-}
-
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
         runs: 1,
@@ -549,7 +546,7 @@ fn parse_options() -> Result<Options, String> {
                     .ok_or("--runs takes a positive number")?;
             }
             "--only" => {
-                let list = flag_value(&mut args).ok_or("--only takes a list")?;
+                let list = measure::option_value(&mut args, "--only")?;
                 let mut only = vec![Condition::Clean];
                 for key in list.split(',') {
                     let condition = Condition::ALL
@@ -563,12 +560,11 @@ fn parse_options() -> Result<Options, String> {
                 options.only = only;
             }
             "--json" => {
-                options.json = Some(flag_value(&mut args).ok_or("--json takes a path")?.into());
+                options.json = Some(measure::option_value(&mut args, "--json")?.into());
             }
             "--requests" => {
-                let dir: std::path::PathBuf = flag_value(&mut args)
-                    .ok_or("--requests takes a directory")?
-                    .into();
+                let dir: std::path::PathBuf =
+                    measure::option_value(&mut args, "--requests")?.into();
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("--requests: creating {}: {e}", dir.display()))?;
                 options.requests = Some(dir);

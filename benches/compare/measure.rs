@@ -219,6 +219,14 @@ pub async fn run_measured_within(
     }))
 }
 
+/// The next argument as the value of option `name`. cargo appends `--bench` to every bench's
+/// arguments: a flag is never taken as a value (a missing path must not become `--bench`).
+pub fn option_value(args: &mut impl Iterator<Item = String>, name: &str) -> Result<String, String> {
+    args.next()
+        .filter(|v| !v.starts_with("--"))
+        .ok_or(format!("{name} needs a value"))
+}
+
 /// Starts a registry for the bench: its stderr log at `FERRY_BENCH_REGISTRY_LOG` (`info` logs
 /// every response with its duration and the client's port, for a profile; `warn` by default).
 pub async fn start_registry() -> Result<RealRegistry, String> {
