@@ -6,6 +6,7 @@ mod commands;
 mod exit;
 mod hints;
 mod logging;
+mod malloc;
 mod metrics;
 mod progress;
 
@@ -18,6 +19,7 @@ use exit::Exit;
 use progress::Progress;
 
 fn main() -> ExitCode {
+    malloc::tune();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version are answers, not errors: printed on stdout, exit 0.
