@@ -2,14 +2,14 @@
 //! allocator rather than handed back to the kernel and faulted in again (issue 42).
 
 /// Allocations up to this size come from the allocator's arenas, never a mapping of their own:
-/// a response body is read in buffers of up to about 400 KiB, each a fresh `mmap` by default.
+/// a response body is read in buffers of up to about 400 KiB (hyper's largest read buffer).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: libc::c_int = 4 << 20;
 
 /// Free memory an arena keeps at its top before it gives pages back to the kernel. glibc's
 /// default follows the largest buffer freed (about 800 KiB here), so a streamed blob's buffers
-/// were returned and faulted in again: 155-162 thousand page faults, 0.6 CPU-seconds, per
-/// 2 GiB copied (docs/performance.md, "What limits a big layer").
+/// were returned and faulted in again: 155-178 thousand page faults and half a CPU-second per
+/// 2 GiB copied (docs/performance.md, "ferry's own share: read buffers faulted in again").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const TRIM_THRESHOLD: libc::c_int = 32 << 20;
 

@@ -1,5 +1,7 @@
 //! What a streamed blob costs ferry in page faults, through the real binary against the real
 //! registry: its read buffers are reused, not handed back to the kernel and faulted in again.
+// glibc's thresholds are what src/malloc.rs sets; elsewhere the allocator is left as it is.
+#![cfg(all(target_os = "linux", target_env = "gnu"))]
 
 mod common;
 
