@@ -214,6 +214,25 @@ impl Breaker {
         }
     }
 
+    /// Whether the registry's faults look scattered: the breaker is closed and, of its last
+    /// `min_requests` answers inside the window (a full window: a run's first few answers never
+    /// count), fewer than half were faults. A registry that answers most requests is alive, so
+    /// the retry loop waits briefly after an unknown outcome (`retry::SCATTERED_FAULT_CAP`);
+    /// one failing most of them (a backend restarting) keeps the longer schedule.
+    pub(crate) fn faults_scattered(&self) -> bool {
+        let s = self.lock();
+        if !matches!(s.phase, Phase::Closed) {
+            return false;
+        }
+        let now = Instant::now();
+        let (answers, faults) = s
+            .answers
+            .iter()
+            .filter(|(at, _)| now.saturating_duration_since(*at) <= self.settings.window)
+            .fold((0usize, 0usize), |(n, f), (_, fault)| (n + 1, f + usize::from(*fault)));
+        answers >= self.settings.min_requests.max(1) as usize && faults * 2 < answers
+    }
+
     /// Opens the breaker at once (a registry whose ping failed outright).
     pub fn trip(&self) {
         self.trip_for(false);
@@ -283,6 +302,41 @@ mod tests {
         b.record_success();
         assert_eq!(b.state(), BreakerState::Closed);
         assert!(b.admit().is_ok());
+    }
+
+    /// Scattered takes a full window (min_requests answers inside it), fewer than half of them
+    /// faults, and a closed breaker; answers older than the window do not count.
+    #[tokio::test(start_paused = true)]
+    async fn faults_are_scattered_only_with_a_full_window_of_mostly_answers() {
+        let b = Breaker::new(
+            "r",
+            BreakerSettings {
+                min_requests: 4,
+                ..BreakerSettings::default()
+            },
+        );
+        b.record_success();
+        b.record_success();
+        b.record_fault(Fault::Answer);
+        assert!(!b.faults_scattered(), "three answers: not a full window");
+        b.record_success();
+        assert!(b.faults_scattered(), "one fault in four");
+        b.record_fault(Fault::Answer);
+        assert!(!b.faults_scattered(), "two faults in the last four: half");
+        b.record_success();
+        b.record_success();
+        assert!(b.faults_scattered(), "one fault in the last four");
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert!(!b.faults_scattered(), "the window's answers have all aged out");
+        b.trip();
+        // The success that closes it clears the window; four more fill it again.
+        for _ in 0..5 {
+            b.record_success();
+        }
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert!(b.faults_scattered());
+        b.trip();
+        assert!(!b.faults_scattered(), "open: not scattered whatever the window");
     }
 
     #[tokio::test(start_paused = true)]

@@ -257,17 +257,23 @@ where
                 _ => last_answer(failure, attempts),
             });
         }
-        let backoff = policy.next_backoff(previous_backoff);
         // A registry that answered with an unknown outcome (a 5xx without `Retry-After`, a
         // reply lost after the request went out) is alive and already did or did not do the
         // work: waiting longer teaches it nothing, and an uncapped chain is what made one lost-
         // replies run (issue 42) several times another. Its waits stop growing at
-        // `UNKNOWN_OUTCOME_CAP`, so one operation's sleeps are bounded by its attempts.
-        let backoff = if classify::transience(&failure) == Transience::Unknown {
-            backoff.min(UNKNOWN_OUTCOME_CAP.max(policy.base))
+        // `UNKNOWN_OUTCOME_CAP`, so one operation's sleeps are bounded by its attempts; at
+        // `SCATTERED_FAULT_CAP` when its other answers show the faults scattered (fewer than
+        // half of its recent answers), unless the answer was a shed (503), which asks for less.
+        let ceiling = if classify::transience(&failure) == Transience::Unknown {
+            if !classify::is_throttle(&failure) && gate.breaker.faults_scattered() {
+                SCATTERED_FAULT_CAP
+            } else {
+                UNKNOWN_OUTCOME_CAP
+            }
         } else {
-            backoff
+            policy.cap
         };
+        let backoff = policy.next_backoff_within(previous_backoff, ceiling);
         previous_backoff = Some(backoff);
         let wait = match retry_after {
             Some(ra) => ra.max(backoff),
@@ -312,6 +318,12 @@ where
 /// default 50 ms base, the waits run 50-150 ms, up to 450 ms, then at most this each, so the
 /// seven retries of one operation sleep at most 0.15 + 0.45 + 5 x 1 = 5.6 s (30 s cap: 78 s).
 pub const UNKNOWN_OUTCOME_CAP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest wait after an unknown outcome (not a shed) while the registry answers most of
+/// its other requests (`Breaker::faults_scattered`): seven retries sleep at most 0.15 + 6 x
+/// 0.25 = 1.65 s. Measured for issue 42 with 20% of write replies lost (docs/performance.md,
+/// "Lost replies: a short wait while the registry answers").
+pub const SCATTERED_FAULT_CAP: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The fewest 429s in a row that make a repository's operations end unsent, whatever the
 /// policy's attempts: with `attempts: 1`, one throttle must not shut a repository for a while.

@@ -58,13 +58,21 @@ impl RetryPolicy {
     /// The next backoff after `previous` (decorrelated jitter: uniform in [base, 3 × previous],
     /// capped), so requests throttled together do not come back together.
     pub fn next_backoff(&self, previous: Option<Duration>) -> Duration {
+        self.next_backoff_within(previous, self.cap)
+    }
+
+    /// [`RetryPolicy::next_backoff`] under a lower ceiling (the policy's cap still applies):
+    /// drawn between `base` and the ceiling, not drawn higher and clipped, so waits that reach
+    /// the ceiling stay spread over it instead of piling up at it.
+    pub fn next_backoff_within(&self, previous: Option<Duration>, ceiling: Duration) -> Duration {
         let base = self.base.max(Duration::from_millis(1));
+        let ceiling = ceiling.min(self.cap).max(base);
         let upper = previous.map_or(base * 3, |p| p.saturating_mul(3)).max(base);
-        let upper = upper.min(self.cap.max(base));
+        let upper = upper.min(ceiling);
         let millis = self
             .jitter
             .between(base.as_millis() as u64, upper.as_millis() as u64);
-        Duration::from_millis(millis).min(self.cap.max(base))
+        Duration::from_millis(millis).min(ceiling)
     }
 }
 

@@ -672,3 +672,76 @@ async fn throttles_keep_the_growing_backoff() {
     }
     assert!(longest > Duration::from_secs(10), "{longest:?}");
 }
+
+/// A gate with the default breaker (a window of 20 answers), its window filled with `ok`
+/// answers and `faults` faults: what the rest of a run told the breaker before the chain.
+fn gate_after(seed: u64, ok: usize, faults: usize) -> RegistryGate {
+    let gate = RegistryGate::new(
+        "reg.test",
+        GateSettings {
+            retry: RetryPolicy::default().with_seed(seed),
+            ..GateSettings::default()
+        },
+    );
+    for _ in 0..ok {
+        gate.breaker.record_success();
+    }
+    for _ in 0..faults {
+        gate.breaker.record_fault(crate::breaker::Fault::Answer);
+    }
+    gate
+}
+
+/// Issue 42, S6: while the registry answers most requests, a chain of lost replies on one write
+/// waits at most `SCATTERED_FAULT_CAP` a retry (0.15 + 6 x 0.25 s for seven), for 300 seeds;
+/// where most recent answers were faults, or the answer is a shed (503), the same chain keeps
+/// the 1 s ceiling and some seed sleeps past that bound.
+#[tokio::test(start_paused = true)]
+async fn scattered_lost_replies_retry_soon_and_a_failing_registry_waits_longer() {
+    let bound = Duration::from_millis(150) + SCATTERED_FAULT_CAP * 6;
+    let chain = |code| {
+        let mut script: Vec<Option<Failure>> = vec![Some(status(code, None)); 7];
+        script.push(None);
+        script
+    };
+    let (mut scattered, mut failing, mut shed) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for seed in 0..300u64 {
+        let gate = gate_after(seed, 20, 0);
+        let (r, calls, took) = run(&gate, Operation::UploadFinish, chain(502)).await;
+        assert_eq!((r.unwrap(), calls), (8, 8), "seed {seed}");
+        assert!(took <= bound, "seed {seed}: slept {took:?} (bound {bound:?})");
+        scattered = scattered.max(took);
+
+        let gate = gate_after(seed, 8, 12);
+        let (r, _, took) = run(&gate, Operation::UploadFinish, chain(502)).await;
+        assert_eq!(r.unwrap(), 8, "seed {seed}");
+        failing = failing.max(took);
+
+        let gate = gate_after(seed, 20, 0);
+        let (r, _, took) = run(&gate, Operation::UploadFinish, chain(503)).await;
+        assert_eq!(r.unwrap(), 8, "seed {seed}");
+        shed = shed.max(took);
+    }
+    assert!(scattered > Duration::from_millis(1000), "{scattered:?}");
+    assert!(failing > bound, "{failing:?}");
+    assert!(shed > bound, "{shed:?}");
+}
+
+/// Waits under a ceiling are drawn below it, not drawn higher and clipped: once a chain reaches
+/// the ceiling its waits stay spread (about half of it on average), with none piled at it.
+#[test]
+fn waits_under_a_ceiling_are_spread_below_it_not_piled_at_it() {
+    let p = RetryPolicy::default().with_seed(11);
+    let ceiling = Duration::from_secs(1);
+    let draws: Vec<Duration> = (0..2000)
+        .map(|_| p.next_backoff_within(Some(ceiling), ceiling))
+        .collect();
+    assert!(draws.iter().all(|d| *d >= p.base && *d <= ceiling));
+    let at_ceiling = draws.iter().filter(|d| **d == ceiling).count();
+    assert!(at_ceiling < 20, "{at_ceiling} of 2000 at the ceiling");
+    let mean = draws.iter().sum::<Duration>() / draws.len() as u32;
+    assert!(
+        mean > Duration::from_millis(450) && mean < Duration::from_millis(600),
+        "{mean:?}"
+    );
+}
