@@ -229,7 +229,9 @@ impl Breaker {
             .answers
             .iter()
             .filter(|(at, _)| now.saturating_duration_since(*at) <= self.settings.window)
-            .fold((0usize, 0usize), |(n, f), (_, fault)| (n + 1, f + usize::from(*fault)));
+            .fold((0usize, 0usize), |(n, f), (_, fault)| {
+                (n + 1, f + usize::from(*fault))
+            });
         answers >= self.settings.min_requests.max(1) as usize && faults * 2 < answers
     }
 
@@ -327,7 +329,10 @@ mod tests {
         b.record_success();
         assert!(b.faults_scattered(), "one fault in the last four");
         tokio::time::advance(Duration::from_secs(31)).await;
-        assert!(!b.faults_scattered(), "the window's answers have all aged out");
+        assert!(
+            !b.faults_scattered(),
+            "the window's answers have all aged out"
+        );
         b.trip();
         // The success that closes it clears the window; four more fill it again.
         for _ in 0..5 {
@@ -336,7 +341,10 @@ mod tests {
         assert_eq!(b.state(), BreakerState::Closed);
         assert!(b.faults_scattered());
         b.trip();
-        assert!(!b.faults_scattered(), "open: not scattered whatever the window");
+        assert!(
+            !b.faults_scattered(),
+            "open: not scattered whatever the window"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -709,7 +709,10 @@ async fn scattered_lost_replies_retry_soon_and_a_failing_registry_waits_longer()
         let gate = gate_after(seed, 20, 0);
         let (r, calls, took) = run(&gate, Operation::UploadFinish, chain(502)).await;
         assert_eq!((r.unwrap(), calls), (8, 8), "seed {seed}");
-        assert!(took <= bound, "seed {seed}: slept {took:?} (bound {bound:?})");
+        assert!(
+            took <= bound,
+            "seed {seed}: slept {took:?} (bound {bound:?})"
+        );
         scattered = scattered.max(took);
 
         let gate = gate_after(seed, 8, 12);
