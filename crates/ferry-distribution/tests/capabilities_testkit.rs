@@ -181,3 +181,97 @@ async fn a_put_with_the_blob_that_breaks_in_two_attempts_learns_docker_flow() {
     // The first break was the retry loop's (one retry); the second taught the flow.
     assert_eq!(c.gate().stats.snapshot().retries, 1);
 }
+
+/// A blob whose reads break off half way for the first `breaks` opens (a source's body cut by
+/// a reset, as the resilience bench's mixed condition does to 5% of blob GETs), then arrive
+/// whole.
+struct BreaksOff {
+    bytes: Bytes,
+    breaks: std::sync::atomic::AtomicU32,
+}
+
+impl ferry_distribution::ops::push::BlobBytes for BreaksOff {
+    fn open(
+        &self,
+        offset: u64,
+    ) -> impl std::future::Future<
+        Output = Result<
+            ferry_distribution::ops::push::ByteStream,
+            ferry_distribution::retry::Failure,
+        >,
+    > + Send {
+        use std::sync::atomic::Ordering;
+        let rest = self.bytes.slice(offset as usize..);
+        let cut = self
+            .breaks
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        async move {
+            let stream: ferry_distribution::ops::push::ByteStream = if cut {
+                let half = rest.slice(..rest.len() / 2);
+                Box::pin(futures::stream::iter(vec![
+                    Ok(half),
+                    Err(ferry_distribution::retry::Failure::Transport {
+                        message: "the source's body broke off".into(),
+                        sent: ferry_distribution::retry::Sent::Unknown,
+                        local: false,
+                    }),
+                ]))
+            } else {
+                Box::pin(futures::stream::once(async move { Ok(rest) }))
+            };
+            Ok(stream)
+        }
+    }
+}
+
+/// Bytes that broke off on their way in (the source's read, not the target) are ferry's side of
+/// the request: two such breaks of the PUT carrying one blob teach the target nothing (a target
+/// that resets such PUTs itself is taught docker's flow, above), and when attempts run out the
+/// error names the source's failure, not the target's.
+#[tokio::test(start_paused = true)]
+async fn bytes_that_break_off_on_ferrys_side_teach_the_target_nothing() {
+    use ferry_distribution::ops::push::{BlobPush, PushFlow, UploadShape};
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let c = client_at(&reg.url(), 4);
+    let bytes = Bytes::from(vec![7u8; 64 * 1024]);
+    let digest = sha256(&bytes);
+    let push = || BlobPush {
+        repository: "lib/app",
+        digest: &digest,
+        size: bytes.len() as u64,
+        shape: UploadShape {
+            chunk_size: u64::MAX,
+            monolithic_limit: u64::MAX,
+        },
+        session: None,
+    };
+    let breaking = |breaks| BreaksOff {
+        bytes: bytes.clone(),
+        breaks: std::sync::atomic::AtomicU32::new(breaks),
+    };
+    let flow = c.push_blob(push(), None, &breaking(2)).await.unwrap();
+    assert_eq!(flow, PushFlow::Monolithic);
+    assert_eq!(c.capabilities().upload_flow(), UploadFlow::Monolithic);
+    assert!(reg.has_blob("lib/app", &digest.to_string()));
+
+    let other = Bytes::from(vec![8u8; 64 * 1024]);
+    let other_digest = sha256(&other);
+    let err = c
+        .push_blob(
+            BlobPush {
+                digest: &other_digest,
+                ..push()
+            },
+            None,
+            &BreaksOff {
+                bytes: other,
+                breaks: std::sync::atomic::AtomicU32::new(u32::MAX),
+            },
+        )
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("the source's body broke off"), "{text}");
+    assert_eq!(c.capabilities().upload_flow(), UploadFlow::Monolithic);
+}

@@ -416,7 +416,9 @@ impl RegistryClient {
                     Ok(()) => return Ok(PushFlow::Monolithic),
                     Err(f) => f,
                 };
-                let broke_before = matches!(failure, Failure::Transport { .. })
+                // Only the registry's breaks count: bytes that broke off on ferry's side (a
+                // source's cut body) say nothing about how this registry takes a PUT.
+                let broke_before = matches!(failure, Failure::Transport { local: false, .. })
                     && broke.swap(true, Ordering::AcqRel);
                 let what = if broke_before {
                     Refused::PutBodyAgain

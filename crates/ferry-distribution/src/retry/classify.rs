@@ -37,8 +37,9 @@ pub enum Failure {
         /// Whether the request may have reached the registry: decides if a replay-unsafe operation
         /// is retried.
         sent: Sent,
-        /// A failure of this machine (out of sockets or file descriptors): retried, but not
-        /// recorded against the registry.
+        /// A failure on ferry's side, not the registry's: this machine's (out of sockets or
+        /// file descriptors), or the bytes of a request body breaking off as ferry read them
+        /// (a source's cut body). Retried, but not recorded against the registry.
         local: bool,
     },
     /// Already decided: returned as is, never retried (a digest mismatch, a refused redirect).
@@ -183,6 +184,17 @@ impl Failure {
                 "{host} answered the TLS handshake in plain HTTP: it serves http, not https \
                  (set `insecure: true` on its `registries:` entry in the config)"
             )));
+        }
+        // The body ferry was sending failed on ferry's side: a blob's bytes, read from the
+        // source, broke off part way (the body stream's own `Failure`, which reqwest keeps as a
+        // source of its error). Not the registry's doing, so local: neither its breaker nor its
+        // pacer counts it, and it teaches the registry's capabilities nothing.
+        if let Some(inner) = body_failure(error) {
+            return Failure::Transport {
+                message: format!("the bytes being sent broke off on ferry's side: {inner}"),
+                sent: Sent::Unknown,
+                local: true,
+            };
         }
         let local = is_local_io_failure(error);
         // A connect error (refused, unreachable, connect timeout, TLS handshake) means the request
@@ -417,6 +429,18 @@ fn certificate_problem(error: &reqwest::Error) -> Option<String> {
 }
 
 /// Out of file descriptors, sockets or buffers: this machine's failure, not the registry's.
+/// The failure of a request body ferry was streaming, when that is what ended the request.
+fn body_failure(error: &reqwest::Error) -> Option<&Failure> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(s) = source {
+        if let Some(failure) = s.downcast_ref::<Failure>() {
+            return Some(failure);
+        }
+        source = s.source();
+    }
+    None
+}
+
 fn is_local_io_failure(error: &reqwest::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
     while let Some(s) = source {
