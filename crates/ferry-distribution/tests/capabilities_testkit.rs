@@ -227,8 +227,9 @@ impl ferry_distribution::ops::push::BlobBytes for BreaksOff {
 
 /// Bytes that broke off on their way in (the source's read, not the target) are ferry's side of
 /// the request: two such breaks of the PUT carrying one blob teach the target nothing (a target
-/// that resets such PUTs itself is taught docker's flow, above), and when attempts run out the
-/// error names the source's failure, not the target's.
+/// that resets such PUTs itself is taught docker's flow, above) and are not counted as its
+/// transport errors, whether they broke mid-PUT or in the tee before it; when attempts run out
+/// the error names the source's failure, not the target's.
 #[tokio::test(start_paused = true)]
 async fn bytes_that_break_off_on_ferrys_side_teach_the_target_nothing() {
     use ferry_distribution::ops::push::{BlobPush, PushFlow, UploadShape};
@@ -254,6 +255,25 @@ async fn bytes_that_break_off_on_ferrys_side_teach_the_target_nothing() {
     assert_eq!(flow, PushFlow::Monolithic);
     assert_eq!(c.capabilities().upload_flow(), UploadFlow::Monolithic);
     assert!(reg.has_blob("lib/app", &digest.to_string()));
+    // Retried, and not counted as the target's transport errors.
+    let stats = c.gate().stats.snapshot();
+    assert_eq!((stats.retries, stats.transport_errors), (2, 0));
+
+    // The tee the engine hands the first attempt failed before its first byte (the source's
+    // read cut at once): the same, on the tee's path.
+    let reg = TestRegistry::builder().start().await.unwrap();
+    let c = client_at(&reg.url(), 4);
+    let cut: ferry_distribution::retry::Failure = ferry_distribution::retry::Failure::Transport {
+        message: "the source's body broke off".into(),
+        sent: ferry_distribution::retry::Sent::Unknown,
+        local: false,
+    };
+    c.push_blob(push(), Some(Err(cut)), &breaking(0))
+        .await
+        .unwrap();
+    assert!(reg.has_blob("lib/app", &digest.to_string()));
+    let stats = c.gate().stats.snapshot();
+    assert_eq!((stats.retries, stats.transport_errors), (1, 0));
 
     let other = Bytes::from(vec![8u8; 64 * 1024]);
     let other_digest = sha256(&other);

@@ -318,7 +318,12 @@ impl RegistryClient {
         broke: &AtomicBool,
     ) -> Result<PushFlow, Failure> {
         let journal = blob.journal;
-        let tee = tee.transpose()?;
+        // The tee's read failed before its first byte: the source's failure, not this
+        // registry's (a digest mismatch or an inner error stays what it is).
+        let tee = tee.transpose().map_err(|f| match f {
+            f @ Failure::Transport { .. } => Failure::on_ferrys_side(&f),
+            other => other,
+        })?;
         let mut current = session.lock().await.clone();
         let mut offset = 0;
         if ask != Ask::No

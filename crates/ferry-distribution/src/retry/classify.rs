@@ -190,11 +190,7 @@ impl Failure {
         // source of its error). Not the registry's doing, so local: neither its breaker nor its
         // pacer counts it, and it teaches the registry's capabilities nothing.
         if let Some(inner) = body_failure(error) {
-            return Failure::Transport {
-                message: format!("the bytes being sent broke off on ferry's side: {inner}"),
-                sent: Sent::Unknown,
-                local: true,
-            };
+            return Failure::on_ferrys_side(inner);
         }
         let local = is_local_io_failure(error);
         // A connect error (refused, unreachable, connect timeout, TLS handshake) means the request
@@ -208,6 +204,17 @@ impl Failure {
             message: describe_transport(error),
             sent,
             local,
+        }
+    }
+
+    /// `inner`, a failure of the bytes a request to this registry was to carry (a source's
+    /// read that broke off), as that request's failure: on ferry's side, so local, retried for a
+    /// replay-safe operation and recorded against neither registry's health nor its counters.
+    pub fn on_ferrys_side(inner: &Failure) -> Failure {
+        Failure::Transport {
+            message: format!("the bytes being sent broke off on ferry's side: {inner}"),
+            sent: Sent::Unknown,
+            local: true,
         }
     }
 

@@ -422,7 +422,11 @@ fn record(
         Failure::Status { status, .. } if *status >= 500 => {
             count(gate, run_stats, RegistryStats::server_error)
         }
-        Failure::Transport { .. } => count(gate, run_stats, RegistryStats::transport_error),
+        // A failure on ferry's side (this machine's, or bytes that broke off before they
+        // reached the registry) is not the registry's transport error.
+        Failure::Transport { local: false, .. } => {
+            count(gate, run_stats, RegistryStats::transport_error)
+        }
         _ => {}
     }
     scope
