@@ -210,7 +210,7 @@ impl Failure {
     /// `inner`, a failure of the bytes a request to this registry was to carry (a source's
     /// read that broke off), as that request's failure: on ferry's side, so local, retried for a
     /// replay-safe operation and recorded against neither registry's health nor its counters.
-    pub fn on_ferrys_side(inner: &Failure) -> Failure {
+    pub(crate) fn on_ferrys_side(inner: &Failure) -> Failure {
         Failure::Transport {
             message: format!("the bytes being sent broke off on ferry's side: {inner}"),
             sent: Sent::Unknown,
@@ -438,14 +438,7 @@ fn certificate_problem(error: &reqwest::Error) -> Option<String> {
 /// Out of file descriptors, sockets or buffers: this machine's failure, not the registry's.
 /// The failure of a request body ferry was streaming, when that is what ended the request.
 fn body_failure(error: &reqwest::Error) -> Option<&Failure> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
-    while let Some(s) = source {
-        if let Some(failure) = s.downcast_ref::<Failure>() {
-            return Some(failure);
-        }
-        source = s.source();
-    }
-    None
+    causes(error).find_map(|cause| cause.downcast_ref::<Failure>())
 }
 
 fn is_local_io_failure(error: &reqwest::Error) -> bool {
